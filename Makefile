@@ -1,0 +1,27 @@
+# The two set-up commands: `make demo` and `make test`. Each creates .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/prhsim run --world gridscene --modalities 3
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_run.py
+	$(BIN)/python benchmarks/bench_kronecker.py
+	$(BIN)/python benchmarks/bench_sparse.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -1,0 +1,13 @@
+"""What is checked and reported: theorem checks, the run, reports and figures."""
+
+from prhsim.experiments._mismatch import KernelMismatch as KernelMismatch, kernel_mismatch as kernel_mismatch
+from prhsim.experiments._rotation import (
+    MergePrediction as MergePrediction,
+    RotationUniqueness as RotationUniqueness,
+    merge_rule as merge_rule,
+    predicted_rho as predicted_rho,
+    rotation_uniqueness as rotation_uniqueness,
+)
+from prhsim.experiments._report import render_report as render_report, write_outputs as write_outputs
+from prhsim.experiments._results import Check as Check, RunResult as RunResult
+from prhsim.experiments._run import Setup as Setup, build as build, run as run_experiment

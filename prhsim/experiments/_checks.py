@@ -1,0 +1,104 @@
+"""Turn a rotation-uniqueness outcome into predictions-versus-observations (THEORY §1, §2, §4).
+
+Each :class:`Check` states what the theory predicts and what was measured;
+PASS means they agree. Where the theory predicts that the Platonic conclusion
+fails (bad views, ties), the check passes when it is observed to fail.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from prhsim.experiments._results import Check, ModalitySummary, PairSummary
+from prhsim.jepa import GAP_TOL
+
+#: ρ_P below this counts as "equal up to rotation"; predictions must match within it.
+RHO_ATOL = 1e-8
+#: Eigenvalues, losses and whitening must match within this (relative to max(1, |x|)).
+VALUE_RTOL = 1e-8
+
+
+def _close(a: float, b: float, tol: float = VALUE_RTOL) -> bool:
+    return abs(a - b) <= tol * max(1.0, abs(a), abs(b))
+
+
+def _rho(x: float) -> str:
+    return f"{x:.6f}" if x >= 1e-6 else f"{x:.1e}"
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def modality_checks(m: ModalitySummary, k: int) -> list[Check]:
+    """Ky Fan value, whitening, merge-rule spectrum, uniqueness and nuisance-free dimension of one modality."""
+    checks = [
+        Check(claim="Ky Fan: L(F*) = 2 sum(1 - mu)", subject=m.name,
+              predicted=f"{m.value:.10f}",
+              observed=f"{m.loss_via_operator:.10f} (|F'DF-I| {m.whitening_error:.0e})",
+              verdict=_verdict(_close(m.value, m.loss_via_operator) and m.whitening_error <= VALUE_RTOL)),
+    ]
+    pred, obs = np.array(m.predicted_eigenvalues), np.array(m.eigenvalues)
+    err = float(np.max(np.abs(pred - obs)))
+    checks.append(Check(claim="spectrum = merge rule", subject=m.name,
+                        predicted=f"mu_k, mu_k+1: {pred[k - 1]:.4f}, {pred[k]:.4f}",
+                        observed=f"max error {err:.0e}", verdict=_verdict(err <= VALUE_RTOL)))
+    pred_gap = float(pred[k - 1] - pred[k])
+    pred_unique = pred_gap > GAP_TOL
+    checks.append(Check(claim="unique: gap mu_k - mu_k+1 > 0", subject=m.name,
+                        predicted=("unique" if pred_unique else "tie at k") + f", gap {pred_gap:.3g}",
+                        observed=("unique" if m.unique else "tie at k") + f", gap {m.gap:.3g}",
+                        verdict=_verdict(pred_unique == m.unique)))
+    if m.nuisance_free_predicted is None:
+        checks.append(Check(claim="nuisance-free k_Z (merge rule)", subject=m.name,
+                            predicted="undetermined (slow/nuisance tie at k)",
+                            observed=f"k_Z = {m.nuisance_free_observed}", verdict="N/A"))
+    else:
+        checks.append(Check(claim="nuisance-free k_Z (merge rule)", subject=m.name,
+                            predicted=f"k_Z = {m.nuisance_free_predicted} of {k}",
+                            observed=f"k_Z = {m.nuisance_free_observed} of {k}",
+                            verdict=_verdict(m.nuisance_free_predicted == m.nuisance_free_observed)))
+    return checks
+
+
+def pair_checks(pair: PairSummary, k: int) -> list[Check]:
+    """Predicted ρ_P and the sandwich ``‖sinΘ‖ ≤ res ≤ √2‖sinΘ‖`` for one pair."""
+    subject = f"{pair.a} ~ {pair.b}"
+    if pair.predicted_rho_p is None:
+        rotation = Check(claim="rho_P = sqrt(2(k - min k_Z)/k)", subject=subject,
+                         predicted="none: an optimum is not unique",
+                         observed=f"{pair.rho_p:.3g}", verdict="N/A")
+    else:
+        rotation = Check(claim="rho_P = sqrt(2(k - min k_Z)/k)", subject=subject,
+                         predicted=f"{pair.predicted_rho_p:.6f}", observed=_rho(pair.rho_p),
+                         verdict=_verdict(abs(pair.rho_p - pair.predicted_rho_p) <= RHO_ATOL))
+    sqrt_k = np.sqrt(k)
+    sin_f, res = pair.s_theta * sqrt_k, pair.rho_p * sqrt_k
+    ok = sin_f <= res + 1e-12 and res <= np.sqrt(2) * sin_f + 1e-12
+    if res < RHO_ATOL and sin_f < RHO_ATOL:
+        observed = f"both at rounding level ({max(sin_f, res):.0e})"
+    else:
+        observed = f"{sin_f:.3g} <= {res:.3g} <= {np.sqrt(2) * sin_f:.3g}"
+    sandwich = Check(claim="sinT <= residual <= sqrt2 sinT", subject=subject,
+                     predicted="holds (whitened)",
+                     observed=observed, verdict=_verdict(ok))
+    return [rotation, sandwich]
+
+
+def platonic_check(pairs: list[PairSummary]) -> Check:
+    """The headline: every pair equal up to rotation, predicted exactly when every pair is predicted 0."""
+    if not pairs:
+        return Check(claim="platonic: every rho_P < 1e-8", subject="all modalities",
+                     predicted="needs two modalities", observed="one modality", verdict="N/A")
+    worst = max(pairs, key=lambda x: x.rho_p)
+    observed = worst.rho_p < RHO_ATOL
+    if any(p.predicted_rho_p is None for p in pairs):
+        return Check(claim="platonic: every rho_P < 1e-8", subject="all modalities",
+                     predicted="no guarantee (tie at k)",
+                     observed=f"{'yes' if observed else 'no'} (max {worst.rho_p:.3g})",
+                     verdict="N/A")
+    predicted = all(p.predicted_rho_p == 0.0 for p in pairs)
+    return Check(claim="platonic: every rho_P < 1e-8", subject="all modalities",
+                 predicted="yes" if predicted else "no (nuisance features)",
+                 observed=f"{'yes' if observed else 'no'} (max {worst.rho_p:.3g})",
+                 verdict=_verdict(predicted == observed))

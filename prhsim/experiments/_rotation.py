@@ -1,0 +1,160 @@
+"""Rotation uniqueness across modalities: closed form per modality, every pair compared (THEORY §2, §4).
+
+Prediction (§4): with one π_Z, a positive gap and whitened optima, every
+modality's optimum is ``Q_m h*(z)``, so each pair has ``ρ_P = 0``. Under bad(ε)
+views, nuisance features (``E[h|z] = 0``) displace slow features: if k_Z of the
+k features of each of two modalities are nuisance-free, the cross-covariance
+has singular values ``(1^{min k_Z}, 0, …)`` and
+``ρ_P = sqrt(2(k − min(k_Z,a, k_Z,b))/k)``; k_Z follows from the merge rule
+(:func:`merge_rule`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Literal, Sequence
+
+import numpy as np
+
+from prhsim.jepa import GAP_TOL, Optimum, TieWarning, alignment_loss, closed_form, top_eigenpairs, whitening_error
+from prhsim.metrics import Comparison, coupled_comparison, nuisance_free_dimension
+from prhsim.worlds import Modality, ModalWorld, View, World, view_world
+
+
+@dataclass(frozen=True)
+class MergePrediction:
+    """The predicted top of a modal spectrum under a view (THEORY §4, prediction rule).
+
+    Attributes:
+        values: predicted ``μ_1 … μ_{k+1}`` of the modal world.
+        nuisance_free: predicted k_Z, or None when a tie at k makes it ambiguous.
+    """
+
+    values: np.ndarray
+    nuisance_free: int | None
+
+
+def merge_rule(base_values: np.ndarray, view: View, n_nuisance: int, k: int, *, centred: bool = True) -> MergePrediction:
+    """Merge K_Z's eigenvalues with the nuisance copies and take the top k (+1 for the gap).
+
+    ``base_values`` are K_Z's uncentred top eigenvalues ``λ_1, λ_2, …`` (at least k+2).
+    Nuisance-free candidates: ``λ_i`` (``i ≥ 2`` centred, ``i ≥ 1`` uncentred);
+    nuisance candidates: ``(1−ε)·λ_i``, ``i ≥ 1``, each repeated ``|N| − 1`` times.
+    """
+    base_values = np.asarray(base_values, dtype=np.float64)
+    if base_values.size < k + 2:
+        raise ValueError(f"merge_rule needs at least k+2 = {k + 2} base eigenvalues, got {base_values.size}")
+    free = base_values[1:] if centred else base_values
+    copies = n_nuisance - 1
+    nuis = np.repeat((1.0 - view.eps) * base_values, copies) if copies else np.empty(0)
+    values = np.concatenate([free, nuis])
+    is_free = np.concatenate([np.ones(free.size, bool), np.zeros(nuis.size, bool)])
+    order = np.argsort(-values, kind="stable")
+    top = values[order[: k + 1]]
+    kz = int(np.sum(is_free[order[:k]]))
+    boundary_types = is_free[order[k - 1]] != is_free[order[k]]
+    ambiguous = boundary_types and abs(top[k - 1] - top[k]) <= GAP_TOL
+    return MergePrediction(top, None if ambiguous else kz)
+
+
+@dataclass(frozen=True)
+class ModalityOutcome:
+    """One modality's closed form and its checks."""
+
+    name: str
+    view: View
+    world: ModalWorld
+    optimum: Optimum
+    predicted: MergePrediction
+    nuisance_free: int
+    loss: float
+    whitening_error: float
+
+
+@dataclass(frozen=True)
+class PairOutcome:
+    """One pair of modalities compared through the pairs sharing z."""
+
+    a: str
+    b: str
+    comparison: Comparison
+    predicted_rho: float | None
+
+
+@dataclass(frozen=True)
+class RotationUniqueness:
+    """Result of :func:`rotation_uniqueness`."""
+
+    k: int
+    centred: bool
+    base_values: np.ndarray
+    base_gap: float
+    modalities: tuple[ModalityOutcome, ...]
+    pairs: tuple[PairOutcome, ...]
+
+
+def predicted_rho(k: int, kz_a: int | None, kz_b: int | None) -> float | None:
+    """``sqrt(2(k − min(k_Z,a, k_Z,b))/k)``, or None when a k_Z is undetermined."""
+    if kz_a is None or kz_b is None:
+        return None
+    return float(np.sqrt(2.0 * (k - min(kz_a, kz_b)) / k))
+
+
+def rotation_uniqueness(
+    base: World,
+    modalities: Sequence[Modality],
+    views: Sequence[View],
+    k: int | Literal["auto"] = "auto",
+    *,
+    centred: bool = True,
+    progress=None,
+) -> RotationUniqueness:
+    """Closed-form optimum per modality, and ``ρ_P``, ``s_Θ`` for every pair, with predictions.
+
+    Args:
+        base: the world over Z (π_Z shared by every modality).
+        modalities: the modalities (nuisance laws and renderers).
+        views: one view per modality.
+        k: number of features, or "auto": the largest gap of K_Z in 1..min(32, n−2).
+        centred: centred whitened objective (default).
+        progress: optional callable ``progress(message)`` for long runs.
+    """
+    if len(modalities) != len(views):
+        raise ValueError(f"need one view per modality: {len(modalities)} modalities, {len(views)} views")
+    if len(modalities) < 1:
+        raise ValueError("need at least one modality")
+    names = [m.name for m in modalities]
+    if len(set(names)) != len(names):
+        raise ValueError(f"modality names must be distinct, got {names}")
+    say = progress or (lambda message: None)
+    base_opt = closed_form(base, k, centred=centred)
+    k = base_opt.k
+    base_values = top_eigenpairs(base, min(k + 2, base.n), centred=False).values
+    if base_values.size < k + 2:
+        base_values = np.concatenate([base_values, np.full(k + 2 - base_values.size, -np.inf)])
+    outcomes = []
+    for modality, view in zip(modalities, views):
+        say(f"closed form: {modality.name} ({view.label})")
+        world = view_world(base, modality, view)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TieWarning)  # ties are reported in the outcome, not warned twice
+            opt = closed_form(world, k, centred=centred)
+        F = opt.F
+        outcomes.append(ModalityOutcome(
+            name=modality.name, view=view, world=world, optimum=opt,
+            predicted=merge_rule(base_values, view, modality.n_nuisance, k, centred=centred),
+            nuisance_free=nuisance_free_dimension(F, modality.nuisance, base.p),
+            loss=alignment_loss(world, F), whitening_error=whitening_error(world, F),
+        ))
+    pairs = []
+    for a, b in combinations(outcomes, 2):
+        say(f"compare: {a.name} vs {b.name}")
+        comp = coupled_comparison(a.optimum.F, a.world.modality.nuisance, b.optimum.F, b.world.modality.nuisance, base.p)
+        pred = predicted_rho(k, a.predicted.nuisance_free, b.predicted.nuisance_free)
+        if not (a.optimum.unique and b.optimum.unique):
+            pred = None
+        pairs.append(PairOutcome(a.name, b.name, comp, pred))
+    return RotationUniqueness(k, centred, base_opt.eigenvalues, base_opt.gap, tuple(outcomes), tuple(pairs))
+

@@ -1,0 +1,166 @@
+"""``prhsim run``: build a world and its modalities, solve each in closed form, compare, check.
+
+Data flow (DESIGN.md): RunConfig -> world over Z -> one modal world per
+modality (``π_Z ⊗ ρ_view`` over ``Z x N_m``) -> closed-form optimum each ->
+coupled comparison of every pair -> predictions versus observations.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from prhsim import __version__
+from prhsim.config import (
+    GridSceneWorld,
+    GridWorld,
+    RandomWorld,
+    RingWorld,
+    RunConfig,
+    TorusWorld,
+)
+from prhsim.experiments._checks import modality_checks, pair_checks, platonic_check
+from prhsim.experiments._results import (
+    InjectivitySummary,
+    ModalitySummary,
+    PairSummary,
+    RunResult,
+    WorldSummary,
+)
+from prhsim.experiments._rotation import ModalityOutcome, rotation_uniqueness
+from prhsim.jepa import alignment_loss, describe_tie, top_eigenpairs
+from prhsim.metrics import principal_angles
+from prhsim.worlds import (
+    InjectivityReport,
+    Modality,
+    View,
+    World,
+    bad,
+    codebook,
+    good,
+    grid,
+    gridscene,
+    injectivity_check,
+    random_world,
+    ring,
+    torus,
+)
+
+#: Eigenvalues of K_Z shown in the report and figure.
+SPECTRUM_HEAD = 24
+#: The modalities gridscene renders, in the order `--modalities N` takes them.
+GRIDSCENE_MODALITIES = ("pixels", "caption", "symbolic")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A built world with its modalities and their views."""
+
+    name: str
+    base: World
+    modalities: tuple[Modality, ...]
+    views: tuple[View, ...]
+
+
+def build(config: RunConfig) -> Setup:
+    """Build the world over Z, the modalities and their views from a RunConfig."""
+    w = config.world
+    streams = np.random.default_rng(config.seed).spawn(config.modalities + 1)
+    if isinstance(w, GridSceneWorld):
+        if config.modalities > len(GRIDSCENE_MODALITIES):
+            raise ValueError(f"gridscene has {len(GRIDSCENE_MODALITIES)} modalities "
+                             f"({', '.join(GRIDSCENE_MODALITIES)}); asked for {config.modalities}")
+        scene = gridscene(w.size, w.objects, w.shapes, w.colours, move=w.move,
+                          shape_change=w.shape_change, colour_change=w.colour_change)
+        base = scene.world
+        modalities = scene.modalities(rng=streams[0])[: config.modalities]
+    else:
+        if isinstance(w, RingWorld):
+            base = ring(w.n, laziness=w.laziness)
+        elif isinstance(w, TorusWorld):
+            base = torus(w.shape, laziness=w.laziness)
+        elif isinstance(w, GridWorld):
+            base = grid(w.shape, move=w.move)
+        elif isinstance(w, RandomWorld):
+            base = random_world(w.n, degree=w.degree, concentration=w.concentration, rng=streams[0])
+        else:  # pragma: no cover - the config union is exhaustive
+            raise ValueError(f"unknown world {w!r}")
+        modalities = tuple(codebook(base.n, i + 2, name=f"code{i + 1}", rng=streams[i + 1])
+                           for i in range(config.modalities))
+    names = [m.name for m in modalities]
+    unknown = sorted(set(config.modality_views) - set(names))
+    if unknown:
+        raise ValueError(f"modality_views names unknown modalities {unknown}; this run has {names}")
+    views = tuple(bad(config.eps) if config.modality_views.get(n, config.views) == "bad" else good() for n in names)
+    return Setup(w.kind, base, tuple(modalities), views)
+
+
+def _tie_note(outcome: ModalityOutcome) -> str | None:
+    """For a tied optimum: name the tie and exhibit a second optimum with equal loss."""
+    opt = outcome.optimum
+    if opt.unique:
+        return None
+    k = opt.k
+    full = opt.basis.evaluate()
+    swapped = full[:, list(range(k - 1)) + [k]]
+    p = outcome.world.p
+    delta = alignment_loss(outcome.world, swapped) - alignment_loss(outcome.world, full[:, :k])
+    s_theta = principal_angles(full[:, :k], swapped, p).s_theta
+    return (f"{describe_tie(opt.eigenvalues, k)}; an equally optimal F' (eigenvector k+1 in place of k) "
+            f"differs in loss by {delta:.1e} and lies at s_Theta = {s_theta:.3f}")
+
+
+def _modality_summary(outcome: ModalityOutcome, report: InjectivityReport) -> ModalitySummary:
+    opt, m = outcome.optimum, outcome.world.modality
+    return ModalitySummary(
+        name=m.name, description=m.description, view=outcome.view.label, eps=outcome.view.eps,
+        n_nuisance=m.n_nuisance, n_states=outcome.world.n,
+        eigenvalues=opt.eigenvalues.tolist(), predicted_eigenvalues=outcome.predicted.values.tolist(),
+        value=opt.value, loss_via_operator=outcome.loss, whitening_error=outcome.whitening_error,
+        gap=opt.gap, unique=opt.unique,
+        nuisance_free_predicted=outcome.predicted.nuisance_free, nuisance_free_observed=outcome.nuisance_free,
+        injectivity=InjectivitySummary(checked=report.checked, exhaustive=report.exhaustive, injective=report.injective),
+        tie=_tie_note(outcome),
+    )
+
+
+def run(config: RunConfig, *, progress: Progress | None = None) -> RunResult:
+    """Run the rotation-uniqueness experiment described by ``config``.
+
+    Raises:
+        ValueError: a world or modality cannot be built, a renderer is not
+            injective, or k does not fit the world.
+    """
+    say = progress or (lambda message: None)
+    start = time.perf_counter()
+    say("building the world")
+    setup = build(config)
+    reports = []
+    for m in setup.modalities:
+        say(f"injectivity check: {m.name}")
+        report = injectivity_check(m, setup.base.n, rng=config.seed)
+        report.raise_if_not_injective()
+        reports.append(report)
+    outcome = rotation_uniqueness(setup.base, setup.modalities, setup.views, config.k,
+                                  centred=config.centred, progress=say)
+    k = outcome.k
+    head = top_eigenpairs(setup.base, min(SPECTRUM_HEAD, setup.base.n - (2 if config.centred else 1)),
+                          centred=config.centred).values
+    world = WorldSummary(name=setup.name, n_states=setup.base.n, factor_sizes=[f.n for f in setup.base.factors],
+                         k=k, k_auto=config.k == "auto", gap=outcome.base_gap, spectrum_head=head.tolist())
+    modalities = [_modality_summary(o, r) for o, r in zip(outcome.modalities, reports)]
+    pairs = [PairSummary(a=p.a, b=p.b, rho_p=p.comparison.rho_p, s_theta=p.comparison.s_theta,
+                         mean_correlation=p.comparison.mean_correlation, det_q=p.comparison.det_q,
+                         predicted_rho_p=p.predicted_rho) for p in outcome.pairs]
+    checks = [platonic_check(pairs)]
+    for m in modalities:
+        checks += modality_checks(m, k)
+    for p in pairs:
+        checks += pair_checks(p, k)
+    return RunResult(prhsim_version=__version__, world=world, centred=config.centred, modalities=modalities,
+                     pairs=pairs, checks=checks, seconds=time.perf_counter() - start)

@@ -1,0 +1,24 @@
+"""What a learner converges to: closed-form optima of the second-order JEPA objectives."""
+
+from prhsim.jepa._closed_form import (
+    GAP_TOL as GAP_TOL,
+    Optimum as Optimum,
+    TieWarning as TieWarning,
+    closed_form as closed_form,
+    describe_tie as describe_tie,
+    pick_k as pick_k,
+    spectral_contrastive_optimum as spectral_contrastive_optimum,
+    whitened_optimum as whitened_optimum,
+)
+from prhsim.jepa._kronecker import KroneckerBasis as KroneckerBasis, kronecker_top as kronecker_top
+from prhsim.jepa._objectives import (
+    alignment_loss as alignment_loss,
+    spectral_contrastive_loss as spectral_contrastive_loss,
+    whitening_error as whitening_error,
+)
+from prhsim.jepa._spectrum import (
+    EigenBasis as EigenBasis,
+    VectorBasis as VectorBasis,
+    choose_backend as choose_backend,
+    top_eigenpairs as top_eigenpairs,
+)

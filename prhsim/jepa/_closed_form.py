@@ -1,0 +1,191 @@
+"""Closed-form optima of the second-order JEPA objectives (THEORY §1).
+
+Whitened alignment: minimise ``L(F) = E_π‖f(z) − f(z')‖²`` subject to
+``FᵀDF = I`` (and ``E_p f = 0`` when centred). By Ky Fan,
+``F* = D^{-1/2} U_k Q`` for any ``Q ∈ O(k)`` and ``L* = 2 Σ_{i≤k} (1 − μ_i)``,
+where ``μ`` is K's spectrum (uncentred) or K's spectrum without the trivial
+eigenvalue (centred, ``μ_i = λ_{i+1}``). The optimum is one O(k)-orbit iff the
+gap ``μ_k − μ_{k+1}`` is positive (§1.2).
+
+Spectral contrastive (HaoChen et al. 2021): ``F* = D^{-1/2} U_k diag(√λ⁺) Q``,
+``L*_sc = −Σ_{i≤k} (λ_i⁺)²``; not whitened, includes the constant coordinate (§1.3).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from prhsim._rng import RngLike
+from prhsim._types import States, Vector
+from prhsim.jepa._spectrum import Backend, EigenBasis, top_eigenpairs
+from prhsim.worlds import World
+
+#: A gap at or below this is a tie: no uniqueness is expected (THEORY §2, "Report").
+GAP_TOL = 1e-9
+#: Largest world whose full feature table ``F`` is materialised by :attr:`Optimum.F`.
+FEATURE_LIMIT = 5_000_000
+#: Default range searched by ``k="auto"``.
+AUTO_K_MAX = 32
+
+Objective = Literal["whitened", "spectral_contrastive"]
+
+
+class TieWarning(UserWarning):
+    """k splits a block of tied eigenvalues: the optimum is not one rotation orbit."""
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """A closed-form optimum.
+
+    Attributes:
+        objective: "whitened" or "spectral_contrastive".
+        k: number of features.
+        centred: whether the trivial eigenvector was excluded.
+        eigenvalues: ``μ_1 … μ_{k+1}`` (k+1 values, descending; the last shows the gap).
+        value: the optimal loss L*.
+        gap: ``μ_k − μ_{k+1}``.
+        unique: True when the optimum is a single O(k)-orbit (for spectral
+            contrastive: when ``GGᵀ`` is unique).
+        basis: the eigenpairs behind the features (k+1 of them).
+    """
+
+    objective: Objective
+    k: int
+    centred: bool
+    eigenvalues: Vector
+    value: float
+    gap: float
+    unique: bool
+    basis: EigenBasis
+
+    @property
+    def n(self) -> int:
+        return self.basis.n
+
+    @property
+    def scales(self) -> Vector:
+        """Per-feature scale applied to the whitened eigenfunctions (1, or ``√λ⁺``)."""
+        if self.objective == "whitened":
+            return np.ones(self.k)
+        return np.sqrt(np.maximum(self.eigenvalues[: self.k], 0.0))
+
+    def features(self, states: States | None = None) -> np.ndarray:
+        """``f*(z)`` for the given states (all if None), shape (s, k); the canonical Q = I."""
+        return self.basis.evaluate(states)[:, : self.k] * self.scales
+
+    @property
+    def F(self) -> np.ndarray:
+        """The full feature table (n x k); refused above FEATURE_LIMIT states."""
+        if self.n > FEATURE_LIMIT:
+            raise ValueError(f"refusing to materialise F for {self.n} states (limit {FEATURE_LIMIT}); use features(states)")
+        return self.features()
+
+
+def describe_tie(values: Vector, k: int, tol: float = GAP_TOL) -> str:
+    """Name the tied block around position k (1-based) of ``values``."""
+    lo = k
+    while lo > 1 and abs(values[lo - 2] - values[k - 1]) <= tol:
+        lo -= 1
+    hi = k + 1
+    while hi < values.size and abs(values[hi] - values[k - 1]) <= tol:
+        hi += 1
+    more = " or more" if hi == values.size else ""
+    return (f"k={k} splits a tie: mu_{lo}..mu_{hi} = {values[k - 1]:.10g} (multiplicity {hi - lo + 1}{more}); "
+            f"the optimum is a continuum of subspaces, not one rotation orbit; choose k={lo - 1} or k>={hi}")
+
+
+def pick_k(values: Vector, k_min: int = 1, k_max: int | None = None) -> int:
+    """The k in [k_min, k_max] with the largest gap ``μ_k − μ_{k+1}`` (first if several).
+
+    ``values`` must hold at least ``k_max + 1`` eigenvalues.
+    """
+    k_max = values.size - 1 if k_max is None else k_max
+    if not 1 <= k_min <= k_max <= values.size - 1:
+        raise ValueError(f"k range [{k_min}, {k_max}] is empty or exceeds the {values.size} eigenvalues computed")
+    gaps = values[k_min - 1 : k_max] - values[k_min : k_max + 1]
+    return int(k_min + np.argmax(gaps))
+
+
+def _resolve_k(world: World, k: int | str, centred: bool) -> tuple[int, int]:
+    """Return (k or 0 for auto, number of eigenpairs to compute)."""
+    limit = world.n - 2 if centred else world.n - 1
+    if isinstance(k, str):
+        if k != "auto":
+            raise ValueError(f"k must be a positive integer or 'auto', got {k!r}")
+        if limit < 1:
+            raise ValueError(f"a world of {world.n} states has no k to choose")
+        return 0, min(AUTO_K_MAX, limit) + 1
+    if isinstance(k, bool) or int(k) != k or not 1 <= k <= limit:
+        raise ValueError(f"k must be an integer in 1..{limit} for a world of {world.n} states "
+                         f"({'centred' if centred else 'uncentred'}; one more eigenvalue is needed for the gap), got {k}")
+    return int(k), int(k) + 1
+
+
+def closed_form(
+    world: World,
+    k: int | Literal["auto"] = "auto",
+    *,
+    objective: Objective = "whitened",
+    centred: bool = True,
+    backend: Backend = "auto",
+    rng: RngLike = None,
+) -> Optimum:
+    """The closed-form optimum of ``objective`` with k features.
+
+    Args:
+        world: any world (finite, sparse or product).
+        k: number of features, or "auto" for the largest gap ``μ_k − μ_{k+1}`` in
+            1..min(32, n−2).
+        objective: "whitened" (THEORY §1.1) or "spectral_contrastive" (§1.3, always
+            uncentred: its optimum contains the constant coordinate).
+        centred: whitened objective only; centred (default) excludes the trivial
+            eigenvector and deflates with ``−3ssᵀ``.
+        backend: eigen-backend (see :func:`prhsim.jepa.top_eigenpairs`).
+        rng: seeds the Lanczos start vector.
+
+    Warns:
+        TieWarning: when k splits a tie (gap ≤ 1e-9), naming the tied block.
+
+    Example:
+        >>> from prhsim.worlds import ring
+        >>> opt = closed_form(ring(8), 2)
+        >>> round(opt.value, 6), opt.unique
+        (0.292893, True)
+    """
+    if objective not in ("whitened", "spectral_contrastive"):
+        raise ValueError(f"objective must be 'whitened' or 'spectral_contrastive', got {objective!r}")
+    if objective == "spectral_contrastive":
+        centred = False
+    k_fixed, m = _resolve_k(world, k, centred)
+    basis = top_eigenpairs(world, m, centred=centred, backend=backend, rng=rng)
+    k_used = k_fixed or pick_k(basis.values)
+    basis = basis.take(k_used + 1)
+    mu = basis.values
+    gap = float(mu[k_used - 1] - mu[k_used])
+    tied = gap <= GAP_TOL
+    if objective == "whitened":
+        value = 2.0 * float(np.sum(1.0 - mu[:k_used]))
+        unique = not tied
+    else:
+        value = -float(np.sum(np.maximum(mu[:k_used], 0.0) ** 2))
+        unique = not (tied and mu[k_used - 1] > GAP_TOL)
+    if not unique:
+        warnings.warn(describe_tie(mu, k_used), TieWarning, stacklevel=2)
+    return Optimum(objective, k_used, centred, mu, value, gap, unique, basis)
+
+
+def whitened_optimum(world: World, k: int | Literal["auto"] = "auto", *, centred: bool = True,
+                     backend: Backend = "auto", rng: RngLike = None) -> Optimum:
+    """:func:`closed_form` with the whitened objective (THEORY §1.1)."""
+    return closed_form(world, k, objective="whitened", centred=centred, backend=backend, rng=rng)
+
+
+def spectral_contrastive_optimum(world: World, k: int | Literal["auto"] = "auto", *,
+                                 backend: Backend = "auto", rng: RngLike = None) -> Optimum:
+    """:func:`closed_form` with the spectral-contrastive objective (THEORY §1.3)."""
+    return closed_form(world, k, objective="spectral_contrastive", backend=backend, rng=rng)

@@ -1,0 +1,35 @@
+"""What the world is: states, p(z), positive-pair laws, modalities and views."""
+
+from prhsim.worlds._finite import FiniteWorld as FiniteWorld, World as World
+from prhsim.worlds._gridscene import (
+    GridScene as GridScene,
+    caption as caption,
+    caption_vocabulary as caption_vocabulary,
+    gridscene as gridscene,
+    pixels as pixels,
+    symbolic as symbolic,
+)
+from prhsim.worlds._modality import (
+    InjectivityReport as InjectivityReport,
+    Modality as Modality,
+    codebook as codebook,
+    injectivity_check as injectivity_check,
+)
+from prhsim.worlds._named import (
+    grid as grid,
+    path as path,
+    random_world as random_world,
+    resampling as resampling,
+    sinkhorn_world as sinkhorn_world,
+    ring as ring,
+    torus as torus,
+)
+from prhsim.worlds._product import ProductWorld as ProductWorld
+from prhsim.worlds._views import (
+    ModalWorld as ModalWorld,
+    View as View,
+    bad as bad,
+    good as good,
+    same_sample as same_sample,
+    view_world as view_world,
+)

@@ -1,0 +1,33 @@
+"""Shared tolerances, helpers and hypothesis profiles for the test suite."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+
+#: Named tolerances: exact identities (rounding only) and iterative solvers.
+ATOL = 1e-10
+RTOL = 1e-10
+SOLVER_ATOL = 1e-8
+
+settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+def assert_close(actual, expected, *, atol: float = ATOL, rtol: float = RTOL, what: str = "") -> None:
+    """One tolerance helper for arrays and scalars."""
+    np.testing.assert_allclose(np.asarray(actual, dtype=float), np.asarray(expected, dtype=float),
+                               atol=atol, rtol=rtol, err_msg=what)
+
+
+def dense(matrix) -> np.ndarray:
+    """A dense copy of a dense or sparse matrix."""
+    return np.asarray(matrix.toarray() if hasattr(matrix, "toarray") else matrix, dtype=float)
+
+
+def projector_distance(A: np.ndarray, B: np.ndarray) -> float:
+    """``‖P_A − P_B‖_F / √2`` for orthonormal column bases A, B (the naive twin of sinΘ)."""
+    return float(np.linalg.norm(A @ A.T - B @ B.T) / np.sqrt(2))
