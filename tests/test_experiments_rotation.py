@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from conftest import assert_close
 from prhsim.experiments import merge_rule, predicted_rho, rotation_uniqueness
 from prhsim.jepa import top_eigenpairs
-from prhsim.worlds import bad, codebook, good, gridscene, random_world
+from prhsim.worlds import Modality, bad, codebook, good, gridscene, random_world
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +80,13 @@ def test_same_modal_spectrum_as_dense_eigh():
     lam = np.sort(np.linalg.eigvalsh(modal.kernel_matrix()))[::-1]
     assert_close(out.modalities[0].optimum.eigenvalues, lam[1:6])
     assert_close(top_eigenpairs(modal, 5, backend="dense").values, lam[1:6])
+
+
+def test_non_injective_renderer_is_refused():
+    base = random_world(5, rng=0)
+    blind = Modality("blind", np.array([0.5, 0.5]), lambda z, n: np.stack([z], axis=1))  # ignores n
+    with pytest.raises(ValueError, match="renderer of modality 'blind' is not injective"):
+        rotation_uniqueness(base, [blind], [good()])
 
 
 def test_input_validation():

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from conftest import SOLVER_ATOL, assert_close, dense
 from prhsim.jepa import choose_backend, kronecker_top, top_eigenpairs
 from prhsim.metrics import principal_angles
-from prhsim.worlds import ProductWorld, grid, random_world, resampling, ring
+from prhsim.worlds import FiniteWorld, ProductWorld, grid, random_world, resampling, ring
 
 
 def _at_gap(values, m):
@@ -92,3 +92,43 @@ def test_huge_product_world_top16():
     assert np.all(np.diff(basis.values) <= 0)
     H = basis.evaluate(np.array([0, 123_456_789, 10**9 - 1]))
     assert H.shape == (3, 16) and np.all(np.isfinite(H))
+
+
+def test_large_sparse_factor_uses_partial_lanczos_spectrum():
+    base = random_world(3000, degree=6, rng=5)  # above FULL_FACTOR_UP_TO: top-|λ| pairs by Lanczos
+    w = ProductWorld([base, resampling([0.2, 0.3, 0.5], 0.4)])
+    kron = kronecker_top(w, 9)
+    assert not kron.spectra[0].complete and kron.spectra[1].complete
+    ref = top_eigenpairs(w, 9, backend="sparse")
+    assert_close(kron.values, ref.values, atol=SOLVER_ATOL)
+    for j in range(1, 9):
+        if _at_gap(ref.values, j):
+            assert principal_angles(ref.evaluate()[:, :j], kron.evaluate()[:, :j], w.p).s_theta < 1e-7
+
+
+def test_partial_spectrum_is_extended_when_the_heap_runs_past_it(monkeypatch):
+    """Force partial spectra on small indefinite factors; the heap must double them and stay exact."""
+    import prhsim.jepa._kronecker as kr
+
+    monkeypatch.setattr(kr, "FULL_FACTOR_UP_TO", 10)
+    tops = []
+    original = kr.factor_spectrum
+
+    def spy(world, top=None):
+        tops.append(top)
+        return original(world, top)
+
+    monkeypatch.setattr(kr, "factor_spectrum", spy)
+    # a factor with 20 eigenvalues -0.03 above its 9 positive ones 0.02: the heap must walk past the negatives
+    n = 30
+    rng = np.random.default_rng(0)
+    s = np.full(n, 1 / np.sqrt(n))
+    V, _ = np.linalg.qr(np.column_stack([s, rng.normal(size=(n, n - 1))]))
+    lam = np.array([1.0] + [-0.03] * 20 + [0.02] * 9)
+    K = (V * lam) @ V.T
+    w = ProductWorld([FiniteWorld(np.full(n, 1 / n), np.maximum(K, 0) / n), resampling([0.5, 0.5], 0.4)])
+    m = 6
+    kron = kr.kronecker_top(w, m)
+    ref = np.sort(np.linalg.eigvalsh(w.kernel_matrix()))[::-1][1 : m + 1]
+    assert_close(kron.values, ref, atol=1e-10)
+    assert max(t for t in tops if t is not None) > 2 * (m + 1), "the doubling path was exercised"

@@ -18,9 +18,10 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from prhsim._rng import RngLike
 from prhsim.jepa import GAP_TOL, Optimum, TieWarning, alignment_loss, closed_form, top_eigenpairs, whitening_error
 from prhsim.metrics import Comparison, coupled_comparison, nuisance_free_dimension
-from prhsim.worlds import Modality, ModalWorld, View, World, view_world
+from prhsim.worlds import InjectivityReport, Modality, ModalWorld, View, World, injectivity_check, view_world
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class ModalityOutcome:
     name: str
     view: View
     world: ModalWorld
+    injectivity: InjectivityReport
     optimum: Optimum
     predicted: MergePrediction
     nuisance_free: int
@@ -110,6 +112,7 @@ def rotation_uniqueness(
     *,
     centred: bool = True,
     progress=None,
+    rng: RngLike = None,
 ) -> RotationUniqueness:
     """Closed-form optimum per modality, and ``ρ_P``, ``s_Θ`` for every pair, with predictions.
 
@@ -120,6 +123,10 @@ def rotation_uniqueness(
         k: number of features, or "auto": the largest gap of K_Z in 1..min(32, n−2).
         centred: centred whitened objective (default).
         progress: optional callable ``progress(message)`` for long runs.
+        rng: seeds the sample of the injectivity check on huge state spaces.
+
+    Raises:
+        ValueError: if a renderer is not injective in (z, n) (the theorem assumes it).
     """
     if len(modalities) != len(views):
         raise ValueError(f"need one view per modality: {len(modalities)} modalities, {len(views)} views")
@@ -129,13 +136,19 @@ def rotation_uniqueness(
     if len(set(names)) != len(names):
         raise ValueError(f"modality names must be distinct, got {names}")
     say = progress or (lambda message: None)
+    reports = []
+    for modality in modalities:
+        say(f"injectivity check: {modality.name}")
+        report = injectivity_check(modality, base.n, rng=rng)
+        report.raise_if_not_injective()
+        reports.append(report)
     base_opt = closed_form(base, k, centred=centred)
     k = base_opt.k
     base_values = top_eigenpairs(base, min(k + 2, base.n), centred=False).values
     if base_values.size < k + 2:
         base_values = np.concatenate([base_values, np.full(k + 2 - base_values.size, -np.inf)])
     outcomes = []
-    for modality, view in zip(modalities, views):
+    for modality, view, report in zip(modalities, views, reports):
         say(f"closed form: {modality.name} ({view.label})")
         world = view_world(base, modality, view)
         with warnings.catch_warnings():
@@ -143,7 +156,7 @@ def rotation_uniqueness(
             opt = closed_form(world, k, centred=centred)
         F = opt.F
         outcomes.append(ModalityOutcome(
-            name=modality.name, view=view, world=world, optimum=opt,
+            name=modality.name, view=view, world=world, injectivity=report, optimum=opt,
             predicted=merge_rule(base_values, view, modality.n_nuisance, k, centred=centred),
             nuisance_free=nuisance_free_dimension(F, modality.nuisance, base.p),
             loss=alignment_loss(world, F), whitening_error=whitening_error(world, F),

@@ -34,7 +34,6 @@ from prhsim.experiments._rotation import ModalityOutcome, rotation_uniqueness
 from prhsim.jepa import alignment_loss, describe_tie, top_eigenpairs
 from prhsim.metrics import principal_angles
 from prhsim.worlds import (
-    InjectivityReport,
     Modality,
     View,
     World,
@@ -43,7 +42,6 @@ from prhsim.worlds import (
     good,
     grid,
     gridscene,
-    injectivity_check,
     random_world,
     ring,
     torus,
@@ -115,8 +113,8 @@ def _tie_note(outcome: ModalityOutcome) -> str | None:
             f"differs in loss by {delta:.1e} and lies at s_Theta = {s_theta:.3f}")
 
 
-def _modality_summary(outcome: ModalityOutcome, report: InjectivityReport) -> ModalitySummary:
-    opt, m = outcome.optimum, outcome.world.modality
+def _modality_summary(outcome: ModalityOutcome) -> ModalitySummary:
+    opt, m, report = outcome.optimum, outcome.world.modality, outcome.injectivity
     return ModalitySummary(
         name=m.name, description=m.description, view=outcome.view.label, eps=outcome.view.eps,
         n_nuisance=m.n_nuisance, n_states=outcome.world.n,
@@ -140,20 +138,14 @@ def run(config: RunConfig, *, progress: Progress | None = None) -> RunResult:
     start = time.perf_counter()
     say("building the world")
     setup = build(config)
-    reports = []
-    for m in setup.modalities:
-        say(f"injectivity check: {m.name}")
-        report = injectivity_check(m, setup.base.n, rng=config.seed)
-        report.raise_if_not_injective()
-        reports.append(report)
     outcome = rotation_uniqueness(setup.base, setup.modalities, setup.views, config.k,
-                                  centred=config.centred, progress=say)
+                                  centred=config.centred, progress=say, rng=config.seed)
     k = outcome.k
     head = top_eigenpairs(setup.base, min(SPECTRUM_HEAD, setup.base.n - (2 if config.centred else 1)),
                           centred=config.centred).values
     world = WorldSummary(name=setup.name, n_states=setup.base.n, factor_sizes=[f.n for f in setup.base.factors],
                          k=k, k_auto=config.k == "auto", gap=outcome.base_gap, spectrum_head=head.tolist())
-    modalities = [_modality_summary(o, r) for o, r in zip(outcome.modalities, reports)]
+    modalities = [_modality_summary(o) for o in outcome.modalities]
     pairs = [PairSummary(a=p.a, b=p.b, rho_p=p.comparison.rho_p, s_theta=p.comparison.s_theta,
                          mean_correlation=p.comparison.mean_correlation, det_q=p.comparison.det_q,
                          predicted_rho_p=p.predicted_rho) for p in outcome.pairs]

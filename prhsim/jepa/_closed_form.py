@@ -155,7 +155,7 @@ def closed_form(
         >>> from prhsim.worlds import ring
         >>> opt = closed_form(ring(8), 2)
         >>> round(opt.value, 6), opt.unique
-        (0.292893, True)
+        (0.585786, True)
     """
     if objective not in ("whitened", "spectral_contrastive"):
         raise ValueError(f"objective must be 'whitened' or 'spectral_contrastive', got {objective!r}")

@@ -16,41 +16,61 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
+import scipy.sparse.linalg as spla
 
 from prhsim._types import States, Vector
-from prhsim.jepa._spectrum import EigenBasis
+from prhsim.jepa._spectrum import EIGSH_TOL, EigenBasis, centred_operator
 from prhsim.worlds import FiniteWorld, ProductWorld
 
-#: Largest factor that is diagonalised densely.
-FACTOR_LIMIT = 5_000
+#: Factors up to this size are diagonalised in full (dense); larger ones by Lanczos, top-r by |λ|.
+FULL_FACTOR_UP_TO = 2_000
+#: Largest factor diagonalised in full when every eigenvalue is needed (enumeration fallback).
+DENSE_FACTOR_LIMIT = 5_000
 #: Largest product world whose eigenvalues are all enumerated as a fallback.
 ENUMERATE_LIMIT = 20_000_000
 
 
 @dataclass(frozen=True)
 class FactorSpectrum:
-    """A factor's full eigendecomposition, trivial pair first, then by |λ| descending.
+    """A factor's eigenpairs, trivial pair first, then by |λ| descending.
 
     ``functions[:, i] = vectors[:, i] / sqrt(p)`` are its p-whitened eigenfunctions.
+    ``complete`` is False when only the pairs of largest |λ| were computed.
     """
 
     values: Vector
     functions: np.ndarray
+    complete: bool = True
 
 
-def factor_spectrum(world: FiniteWorld) -> FactorSpectrum:
-    """Diagonalise one factor: ``eigh(K − 3ssᵀ)`` puts s at −2; it is restored as (1, s) at index 0."""
-    if world.n > FACTOR_LIMIT:
-        raise ValueError(f"a product world's factor has {world.n} states; the Kronecker backend densifies factors up to {FACTOR_LIMIT}")
-    K = world.kernel_matrix()
-    K = np.array(K.toarray() if hasattr(K, "toarray") else K, dtype=np.float64)
-    s = world.sqrt_p
-    vals, vecs = sla.eigh(K - 3.0 * np.outer(s, s), driver="evd")  # divide and conquer: robust to clustered spectra
-    vals, vecs = vals[1:], vecs[:, 1:]  # vals[0] is the deflated trivial pair at -2
+def _ordered(s: Vector, vals: Vector, vecs: np.ndarray, complete: bool) -> FactorSpectrum:
     order = np.lexsort((np.arange(vals.size), -vals, -np.abs(vals)))
     values = np.concatenate([[1.0], vals[order]])
     vectors = np.concatenate([s[:, None], vecs[:, order]], axis=1)
-    return FactorSpectrum(values, vectors / s[:, None])
+    return FactorSpectrum(values, vectors / s[:, None], complete)
+
+
+def factor_spectrum(world: FiniteWorld, top: int | None = None) -> FactorSpectrum:
+    """Diagonalise one factor of ``K − 3ssᵀ`` (s goes to −2; it is restored as (1, s) at index 0).
+
+    Small factors (or ``top=None``) are diagonalised in full with ``eigh``; a
+    factor above FULL_FACTOR_UP_TO states with ``top`` given gets its ``top``
+    non-trivial pairs of largest |λ| by Lanczos (``eigsh``, ``which="LM"``).
+    """
+    s = world.sqrt_p
+    if top is not None and world.n > FULL_FACTOR_UP_TO and top + 1 < world.n - 1:
+        op = centred_operator(world)
+        v0 = np.random.default_rng(0).standard_normal(world.n)
+        vals, vecs = spla.eigsh(op, k=top + 1, which="LM", v0=v0, tol=EIGSH_TOL)
+        keep = np.argsort(vals)[1:]  # drop the deflated trivial pair at -2
+        return _ordered(s, vals[keep], vecs[:, keep], complete=False)
+    if world.n > DENSE_FACTOR_LIMIT:
+        raise ValueError(f"a product world's factor has {world.n} states; its full spectrum is computed densely "
+                         f"only up to {DENSE_FACTOR_LIMIT}")
+    K = world.kernel_matrix()
+    K = np.array(K.toarray() if hasattr(K, "toarray") else K, dtype=np.float64)
+    vals, vecs = sla.eigh(K - 3.0 * np.outer(s, s), driver="evd")  # divide and conquer: robust to clustered spectra
+    return _ordered(s, vals[1:], vecs[:, 1:], complete=True)
 
 
 @dataclass(frozen=True)
@@ -82,10 +102,32 @@ class KroneckerBasis(EigenBasis):
 
 
 def kronecker_top(world: ProductWorld, m: int, *, centred: bool = True) -> KroneckerBasis:
-    """Top-m eigenpairs of ``⊗ K_f`` (centred: excluding the trivial tuple), in O(mF log(mF))."""
-    spectra = tuple(factor_spectrum(f) for f in world.factors)
-    sizes = [s.values.size for s in spectra]
+    """Top-m eigenpairs of ``⊗ K_f`` (centred: excluding the trivial tuple), in O(mF log(mF)).
+
+    Large factors start with their ``2(m+1)`` pairs of largest |λ|; if the heap
+    reaches the end of such a partial spectrum, it is doubled and the heap rerun.
+    """
+    top = 2 * (m + 1)
+    spectra = [factor_spectrum(f, top) for f in world.factors]
+    while True:
+        result = _heap(spectra, m, centred)
+        if isinstance(result, list):
+            break
+        exhausted = result  # a factor whose partial spectrum ran out
+        top *= 2
+        spectra[exhausted] = factor_spectrum(world.factors[exhausted], top)
+    if len(result) < m:
+        return _enumerate_all(world, m, centred)
+    values = np.array([v for v, _ in result])
+    indices = np.array([idx for _, idx in result], dtype=np.int64)
+    return KroneckerBasis(values, indices, tuple(spectra), world)
+
+
+def _heap(spectra: list[FactorSpectrum], m: int, centred: bool) -> list[tuple[float, tuple[int, ...]]] | int:
+    """Pop index tuples by decreasing |Π λ|; return the first m positive ones (fewer if the products run out),
+    or the number of a factor whose partial spectrum would be needed beyond its end."""
     F = len(spectra)
+    sizes = [s.values.size for s in spectra]
 
     def value(idx: tuple[int, ...]) -> float:
         v = 1.0
@@ -110,19 +152,18 @@ def kronecker_top(world: ProductWorld, m: int, *, centred: bool = True) -> Krone
                 if nxt not in seen:
                     seen.add(nxt)
                     heapq.heappush(heap, (-abs(value(nxt)), nxt))
-    if len(found) < m:
-        return _enumerate_all(world, spectra, m, centred)
-    values = np.array([v for v, _ in found])
-    indices = np.array([idx for _, idx in found], dtype=np.int64)
-    return KroneckerBasis(values, indices, spectra, world)
+            elif not spectra[f].complete:
+                return f
+    return found
 
 
-def _enumerate_all(world: ProductWorld, spectra: tuple[FactorSpectrum, ...], m: int, centred: bool) -> KroneckerBasis:
+def _enumerate_all(world: ProductWorld, m: int, centred: bool) -> KroneckerBasis:
     if world.n > ENUMERATE_LIMIT:
         raise ValueError(
             f"fewer than {m} positive eigenvalues in a product world of {world.n} states; "
             f"full enumeration is limited to {ENUMERATE_LIMIT} states"
         )
+    spectra = tuple(factor_spectrum(f) for f in world.factors)
     all_values = np.ones(1)
     for spec in spectra:
         all_values = np.kron(all_values, spec.values)

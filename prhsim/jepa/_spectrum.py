@@ -74,7 +74,7 @@ class VectorBasis(EigenBasis):
         return VectorBasis(self.values[:m], self.vectors[:, :m], self.p, self.backend)
 
 
-def _centred_operator(world: World) -> spla.LinearOperator:
+def centred_operator(world: World) -> spla.LinearOperator:
     K = world.kernel
     s = world.sqrt_p
 
@@ -97,7 +97,7 @@ def _dense(world: World, m: int, centred: bool) -> VectorBasis:
 
 
 def _sparse(world: World, m: int, centred: bool, rng: RngLike) -> VectorBasis:
-    op = _centred_operator(world) if centred else world.kernel
+    op = centred_operator(world) if centred else world.kernel
     v0 = check_rng(rng).standard_normal(world.n)
     ncv = min(world.n, max(2 * m + 1, 20 + m))
     vals, vecs = spla.eigsh(op, k=m, which="LA", v0=v0, tol=EIGSH_TOL, ncv=ncv, maxiter=world.n * 20)
