@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from conftest import SOLVER_ATOL, assert_close, dense
+from conftest import SOLVER_ATOL, assert_close
 from prhsim.jepa import choose_backend, kronecker_top, top_eigenpairs
 from prhsim.metrics import principal_angles
 from prhsim.worlds import FiniteWorld, ProductWorld, grid, random_world, resampling, ring

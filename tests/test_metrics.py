@@ -136,7 +136,7 @@ def test_bad_shapes():
 
 def naive_coupled(F1, q1, F2, q2, p_z):
     """The coupling written out on Z x N1 x N2: joint law γ, then Procrustes and projection."""
-    n1, n2, k = q1.size, q2.size, F1.shape[1]
+    n1, n2 = q1.size, q2.size
     rows1, rows2, w = [], [], []
     for z in range(p_z.size):
         for a in range(n1):

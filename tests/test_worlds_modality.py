@@ -113,3 +113,10 @@ def test_same_sample_mixture_keeps_eigenvectors():
     assert_close(K2 @ vecs, vecs * (0.75 + 0.25 * vals))
     sparse_mixed = same_sample(ring(600), 0.5)
     assert sparse_mixed.is_sparse
+
+
+def test_modality_without_nuisance_gives_the_base_spectrum():
+    base = random_world(7, rng=5)
+    w = view_world(base, codebook(base.n, 1, rng=0), bad(0.5))
+    assert w.shape == (7, 1)
+    assert_close(np.sort(np.linalg.eigvalsh(w.kernel_matrix())), np.sort(np.linalg.eigvalsh(base.kernel_matrix())))

@@ -18,13 +18,12 @@ from prhsim.worlds._modality import (
 from prhsim.worlds._named import (
     grid as grid,
     path as path,
-    random_world as random_world,
     resampling as resampling,
-    sinkhorn_world as sinkhorn_world,
     ring as ring,
     torus as torus,
 )
 from prhsim.worlds._product import ProductWorld as ProductWorld
+from prhsim.worlds._random import random_world as random_world, sinkhorn_world as sinkhorn_world
 from prhsim.worlds._views import (
     ModalWorld as ModalWorld,
     View as View,

@@ -39,17 +39,14 @@ class World:
     def factors(self) -> tuple["FiniteWorld", ...]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def kernel_matrix(self) -> PairMatrix:  # pragma: no cover - interface
+        """K as a matrix (dense, or sparse for sparse worlds); product worlds densify only when small."""
+        raise NotImplementedError
+
     @property
     def sqrt_p(self) -> Vector:
         """``s = sqrt(p)``, the trivial eigenvector of K (eigenvalue 1)."""
         return np.sqrt(self.p)
-
-
-def _as_float_pair_matrix(Pi: PairMatrix) -> PairMatrix:
-    if sp.issparse(Pi):
-        return sp.csr_array(Pi, dtype=np.float64)
-    arr = np.asarray(Pi, dtype=np.float64)
-    return arr
 
 
 class FiniteWorld(World):
@@ -75,13 +72,10 @@ class FiniteWorld(World):
     """
 
     Pi: PairMatrix
+
     def __init__(self, p: Vector, Pi: PairMatrix, *, symmetrize: bool = False) -> None:
         p = np.array(p, dtype=np.float64, copy=True)
-        Pi = _as_float_pair_matrix(Pi)
-        if sp.issparse(Pi):
-            Pi = Pi.copy()
-        else:
-            Pi = np.array(Pi, copy=True)
+        Pi = sp.csr_array(Pi, dtype=np.float64, copy=True) if sp.issparse(Pi) else np.array(Pi, dtype=np.float64, copy=True)
         _validate(p, Pi, symmetrize)
         if symmetrize:
             Pi = (Pi + Pi.T) / 2
@@ -132,8 +126,8 @@ class FiniteWorld(World):
 
 
 def _validate(p: np.ndarray, Pi: PairMatrix, symmetrize: bool) -> None:
-    if p.ndim != 1 or p.shape[0] < 2:
-        raise ValueError(f"p must be a vector with at least 2 states, got shape {p.shape}")
+    if p.ndim != 1 or p.shape[0] < 1:
+        raise ValueError(f"p must be a non-empty vector, got shape {p.shape}")
     n = p.shape[0]
     if Pi.shape != (n, n):
         raise ValueError(f"Pi must have shape ({n}, {n}) to match p, got {Pi.shape}")

@@ -16,8 +16,10 @@ from scipy.sparse.linalg import LinearOperator
 from prhsim._types import States, Vector
 from prhsim.worlds._finite import FiniteWorld, World
 
-#: The largest product world whose full p (or a dense matrix) prhsim will materialise.
+#: The largest product world whose full p (or a vector of the kernel operator) prhsim will materialise.
 MATERIALISE_LIMIT = 50_000_000
+#: The largest product world whose kernel prhsim will form as a dense matrix.
+DENSIFY_LIMIT = 20_000
 
 
 class ProductWorld(World):
@@ -114,8 +116,8 @@ class ProductWorld(World):
 
     def kernel_matrix(self) -> np.ndarray:
         """Dense ``np.kron`` of the factor kernels: only for worlds small enough to densify."""
-        if self.n > 20_000:
-            raise ValueError(f"refusing to densify a product world with {self.n} states (limit 20000)")
+        if self.n > DENSIFY_LIMIT:
+            raise ValueError(f"refusing to densify a product world with {self.n} states (limit {DENSIFY_LIMIT})")
         out = np.ones((1, 1))
         for f in self.factors:
             K = f.kernel_matrix()
@@ -124,7 +126,8 @@ class ProductWorld(World):
 
     def to_finite(self) -> FiniteWorld:
         """The same world as a dense FiniteWorld (small worlds only, for tests and baselines)."""
-        Pi = np.diag(np.sqrt(self.p)) @ self.kernel_matrix() @ np.diag(np.sqrt(self.p))
+        s = self.sqrt_p
+        Pi = s[:, None] * self.kernel_matrix() * s[None, :]
         return FiniteWorld(self.p, (Pi + Pi.T) / 2)
 
 
