@@ -49,7 +49,10 @@ def merge_rule(base_values: np.ndarray, view: View, n_nuisance: int, k: int, *, 
         raise ValueError(f"merge_rule needs at least k+2 = {k + 2} base eigenvalues, got {base_values.size}")
     free = base_values[1:] if centred else base_values
     copies = n_nuisance - 1
-    nuis = np.repeat((1.0 - view.eps) * base_values, copies) if copies else np.empty(0)
+    scaled = base_values.copy()  # -inf entries pad a spectrum shorter than k+2 and stay -inf
+    finite = np.isfinite(scaled)
+    scaled[finite] *= 1.0 - view.eps
+    nuis = np.repeat(scaled, copies) if copies else np.empty(0)
     values = np.concatenate([free, nuis])
     is_free = np.concatenate([np.ones(free.size, bool), np.zeros(nuis.size, bool)])
     order = np.argsort(-values, kind="stable")
