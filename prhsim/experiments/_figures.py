@@ -33,7 +33,7 @@ def spectrum_figure(result: RunResult, path: Path) -> Path:
         mu = np.array(m.eigenvalues)
         ax.plot(np.arange(1, mu.size + 1) + off, mu, "x", ms=6, label=f"{m.name} ({m.view})")
     ax.axvline(k + 0.5, color="tab:red", ls="--", lw=1)
-    ax.text(k + 0.7, 0.5, f"k = {k}\ngap $\\mu_k - \\mu_{{k+1}}$ = {w.gap:.3g}", color="tab:red", fontsize=9,
+    ax.text(k + 1.5, 0.55, f"k = {k}\nK_Z gap $\\mu_k - \\mu_{{k+1}}$ = {w.gap:.3g}", color="tab:red", fontsize=9,
             transform=ax.get_xaxis_transform(), va="center")
     ax.set_xlabel("index i" + (" (centred: trivial eigenvalue 1 removed)" if result.centred else ""))
     ax.set_ylabel(r"eigenvalue $\mu_i$")
