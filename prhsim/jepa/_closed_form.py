@@ -94,9 +94,12 @@ def describe_tie(values: Vector, k: int, tol: float = GAP_TOL) -> str:
     hi = k + 1
     while hi < values.size and abs(values[hi] - values[k - 1]) <= tol:
         hi += 1
-    more = " or more" if hi == values.size else ""
+    open_ended = hi == values.size  # the block may go on past the computed eigenvalues
+    more = " or more" if open_ended else ""
+    above = f"a k past mu_{hi}" if open_ended else f"k={hi}"
+    below = f"k={lo - 1} or " if lo > 1 else ""
     return (f"k={k} splits a tie: mu_{lo}..mu_{hi} = {values[k - 1]:.10g} (multiplicity {hi - lo + 1}{more}); "
-            f"the optimum is a continuum of subspaces, not one rotation orbit; choose k={lo - 1} or k>={hi}")
+            f"the optimum is a continuum of subspaces, not one rotation orbit; choose {below}{above} at a gap")
 
 
 def pick_k(values: Vector, k_min: int = 1, k_max: int | None = None) -> int:
