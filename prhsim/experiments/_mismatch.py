@@ -70,8 +70,7 @@ class KernelMismatch:
 def _dense_kernel(world: World) -> np.ndarray:
     if world.n > DENSE_LIMIT:
         raise ValueError(f"kernel_mismatch compares worlds densely, up to {DENSE_LIMIT} states; got {world.n}")
-    K = world.kernel_matrix()
-    return np.asarray(K.toarray() if hasattr(K, "toarray") else K, dtype=np.float64)
+    return world.dense_kernel()
 
 
 def kernel_mismatch(world_1: World, world_2: World, k: int, *, centred: bool = True) -> KernelMismatch:

@@ -67,9 +67,7 @@ def factor_spectrum(world: FiniteWorld, top: int | None = None) -> FactorSpectru
     if world.n > DENSE_FACTOR_LIMIT:
         raise ValueError(f"a product world's factor has {world.n} states; its full spectrum is computed densely "
                          f"only up to {DENSE_FACTOR_LIMIT}")
-    K = world.kernel_matrix()
-    K = np.array(K.toarray() if hasattr(K, "toarray") else K, dtype=np.float64)
-    vals, vecs = sla.eigh(K - 3.0 * np.outer(s, s), driver="evd")  # divide and conquer: robust to clustered spectra
+    vals, vecs = sla.eigh(world.dense_kernel() - 3.0 * np.outer(s, s), driver="evd")  # divide and conquer: robust to clustered spectra
     return _ordered(s, vals[1:], vecs[:, 1:], complete=True)
 
 

@@ -87,8 +87,7 @@ def centred_operator(world: World) -> spla.LinearOperator:
 
 
 def _dense(world: World, m: int, centred: bool) -> VectorBasis:
-    K = world.kernel_matrix()
-    K = np.array(K.toarray() if hasattr(K, "toarray") else K, dtype=np.float64)
+    K = world.dense_kernel()
     if centred:
         s = world.sqrt_p
         K = K - 3.0 * np.outer(s, s)

@@ -43,6 +43,11 @@ class World:
         """K as a matrix (dense, or sparse for sparse worlds); product worlds densify only when small."""
         raise NotImplementedError
 
+    def dense_kernel(self) -> np.ndarray:
+        """A dense float copy of K (for small worlds, factors and baselines)."""
+        K = self.kernel_matrix()
+        return np.array(K.toarray() if sp.issparse(K) else K, dtype=np.float64)
+
     @property
     def sqrt_p(self) -> Vector:
         """``s = sqrt(p)``, the trivial eigenvector of K (eigenvalue 1)."""

@@ -120,8 +120,7 @@ class ProductWorld(World):
             raise ValueError(f"refusing to densify a product world with {self.n} states (limit {DENSIFY_LIMIT})")
         out = np.ones((1, 1))
         for f in self.factors:
-            K = f.kernel_matrix()
-            out = np.kron(out, K.toarray() if hasattr(K, "toarray") else K)
+            out = np.kron(out, f.dense_kernel())
         return out
 
     def to_finite(self) -> FiniteWorld:
