@@ -11,24 +11,12 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from prhsim.worlds._checks import check_prob, check_size
 from prhsim.worlds._finite import FiniteWorld
 from prhsim.worlds._product import ProductWorld
 
 #: Worlds larger than this are built with a sparse Π by default.
 SPARSE_FROM = 512
-
-
-def _check_prob(name: str, value: float) -> float:
-    value = float(value)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {value}")
-    return value
-
-
-def _check_size(name: str, n: int, minimum: int = 2) -> int:
-    if int(n) != n or n < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {n}")
-    return int(n)
 
 
 def _walk_world(n: int, move: float, *, periodic: bool, sparse: bool | None) -> FiniteWorld:
@@ -55,8 +43,8 @@ def ring(n: int, *, laziness: float = 0.5, sparse: bool | None = None) -> Finite
     ``P = laziness·I + (1-laziness)/2·(shift + shiftᵀ)``; eigenvalues
     ``laziness + (1-laziness)cos(2πj/n)`` come in tied pairs (THEORY §1.2).
     """
-    n = _check_size("ring size", n, 3)
-    return _walk_world(n, 1.0 - _check_prob("laziness", laziness), periodic=True, sparse=sparse)
+    n = check_size("ring size", n, 3)
+    return _walk_world(n, 1.0 - check_prob("laziness", laziness), periodic=True, sparse=sparse)
 
 
 def path(n: int, *, move: float = 0.5, sparse: bool | None = None) -> FiniteWorld:
@@ -64,8 +52,8 @@ def path(n: int, *, move: float = 0.5, sparse: bool | None = None) -> FiniteWorl
 
     Eigenvalues ``1 - move·(1 - cos(πj/n))``, j = 0..n-1, all distinct for move > 0.
     """
-    n = _check_size("path length", n)
-    return _walk_world(n, _check_prob("move", move), periodic=False, sparse=sparse)
+    n = check_size("path length", n)
+    return _walk_world(n, check_prob("move", move), periodic=False, sparse=sparse)
 
 
 def torus(shape: Sequence[int], *, laziness: float = 0.5) -> ProductWorld:
@@ -86,7 +74,7 @@ def _check_shape(shape: Sequence[int]) -> tuple[int, ...]:
     shape = tuple(shape)
     if not shape:
         raise ValueError("shape must have at least one axis")
-    return tuple(_check_size("axis size", s) for s in shape)
+    return tuple(check_size("axis size", s) for s in shape)
 
 
 def resampling(q: Sequence[float], rate: float) -> FiniteWorld:
@@ -96,5 +84,5 @@ def resampling(q: Sequence[float], rate: float) -> FiniteWorld:
     Used for attributes that sometimes change, and for nuisance factors of views.
     """
     q = np.asarray(q, dtype=np.float64)
-    rate = _check_prob("rate", rate)
+    rate = check_prob("rate", rate)
     return FiniteWorld(q, (1.0 - rate) * np.diag(q) + rate * np.outer(q, q))

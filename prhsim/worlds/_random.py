@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from prhsim._rng import RngLike, check_rng
 from prhsim.worlds._finite import FiniteWorld
-from prhsim.worlds._named import _check_size
+from prhsim.worlds._checks import check_size
 
 
 def _sinkhorn(A, target: np.ndarray, tol: float, max_iter: int):
@@ -83,7 +83,7 @@ def random_world(
     sum (equal to p₀ within ``tol``), so Π's marginals equal p to rounding.
     Dense worlds without self-loops have indefinite kernels (THEORY §8.1).
     """
-    n = _check_size("n", n, 3)
+    n = check_size("n", n, 3)
     gen = check_rng(rng)
     if concentration <= 0:
         raise ValueError(f"concentration must be positive, got {concentration}")
