@@ -78,7 +78,7 @@ def test_other_worlds_and_config_file(tmp_path):
     (["--k", "zero"], "positive integer or 'auto'"),
     (["--eps", "2"], "eps"),
     (["--modalities", "4"], "gridscene has 3 modalities"),
-    (["--k", "99999"], "k must be an integer"),
+    (["--k", "99999"], "k must be at most 20,734"),
     (["--world", "moon"], "Invalid value for '--world'"),
 ])
 def test_bad_flags_are_usage_errors_without_traceback(args, message, tmp_path):
@@ -109,8 +109,9 @@ def test_missing_config_file(tmp_path):
 
 
 def test_merge_order_defaults_file_flags():
-    cfg = resolve_run_config({"eps": 0.3, "world": {"kind": "ring", "n": 30}, "seed": 5}, {"eps": 0.2, "seed": None})
-    assert cfg.eps == 0.2 and cfg.seed == 5 and cfg.world.kind == "ring" and cfg.world.n == 30
+    cfg = resolve_run_config({"eps": 0.3, "views": "bad", "world": {"kind": "ring", "n": 30}, "seed": 5},
+                             {"eps": 0.2, "seed": None}, ["seed=6", "eps=0.25"])
+    assert cfg.eps == 0.2 and cfg.seed == 6 and cfg.world.kind == "ring" and cfg.world.n == 30
     swapped = resolve_run_config({"world": {"kind": "ring", "n": 30}}, {"world": "torus"})
     assert swapped.world.kind == "torus"
     kept = resolve_run_config({"world": {"kind": "ring", "n": 30}}, {"world": "ring"})

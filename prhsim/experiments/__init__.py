@@ -8,6 +8,11 @@ from prhsim.experiments._rotation import (
     predicted_rho as predicted_rho,
     rotation_uniqueness as rotation_uniqueness,
 )
-from prhsim.experiments._report import render_report as render_report, write_outputs as write_outputs
+from prhsim.experiments._plan import RunPlan as RunPlan, Stage as Stage, plan_run as plan_run
+from prhsim.experiments._report import (
+    render_report as render_report,
+    results_document as results_document,
+    write_outputs as write_outputs,
+)
 from prhsim.experiments._results import Check as Check, RunResult as RunResult
-from prhsim.experiments._run import Setup as Setup, build as build, run as run_experiment
+from prhsim.experiments._run import Setup as Setup, build as build, run as run_experiment, solve as solve

@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from prhsim._io import write_json_atomic
+from prhsim._io import json_text
 from prhsim.config import RunConfig
 from prhsim.experiments._results import RunResult
 
@@ -26,7 +26,7 @@ def render_report(result: RunResult, console: Console) -> None:
                   f"{'centred' if result.centred else 'uncentred'} whitened objective")
     head = ", ".join(f"{v:.4f}" for v in w.spectrum_head[: min(len(w.spectrum_head), w.k + 4)])
     console.print(f"spectrum head mu_1..: {head}")
-    console.print(f"k = {w.k} ({'largest gap in 1..32' if w.k_auto else 'given'}), "
+    console.print(f"k = {w.k} ({'auto: largest relative gap' if w.k_auto else 'given'}), mu_k = {w.spectrum_head[w.k - 1]:.4f}, "
                   f"gap mu_k - mu_k+1 = {w.gap:.4g}\n")
 
     table = Table(title="closed-form optimum per modality", title_justify="left")
@@ -78,16 +78,24 @@ def render_report(result: RunResult, console: Console) -> None:
                   f"{result.seconds:.2f} s")
 
 
-def write_outputs(result: RunResult, config: RunConfig, out: Path, *, git_revision: str | None) -> list[Path]:
-    """Write results.json, config.json and (if asked) the two PNG figures into ``out``, each atomically."""
-    from prhsim.experiments._figures import residual_figure, spectrum_figure
+def results_document(result: RunResult, *, git_revision: str | None) -> dict:
+    """The results.json document: the run's result with the source revision."""
+    return {"git_revision": git_revision, **result.model_dump(mode="json")}
 
-    out = Path(out)
-    written = [
-        write_json_atomic(out / "results.json", {"git_revision": git_revision, **result.model_dump(mode="json")}),
-        write_json_atomic(out / "config.json", config.model_dump(mode="json")),
-    ]
+
+def write_outputs(result: RunResult, config: RunConfig, folder: Path, *, git_revision: str | None) -> list[Path]:
+    """Write results.json, config.json and (if asked) the two PNG figures into ``folder``.
+
+    ``folder`` is a run's staging folder (:func:`prhsim._io.staged_folder`), renamed into
+    place whole once every file is written; the files are written directly.
+    """
+    folder = Path(folder)
+    written = [folder / "results.json", folder / "config.json"]
+    written[0].write_text(json_text(results_document(result, git_revision=git_revision)))
+    written[1].write_text(json_text(config.model_dump(mode="json")))
     if config.figures:
-        written.append(spectrum_figure(result, out / "spectrum.png"))
-        written.append(residual_figure(result, out / "residuals.png"))
+        from prhsim.experiments._figures import residual_figure, save_png, spectrum_figure
+
+        written.append(save_png(spectrum_figure(result), folder / "spectrum.png"))
+        written.append(save_png(residual_figure(result), folder / "residuals.png"))
     return written

@@ -1,6 +1,6 @@
 """``prhsim run``: build a world and its modalities, solve each in closed form, compare, check.
 
-Data flow (DESIGN.md): RunConfig -> world over Z -> one modal world per
+Data flow: RunConfig -> cost plan (refuse what cannot fit) -> world over Z -> one modal world per
 modality (``π_Z ⊗ ρ_view`` over ``Z x N_m``) -> closed-form optimum each ->
 coupled comparison of every pair -> predictions versus observations.
 """
@@ -14,15 +14,10 @@ from typing import Callable
 import numpy as np
 
 from prhsim import __version__
-from prhsim.config import (
-    GridSceneWorld,
-    GridWorld,
-    RandomWorld,
-    RingWorld,
-    RunConfig,
-    TorusWorld,
-)
+from prhsim._budget import memory_limit
+from prhsim.config import RunConfig
 from prhsim.experiments._checks import modality_checks, pair_checks, platonic_check
+from prhsim.experiments._plan import plan_run
 from prhsim.experiments._results import (
     InjectivitySummary,
     ModalitySummary,
@@ -33,24 +28,10 @@ from prhsim.experiments._results import (
 from prhsim.experiments._rotation import ModalityOutcome, rotation_uniqueness
 from prhsim.jepa import alignment_loss, describe_tie, top_eigenpairs
 from prhsim.metrics import principal_angles
-from prhsim.worlds import (
-    Modality,
-    View,
-    World,
-    bad,
-    codebook,
-    good,
-    grid,
-    gridscene,
-    random_world,
-    ring,
-    torus,
-)
+from prhsim.worlds import Modality, View, World, bad, good
 
-#: Eigenvalues of K_Z shown in the report and figure.
+#: Eigenvalues of K_Z shown in the report and figure (at least k + 4 when k is larger).
 SPECTRUM_HEAD = 24
-#: The modalities gridscene renders, in the order `--modalities N` takes them.
-GRIDSCENE_MODALITIES = ("pixels", "caption", "symbolic")
 
 Progress = Callable[[str], None]
 
@@ -66,35 +47,17 @@ class Setup:
 
 
 def build(config: RunConfig) -> Setup:
-    """Build the world over Z, the modalities and their views from a RunConfig."""
+    """Build the world over Z, the modalities and their views from a RunConfig.
+
+    Raises:
+        ValueError: the world's settings admit no world (e.g. a random world whose
+            Sinkhorn scaling does not converge).
+    """
     w = config.world
     streams = np.random.default_rng(config.seed).spawn(config.modalities + 1)
-    if isinstance(w, GridSceneWorld):
-        if config.modalities > len(GRIDSCENE_MODALITIES):
-            raise ValueError(f"gridscene has {len(GRIDSCENE_MODALITIES)} modalities "
-                             f"({', '.join(GRIDSCENE_MODALITIES)}); asked for {config.modalities}")
-        scene = gridscene(w.size, w.objects, w.shapes, w.colours, move=w.move,
-                          shape_change=w.shape_change, colour_change=w.colour_change)
-        base = scene.world
-        modalities = scene.modalities(rng=streams[0])[: config.modalities]
-    else:
-        if isinstance(w, RingWorld):
-            base = ring(w.n, laziness=w.laziness)
-        elif isinstance(w, TorusWorld):
-            base = torus(w.shape, laziness=w.laziness)
-        elif isinstance(w, GridWorld):
-            base = grid(w.shape, move=w.move)
-        elif isinstance(w, RandomWorld):
-            base = random_world(w.n, degree=w.degree, concentration=w.concentration, rng=streams[0])
-        else:  # pragma: no cover - the config union is exhaustive
-            raise ValueError(f"unknown world {w!r}")
-        modalities = tuple(codebook(base.n, i + 2, name=f"code{i + 1}", rng=streams[i + 1])
-                           for i in range(config.modalities))
-    names = [m.name for m in modalities]
-    unknown = sorted(set(config.modality_views) - set(names))
-    if unknown:
-        raise ValueError(f"modality_views names unknown modalities {unknown}; this run has {names}")
-    views = tuple(bad(config.eps) if config.modality_views.get(n, config.views) == "bad" else good() for n in names)
+    base = w.build(streams[0])
+    modalities = w.modalities(base, config.modalities, streams)
+    views = tuple(bad(config.bad_eps) if v == "bad" else good() for v in config.view_names)
     return Setup(w.kind, base, tuple(modalities), views)
 
 
@@ -128,20 +91,28 @@ def _modality_summary(outcome: ModalityOutcome) -> ModalitySummary:
 
 
 def run(config: RunConfig, *, progress: Progress | None = None) -> RunResult:
-    """Run the rotation-uniqueness experiment described by ``config``.
+    """Cost, build and solve the run described by ``config`` (the library's whole ``prhsim run``).
 
     Raises:
-        ValueError: a world or modality cannot be built, a renderer is not
-            injective, or k does not fit the world.
+        ResourceError: the run would not fit in memory (see :func:`plan_run`), before anything is allocated.
+        ConfigError: k does not fit the world.
+        ValueError: the world cannot be built, or a renderer is not injective.
     """
+    plan = plan_run(config)
+    with memory_limit(plan.limit):
+        (progress or (lambda message: None))("building the world")
+        return solve(config, build(config), progress=progress)
+
+
+def solve(config: RunConfig, setup: Setup, *, progress: Progress | None = None) -> RunResult:
+    """Solve every modality of a built ``setup`` in closed form, compare every pair, check the theory."""
     say = progress or (lambda message: None)
     start = time.perf_counter()
-    say("building the world")
-    setup = build(config)
     outcome = rotation_uniqueness(setup.base, setup.modalities, setup.views, config.k,
                                   centred=config.centred, progress=say, rng=config.seed)
     k = outcome.k
-    head = top_eigenpairs(setup.base, min(SPECTRUM_HEAD, setup.base.n - (2 if config.centred else 1)),
+    say("spectrum head")
+    head = top_eigenpairs(setup.base, min(max(SPECTRUM_HEAD, k + 4), setup.base.n - (1 if config.centred else 0)),
                           centred=config.centred).values
     world = WorldSummary(name=setup.name, n_states=setup.base.n, factor_sizes=[f.n for f in setup.base.factors],
                          k=k, k_auto=config.k == "auto", gap=outcome.base_gap, spectrum_head=head.tolist())

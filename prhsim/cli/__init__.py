@@ -1,0 +1,25 @@
+"""The ``prhsim`` command line: a thin layer over :mod:`prhsim.experiments`.
+
+Commands: ``prhsim run`` (solve, compare, check, write a run folder) and
+``prhsim worlds`` (every world kind with its settings). Usage errors are one
+line and exit 2; an unexpected exception is a bug and ends with its traceback
+(exit 1); Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import click
+
+from prhsim import __version__
+from prhsim.cli._run import run
+from prhsim.cli._worlds import worlds
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="prhsim")
+def main() -> None:
+    """prhsim: executable checks of the Platonic Representation Theorem for JEPAs."""
+
+
+main.add_command(run)
+main.add_command(worlds)

@@ -1,0 +1,192 @@
+"""``prhsim run``: settings -> cost plan -> output check -> build -> solve -> run folder, in that order.
+
+Everything a user can get wrong is checked before the computation starts, and
+refused with one line and exit 2: the settings (strict types, ranges, keys),
+the cost (memory the run would need), the output folder, and the world's
+construction. What fails after that is a bug and surfaces as one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from prhsim._budget import ResourceError, memory_limit
+from prhsim._io import OutputError, check_out_folder, staged_folder
+from prhsim.cli._console import UsageProblem, console, stage_reporter
+from prhsim.config import (
+    WORLD_KINDS,
+    ConfigError,
+    RunConfig,
+    is_run_folder_config,
+    read_config_file,
+    resolve_run_config,
+)
+from prhsim.jepa import TieWarning
+
+#: World flags and the world setting each sets.
+WORLD_FLAGS = {"size": "--size", "objects": "--objects", "n": "--n", "shape": "--shape"}
+
+
+def git_revision() -> str | None:
+    """The git revision of the prhsim source tree, if it is a checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def _default_out(config: RunConfig) -> Path:
+    views = "mixed" if config.modality_views else config.views
+    stem = f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{config.world.kind}-{views}"
+    out, i = Path(stem), 2
+    while out.exists():
+        out, i = Path(f"{stem}-{i}"), i + 1
+    return out
+
+
+def _parse_k(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
+    if value is None or value == "auto":
+        return value
+    try:
+        k = int(value)
+    except ValueError:
+        raise click.BadParameter(f"expected a positive integer or 'auto', got {value!r}") from None
+    if k < 1:
+        raise click.BadParameter(f"expected a positive integer or 'auto', got {k}")
+    return k
+
+
+def _parse_shape(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        return [int(part) for part in value.replace("x", ",").split(",")]
+    except ValueError:
+        raise click.BadParameter(f"expected sizes like 8,12 or 8x12, got {value!r}") from None
+
+
+def _parse_out(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    if value is None:
+        return None
+    if value.strip() == "":
+        raise click.BadParameter("must not be empty")
+    return Path(value)
+
+
+def _resolve(config_file: Path | None, flags: dict, world_flags: dict, sets: tuple[str, ...],
+             notes: list[str]) -> RunConfig:
+    file_data = read_config_file(config_file) if config_file else {}
+    if config_file and is_run_folder_config(config_file) and "out" in file_data and flags.get("out") is None:
+        del file_data["out"]
+        notes.append(f"{config_file} is a run's own config: this run writes a new folder (use --out to choose)")
+    world_sets = {f"world.{key}": value for key, value in world_flags.items() if value is not None}
+    try:
+        return resolve_run_config(file_data, {**flags, **world_sets}, sets, notes)
+    except ConfigError as exc:
+        for key, value in world_flags.items():
+            if value is not None and f"unknown key 'world.{key}'" in str(exc):
+                raise ConfigError(f"{WORLD_FLAGS[key]} does not apply to this world ({exc}); "
+                                  "`prhsim worlds` lists each world's settings") from None
+        raise
+
+
+@click.command()
+@click.option("--world", type=click.Choice(WORLD_KINDS), default=None,
+              help="World over Z (default gridscene); `prhsim worlds` lists each kind's settings.")
+@click.option("--modalities", type=int, default=None, help="Number of modalities (default 3).")
+@click.option("--views", type=click.Choice(["good", "bad"]), default=None,
+              help="good: nuisance resampled across the pair; bad: nuisance kept w.p. 1-eps.")
+@click.option("--eps", type=float, default=None, help="Bad view's resampling probability (default 0.1; bad views only).")
+@click.option("--k", "k", callback=_parse_k, default=None, metavar="N|auto",
+              help="Number of features, or auto: the largest relative gap of K_Z in 1..32 (default).")
+@click.option("--uncentred", is_flag=True, default=False, help="Keep the constant eigenfunction (uncentred objective).")
+@click.option("--seed", type=int, default=None, help="Seed for every random choice (default 0).")
+@click.option("--size", type=int, default=None, help="gridscene: grid side (world.size).")
+@click.option("--objects", type=int, default=None, help="gridscene: number of objects (world.objects).")
+@click.option("--n", "n_states", type=int, default=None, help="ring, random: number of states (world.n).")
+@click.option("--shape", callback=_parse_shape, default=None, metavar="A,B,..",
+              help="torus, grid: size per axis (world.shape).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Any setting, e.g. --set world.laziness=0.3 (values as in TOML; repeatable).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="JSON or TOML file of settings; --set and flags override it.")
+@click.option("--out", callback=_parse_out, default=None, metavar="DIR",
+              help="Output folder (default runs/<time>-<world>-<views>); must be new or empty.")
+@click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder whole.")
+@click.option("--memory-limit", "memory_gb", type=float, default=None, metavar="GB",
+              help="Refuse a run whose estimated peak memory exceeds GB (default: half of this machine's).")
+@click.option("--no-figures", is_flag=True, default=False, help="Skip the PNG figures.")
+@click.option("--json", "as_json", is_flag=True, default=False,
+              help="Print the results document to stdout instead of the report.")
+@click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
+@click.option("--strict", is_flag=True, default=False, help="Exit 1 if any check disagrees with the theory.")
+def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_states, shape, sets, config_file,
+        out, overwrite, memory_gb, no_figures, as_json, quiet, strict) -> None:
+    """Solve every modality in closed form and check the theorem's predictions.
+
+    \b
+    Examples:
+      prhsim run --world gridscene --modalities 3
+      prhsim run --views bad --eps 0.1
+      prhsim run --world torus --shape 8,12 --k 2
+      prhsim run --config my.toml --set world.laziness=0.3 --out runs/mine
+    `prhsim worlds` lists every world kind with its settings, defaults and ranges.
+    """
+    from prhsim.experiments import build, plan_run, render_report, results_document, solve, write_outputs
+
+    err = console(stderr=True)
+    notes: list[str] = []
+    flags = {"world": world, "modalities": modalities, "views": views, "eps": eps, "k": k, "seed": seed,
+             "out": out, "centred": False if uncentred else None, "figures": False if no_figures else None,
+             "memory_limit_gb": memory_gb}
+    world_flags = {"size": size, "objects": objects, "n": n_states, "shape": shape}
+    try:
+        config = _resolve(config_file, flags, world_flags, sets, notes)
+        plan = plan_run(config)
+        out_dir = config.out or _default_out(config)
+        check_out_folder(out_dir, overwrite=overwrite)
+    except (ConfigError, ResourceError, OutputError) as exc:
+        raise UsageProblem(str(exc)) from None
+    if not quiet:
+        for note in notes:
+            err.print(f"[cyan]note:[/] {escape(note)}", highlight=False)
+    try:
+        with stage_reporter("prhsim run", quiet=quiet) as say, memory_limit(plan.limit), \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TieWarning)
+            say(f"plan: {plan.summary()}")
+            say("building the world")
+            try:
+                setup = build(config)
+            except ValueError as exc:
+                raise UsageProblem(f"{config.world.describe()} cannot be built: {exc}") from None
+            result = solve(config, setup, progress=say)
+            say("writing " + str(out_dir))
+            with staged_folder(out_dir, overwrite=overwrite) as stage:
+                write_outputs(result, config.model_copy(update={"out": out_dir}), stage,
+                              git_revision=git_revision())
+    except KeyboardInterrupt:
+        click.echo("prhsim run: interrupted; nothing was written", err=True)
+        sys.exit(130)
+    if not quiet:
+        for w in caught:
+            err.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False)
+    if as_json:
+        click.echo(json.dumps(results_document(result, git_revision=git_revision()), indent=2))
+    elif not quiet:
+        out_console = console()
+        render_report(result, out_console)
+        out_console.print(f"wrote {out_dir}/ ({', '.join(p.name for p in sorted(out_dir.iterdir()))})",
+                          highlight=False)
+    if strict and result.failures:
+        sys.exit(1)

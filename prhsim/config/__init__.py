@@ -1,0 +1,25 @@
+"""Settings of every command (pydantic, strict, unknown keys rejected), merged in one place."""
+
+from prhsim.config._files import (
+    ConfigError as ConfigError,
+    is_run_folder_config as is_run_folder_config,
+    read_config_file as read_config_file,
+)
+from prhsim.config._merge import (
+    format_validation_error as format_validation_error,
+    parse_assignment as parse_assignment,
+    resolve_run_config as resolve_run_config,
+)
+from prhsim.config._run import DEFAULT_EPS as DEFAULT_EPS, RunConfig as RunConfig
+from prhsim.config._worlds import (
+    GRIDSCENE_MODALITIES as GRIDSCENE_MODALITIES,
+    MAX_STATES as MAX_STATES,
+    WORLD_KINDS as WORLD_KINDS,
+    WORLD_MODELS as WORLD_MODELS,
+    GridSceneWorld as GridSceneWorld,
+    GridWorld as GridWorld,
+    RandomWorld as RandomWorld,
+    RingWorld as RingWorld,
+    TorusWorld as TorusWorld,
+    WorldConfig as WorldConfig,
+)

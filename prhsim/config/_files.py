@@ -1,0 +1,52 @@
+"""Reading a configuration file: JSON or TOML, UTF-8, a table of settings at the top."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+#: The formats a config file may have, by suffix.
+FORMATS = {".json": "JSON", ".toml": "TOML"}
+
+
+class ConfigError(ValueError):
+    """A configuration file, key or flag is invalid; the one-line message names the key."""
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a ``.json`` or ``.toml`` file of settings into a dict.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, has another suffix, is not
+            UTF-8, does not parse, or does not hold a table of settings.
+    """
+    path = Path(path)
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        accepted = " or ".join(FORMATS)
+        raise ConfigError(f"config file {path}: unsupported format {path.suffix or '(no suffix)'!r}; "
+                          f"config files are {accepted}")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text: byte 0x{raw[exc.start]:02x} "
+                          f"at offset {exc.start}") from None
+    try:
+        data = tomllib.loads(text) if fmt == "TOML" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid {fmt}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a table/object of settings, got {type(data).__name__}")
+    return data
+
+
+def is_run_folder_config(path: Path) -> bool:
+    """True for the config.json a run wrote into its folder (a results.json sits beside it)."""
+    path = Path(path)
+    return path.name == "config.json" and (path.parent / "results.json").is_file()

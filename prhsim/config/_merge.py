@@ -1,0 +1,113 @@
+"""The one merge of settings: defaults <- config file <- ``--set key=value`` <- flags.
+
+Validation errors come back as one line per run, naming each key the way a
+user writes it (``world.colour_change[0]: Input should be a finite number``).
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from typing import Any, Iterable
+
+from pydantic import ValidationError
+
+from prhsim.config._files import ConfigError
+from prhsim.config._run import RunConfig
+from prhsim.config._worlds import WORLD_KINDS
+
+
+def parse_assignment(text: str) -> tuple[list[str], Any]:
+    """``"world.size=6"`` -> (["world", "size"], 6). Values are TOML values; a bare word is a string."""
+    key, sep, raw = text.partition("=")
+    path = key.strip().split(".")
+    if not sep or not all(path):
+        raise ConfigError(f"--set expects key=value (e.g. world.size=6), got {text!r}")
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        if not raw or any(c in raw for c in "[]{}\"'=,"):
+            raise ConfigError(f"--set {key.strip()}: cannot read the value {raw!r} (write it as in TOML)") from None
+        value = raw
+    return path, value
+
+
+def _assign(data: dict[str, Any], path: list[str], value: Any) -> None:
+    node = data
+    for i, part in enumerate(path[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif isinstance(child, str) and part == "world" and i == 0:
+            child = node[part] = {"kind": child}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"--set {'.'.join(path)}: {'.'.join(path[: i + 1])} is not a table")
+        node = child
+    node[path[-1]] = value
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line: ``key.path: message`` for each problem, joined by ``; ``."""
+    parts = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        if len(loc) > 1 and loc[0] == "world" and loc[1] in WORLD_KINDS:
+            del loc[1]  # the union's tag, not a key the user wrote
+        where = ""
+        for item in loc:
+            where += f"[{item}]" if isinstance(item, int) else (f".{item}" if where else str(item))
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown key {where!r}")
+        elif where:
+            parts.append(message if message.startswith(where.split(".")[-1].split("[")[0] + " ") else f"{where}: {message}")
+        else:
+            parts.append(message)
+    return "; ".join(parts)
+
+
+def resolve_run_config(
+    file_data: dict[str, Any] | None = None,
+    flags: dict[str, Any] | None = None,
+    sets: Iterable[str] = (),
+    notes: list[str] | None = None,
+) -> RunConfig:
+    """Defaults <- file <- ``sets`` (``key=value``) <- flags; flags whose value is None are not given.
+
+    A ``world`` flag (a kind) fills in a file's world table that has no kind; a table of
+    another kind is replaced, with a note appended to ``notes``.
+
+    Raises:
+        ConfigError: naming every key that is wrong.
+    """
+    data: dict[str, Any] = copy.deepcopy(dict(file_data or {}))
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    if isinstance(data.get("world"), str):
+        data["world"] = {"kind": data["world"]}
+    world_flag = flags.pop("world", None)
+    if world_flag is not None:
+        current = data.get("world")
+        if not isinstance(current, dict) or "kind" not in current:
+            data["world"] = {**(current if isinstance(current, dict) else {}), "kind": world_flag}
+        elif current["kind"] != world_flag:
+            dropped = ", ".join(f"{k}={v!r}" for k, v in current.items() if k != "kind")
+            if notes is not None:
+                notes.append(f"--world {world_flag} replaces the config file's {current['kind']!r} world"
+                             + (f" (its settings {dropped} are not used)" if dropped else ""))
+            data["world"] = {"kind": world_flag}
+    for text in sets:
+        _assign(data, *parse_assignment(text))
+    for key, value in flags.items():
+        _assign(data, key.split("."), value)
+    world = data.get("world")
+    implicit_kind = isinstance(world, dict) and "kind" not in world
+    if implicit_kind:
+        data["world"] = {"kind": "gridscene", **world}
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        message = format_validation_error(exc)
+        if implicit_kind and "unknown key 'world." in message:
+            message += " (world.kind is not set, so the world is gridscene; set world.kind or --world)"
+        raise ConfigError(message) from None

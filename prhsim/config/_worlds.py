@@ -1,0 +1,229 @@
+"""World settings: one pydantic model per world kind, each able to build its world and size it.
+
+A model knows, from its settings alone, how many states its world has, the
+modalities a run gives it and their nuisance sizes, so a run can be costed
+(:mod:`prhsim.experiments._plan`) before anything is allocated. Every value
+from a file is strictly typed (no ``"0.1"`` for a number, no ``true`` for an
+integer) and finite.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, ClassVar, Literal, Union, get_args
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from prhsim.worlds import Modality, World, codebook, grid, gridscene, random_world, ring, torus
+
+#: The largest world over Z any run can hold: the smallest modality has 2 nuisance states,
+#: and a run materialises at most 5,000,000 modal states per feature table.
+MAX_STATES = 2_500_000
+#: The modalities gridscene renders, in the order ``modalities = N`` takes them, with their |N|.
+GRIDSCENE_MODALITIES = {"pixels": 4, "caption": 8, "symbolic": 3}
+#: Bytes of one observation of a codebook modality (dim 8, float64).
+CODEBOOK_OBS_BYTES = 64
+
+Probability = Annotated[float, Field(ge=0, le=1)]
+
+
+class Settings(BaseModel):
+    """Strict, frozen, no unknown keys, finite numbers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class _WorldBase(Settings):
+    """What every world model offers to a run."""
+
+    @property
+    def factor_sizes(self) -> list[int]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    @property
+    def n_states(self) -> int:
+        return math.prod(self.factor_sizes)
+
+    def describe(self) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    #: The settings that make the world larger, named as a user writes them.
+    size_keys: ClassVar[tuple[str, ...]] = ()
+
+    def build(self, rng: np.random.Generator) -> World:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def modality_names(self, count: int) -> list[str]:
+        return [f"code{i + 1}" for i in range(count)]
+
+    def nuisance_sizes(self, count: int) -> list[int]:
+        """|N_m| of each modality a run with ``count`` modalities gives this world."""
+        return [i + 2 for i in range(count)]
+
+    def observation_bytes(self, count: int) -> list[int]:
+        """Bytes of one rendered observation per modality."""
+        return [CODEBOOK_OBS_BYTES] * count
+
+    def modalities(self, base: World, count: int, streams: list[np.random.Generator]) -> tuple[Modality, ...]:
+        """Random codebook modalities ``code1 .. codeN`` with |N| = 2, 3, …"""
+        return tuple(codebook(base.n, i + 2, name=f"code{i + 1}", rng=streams[i + 1]) for i in range(count))
+
+    def hint(self) -> str:
+        keys = " or ".join(f"world.{k}" for k in self.size_keys)
+        return f"lower {keys}"
+
+
+class GridSceneWorld(_WorldBase):
+    """gridscene: objects on a size x size grid, each with a shape and a colour, seen as pixels, captions and symbols."""
+
+    kind: Literal["gridscene"] = "gridscene"
+    size: int = Field(4, ge=2, le=10, description="grid side G")
+    objects: int = Field(2, ge=1, le=4, description="number of objects")
+    shapes: int = Field(3, ge=2, le=6, description="number of shapes")
+    colours: int = Field(3, ge=2, le=7, description="number of colours")
+    move: list[Annotated[list[Probability], Field(min_length=2, max_length=2)]] | None = Field(
+        None, description="per object, [column, row] step probabilities (default spread over 0.7..1.0)")
+    shape_change: list[Probability] | None = Field(
+        None, description="per object, probability the shape is redrawn (default 0.22..0.25)")
+    colour_change: list[Probability] | None = Field(
+        None, description="per object, step probability along the hue scale (default 0.48..0.56)")
+    size_keys: ClassVar[tuple[str, ...]] = ("size", "objects")
+
+    @model_validator(mode="after")
+    def _one_per_object(self) -> "GridSceneWorld":
+        for name in ("move", "shape_change", "colour_change"):
+            values = getattr(self, name)
+            if values is not None and len(values) != self.objects:
+                raise ValueError(f"{name} needs one entry per object ({self.objects}), got {len(values)}")
+        return self
+
+    @property
+    def factor_sizes(self) -> list[int]:
+        return [self.size, self.size, self.shapes, self.colours] * self.objects
+
+    def describe(self) -> str:
+        return f"gridscene size {self.size} with {self.objects} object{'s' * (self.objects > 1)}"
+
+    def _scene(self):
+        return gridscene(self.size, self.objects, self.shapes, self.colours, move=self.move,
+                         shape_change=self.shape_change, colour_change=self.colour_change)
+
+    def build(self, rng: np.random.Generator) -> World:
+        return self._scene().world
+
+    def modality_names(self, count: int) -> list[str]:
+        return list(GRIDSCENE_MODALITIES)[:count]
+
+    def nuisance_sizes(self, count: int) -> list[int]:
+        return list(GRIDSCENE_MODALITIES.values())[:count]
+
+    def observation_bytes(self, count: int) -> list[int]:
+        dim = self.objects * (2 + self.shapes + self.colours)
+        return [16 * self.size ** 2 * 3, 9 * self.objects * 4, 8 * dim][:count]
+
+    def modalities(self, base: World, count: int, streams: list[np.random.Generator]) -> tuple[Modality, ...]:
+        return self._scene().modalities(rng=streams[0])[:count]
+
+
+class RingWorld(_WorldBase):
+    """ring: a lazy random walk on a cycle of n states (eigenvalues in tied pairs)."""
+
+    kind: Literal["ring"] = "ring"
+    n: int = Field(64, ge=3, le=MAX_STATES, description="number of states")
+    laziness: Probability = Field(0.5, description="probability of staying put")
+    size_keys: ClassVar[tuple[str, ...]] = ("n",)
+
+    @property
+    def factor_sizes(self) -> list[int]:
+        return [self.n]
+
+    def describe(self) -> str:
+        return f"ring of {self.n:,} states"
+
+    def build(self, rng: np.random.Generator) -> World:
+        return ring(self.n, laziness=self.laziness)
+
+
+class TorusWorld(_WorldBase):
+    """torus: a product of rings, one per axis (full of ties)."""
+
+    kind: Literal["torus"] = "torus"
+    shape: list[Annotated[int, Field(ge=3, le=MAX_STATES)]] = Field(
+        default_factory=lambda: [8, 12], min_length=1, description="ring size per axis")
+    laziness: Probability = Field(0.5, description="probability of staying put, per axis")
+    size_keys: ClassVar[tuple[str, ...]] = ("shape",)
+
+    @property
+    def factor_sizes(self) -> list[int]:
+        return list(self.shape)
+
+    def describe(self) -> str:
+        return f"torus {'x'.join(map(str, self.shape))} ({self.n_states:,} states)"
+
+    def build(self, rng: np.random.Generator) -> World:
+        return torus(self.shape, laziness=self.laziness)
+
+
+class GridWorld(_WorldBase):
+    """grid: a product of reflecting paths, one move probability per axis."""
+
+    kind: Literal["grid"] = "grid"
+    shape: list[Annotated[int, Field(ge=2, le=MAX_STATES)]] = Field(
+        default_factory=lambda: [6, 9], min_length=1, description="path length per axis")
+    move: list[Probability] = Field(default_factory=lambda: [0.5, 0.8], min_length=1,
+                                    description="step probability per axis")
+    size_keys: ClassVar[tuple[str, ...]] = ("shape",)
+
+    @model_validator(mode="after")
+    def _one_per_axis(self) -> "GridWorld":
+        if len(self.move) != len(self.shape):
+            raise ValueError(f"move needs one entry per axis ({len(self.shape)}), got {len(self.move)}")
+        return self
+
+    @property
+    def factor_sizes(self) -> list[int]:
+        return list(self.shape)
+
+    def describe(self) -> str:
+        return f"grid {'x'.join(map(str, self.shape))} ({self.n_states:,} states)"
+
+    def build(self, rng: np.random.Generator) -> World:
+        return grid(self.shape, move=self.move)
+
+
+class RandomWorld(_WorldBase):
+    """random: a Sinkhorn-scaled random world, dense or a sparse random graph (seeded by the run's seed)."""
+
+    kind: Literal["random"] = "random"
+    n: int = Field(300, ge=3, le=MAX_STATES, description="number of states")
+    degree: int | None = Field(None, ge=1, description="neighbours per state (sparse graph); unset: dense")
+    concentration: float = Field(2.0, gt=0, description="Dirichlet concentration of the target p")
+    size_keys: ClassVar[tuple[str, ...]] = ("n",)
+
+    @model_validator(mode="after")
+    def _degree_below_n(self) -> "RandomWorld":
+        if self.degree is not None and self.degree >= self.n:
+            raise ValueError(f"degree must be below n ({self.n}), got {self.degree}")
+        return self
+
+    @property
+    def factor_sizes(self) -> list[int]:
+        return [self.n]
+
+    def describe(self) -> str:
+        graph = "dense" if self.degree is None else f"degree {self.degree}"
+        return f"random world of {self.n:,} states ({graph})"
+
+    def build(self, rng: np.random.Generator) -> World:
+        return random_world(self.n, degree=self.degree, concentration=self.concentration, rng=rng)
+
+    def hint(self) -> str:
+        return "lower world.n" + (" or set world.degree (a sparse world)" if self.degree is None else "")
+
+
+WorldConfig = Annotated[Union[GridSceneWorld, RingWorld, TorusWorld, GridWorld, RandomWorld], Field(discriminator="kind")]
+#: The world models, in the order ``prhsim worlds`` lists them.
+WORLD_MODELS: tuple[type[_WorldBase], ...] = get_args(get_args(WorldConfig)[0])
+#: The world kinds the config accepts, derived from the models.
+WORLD_KINDS: tuple[str, ...] = tuple(get_args(m.model_fields["kind"].annotation)[0] for m in WORLD_MODELS)

@@ -1,0 +1,149 @@
+"""The cost of a run, from its settings alone: refuse what cannot fit before anything is allocated.
+
+A run holds, per modality, a world over ``Z x N_m`` (``n_m = |Z|·|N_m|`` states)
+and tables of ``k + 1`` eigenfunctions over it; it renders up to 400,000
+observations per modality for the injectivity check; and it builds the world
+over Z and solves its spectrum. :func:`plan_run` estimates the peak memory of
+each stage (measured constants: a stage's peak is a small multiple of its
+largest array) and a rough time class, and raises :class:`ResourceError` naming
+the stage, its estimate, the limit and the setting to lower.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from prhsim._budget import FLOAT, ResourceError, current_memory_limit, format_bytes
+from prhsim.config import ConfigError, GridSceneWorld, RandomWorld, RunConfig
+from prhsim.jepa._closed_form import AUTO_K_MAX, FEATURE_LIMIT  # TODO public
+from prhsim.jepa._spectrum import DENSE_UP_TO
+from prhsim.worlds._modality import FULL_CHECK_LIMIT
+
+#: Peak of the per-modality stages (closed form, loss, comparison) in feature tables of n_m x (k+1) floats.
+TABLE_COPIES = 8
+#: Peak of the injectivity check in rendered observations (rows, keys, sort order).
+RENDER_COPIES = 4
+#: Peak of building a dense random world, in n x n float tables (affinity, scaling, validation).
+DENSE_WORLD_COPIES = 8
+#: Bytes per state of a sparse walk world (COO arrays, CSR copies, validation).
+SPARSE_BYTES_PER_STATE = 400
+#: Float operations per second assumed for the time class (a rough figure for one core).
+FLOPS = 1e9
+#: Time classes by estimated seconds.
+TIME_CLASSES = ((1.0, "under a second"), (60.0, "seconds"), (3600.0, "minutes"), (math.inf, "hours"))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a run and the peak memory it needs."""
+
+    what: str
+    nbytes: float
+    hint: str
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run will hold, estimated from its settings.
+
+    Attributes:
+        n_states: |Z|.
+        modal_states: per modality, ``|Z|·|N_m|``.
+        k_max: k, or the largest k ``auto`` may pick.
+        stages: the stages with their peak memory.
+        seconds: a rough estimate of the run's time.
+        limit: the memory limit in force (bytes).
+    """
+
+    n_states: int
+    modal_states: dict[str, int]
+    k_max: int
+    stages: tuple[Stage, ...]
+    seconds: float
+    limit: int
+
+    @property
+    def peak(self) -> Stage:
+        return max(self.stages, key=lambda s: s.nbytes)
+
+    @property
+    def time_class(self) -> str:
+        return next(label for bound, label in TIME_CLASSES if self.seconds < bound)
+
+    def summary(self) -> str:
+        """One line: sizes, the peak stage, the limit and the time class."""
+        largest = max(self.modal_states.values())
+        return (f"{self.n_states:,} states, up to {largest:,} modal states, k <= {self.k_max}; "
+                f"peak memory about {format_bytes(self.peak.nbytes)} ({self.peak.what}; limit "
+                f"{format_bytes(self.limit)}); time: {self.time_class}")
+
+
+def _k_limit(config: RunConfig, n: int) -> int:
+    return n - 2 if config.centred else n - 1
+
+
+def _world_stage(config: RunConfig, n: int) -> Stage:
+    w = config.world
+    if isinstance(w, RandomWorld) and w.degree is None:
+        return Stage(f"building a dense random world of {n:,} states", DENSE_WORLD_COPIES * FLOAT * float(n) ** 2,
+                     w.hint())
+    if isinstance(w, RandomWorld):
+        return Stage(f"building a random world of {n:,} states", SPARSE_BYTES_PER_STATE * float(n) * w.degree,
+                     w.hint())
+    sizes = w.factor_sizes
+    dense_factors = sum(4 * FLOAT * float(s) ** 2 for s in sizes if s <= DENSE_UP_TO)
+    sparse_factors = sum(SPARSE_BYTES_PER_STATE * float(s) for s in sizes if s > DENSE_UP_TO)
+    return Stage(f"building and diagonalising {w.describe()}", dense_factors + sparse_factors, w.hint())
+
+
+def plan_run(config: RunConfig) -> RunPlan:
+    """Cost ``config`` before running it.
+
+    Raises:
+        ConfigError: k does not fit the world.
+        ResourceError: a stage would need more memory than the limit, or a feature
+            table more states than a run materialises; the message names the setting to lower.
+    """
+    w = config.world
+    n = w.n_states
+    limit = int(config.memory_limit_gb * 1e9) if config.memory_limit_gb else current_memory_limit()
+    k_limit = _k_limit(config, n)
+    if k_limit < 1:
+        raise ConfigError(f"{w.describe()} has too few states for any k")
+    if config.k == "auto":
+        k_max = min(AUTO_K_MAX, k_limit) + (0 if config.centred else 1)
+    else:
+        if config.k > k_limit:
+            raise ConfigError(f"k = {config.k} does not fit {w.describe()}: k must be at most {k_limit:,} "
+                              f"({'centred' if config.centred else 'uncentred'}; one more eigenvalue is needed "
+                              "for the gap); lower --k")
+        k_max = config.k
+    names = config.modality_names
+    nuisance = w.nuisance_sizes(config.modalities)
+    obs = w.observation_bytes(config.modalities)
+    modal = {name: n * size for name, size in zip(names, nuisance)}
+    m = k_max + 1
+    drop = " or use fewer modalities (--modalities)" if isinstance(w, GridSceneWorld) and config.modalities > 1 else ""
+    table_hint = f"{w.hint()}, or lower --k" if config.k != "auto" else w.hint()
+    stages = [_world_stage(config, n)]
+    seconds = 0.0
+    for name, n_m, size in zip(names, modal.values(), obs):
+        if n_m > FEATURE_LIMIT:
+            raise ResourceError(f"{w.describe()} has {n_m:,} modal states for {name}: a run materialises feature "
+                                f"tables of at most {FEATURE_LIMIT:,} states; {w.hint()}{drop}")
+        stages.append(Stage(f"{name}: F of {n_m:,} states x {m} eigenfunctions",
+                            TABLE_COPIES * FLOAT * float(n_m) * m, table_hint + drop))
+        rows = min(n_m, FULL_CHECK_LIMIT)
+        stages.append(Stage(f"{name}: injectivity check of {rows:,} observations of {size:,} bytes",
+                            RENDER_COPIES * float(rows) * size, w.hint() + drop))
+        factors = len(w.factor_sizes) + 1
+        seconds += (float(n_m) * m * (factors + 20) + float(rows) * size * 20) / FLOPS
+    if isinstance(w, RandomWorld) and w.degree is None:
+        seconds += 50.0 * float(n) ** 2 * 10 / FLOPS + (float(n) ** 3 if n <= DENSE_UP_TO else 0.0) / FLOPS
+    plan = RunPlan(n, modal, k_max, tuple(stages), seconds, limit)
+    worst = plan.peak
+    if worst.nbytes > limit:
+        raise ResourceError(f"{w.describe()}, k {'<= ' if config.k == 'auto' else '= '}{k_max}: {worst.what} "
+                            f"would need {format_bytes(worst.nbytes)} (limit {format_bytes(limit)}); {worst.hint}")
+    return plan
