@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from prhsim.experiments._figures import (
+from prhsim.experiments.report._figures import (
     GAP_LABEL_GID,
     K_LINE_GID,
     WORLD_CURVE_GID,
@@ -132,12 +132,12 @@ def test_import_is_lazy_and_drawing_neither_imports_pyplot_nor_chooses_a_backend
         import sys
         from pathlib import Path
         import prhsim.experiments
-        import prhsim.experiments._figures
+        import prhsim.experiments.report._figures
         loaded = sorted(m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib."))
         assert not loaded, f"importing prhsim.experiments loaded {loaded}"
         import matplotlib
         before = dict.__getitem__(matplotlib.rcParams, "backend")
-        from prhsim.experiments._figures import residual_figure, save_png, spectrum_figure
+        from prhsim.experiments.report._figures import residual_figure, save_png, spectrum_figure
         from prhsim.experiments._results import RunResult
         out = Path(sys.argv[1])
         r = RunResult.model_validate_json((out / "result.json").read_text())

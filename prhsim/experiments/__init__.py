@@ -9,7 +9,7 @@ from prhsim.experiments._rotation import (
     rotation_uniqueness as rotation_uniqueness,
 )
 from prhsim.experiments._plan import RunPlan as RunPlan, Stage as Stage, plan_run as plan_run
-from prhsim.experiments._report import (
+from prhsim.experiments.report import (
     render_report as render_report,
     results_document as results_document,
     write_outputs as write_outputs,

@@ -37,14 +37,57 @@ class MergePrediction:
     nuisance_free: int | None
 
 
-def merge_rule(base_values: np.ndarray, view: View, n_nuisance: int, k: int, *, centred: bool = True) -> MergePrediction:
+#: How far λ_1 of an uncentred spectrum may sit from 1, and rounding allowed in its descent.
+TRIVIAL_ATOL = 1e-9
+DESCENT_ATOL = 1e-12
+
+
+def base_spectrum(base: World, m: int) -> np.ndarray:
+    """K_Z's uncentred top-m eigenvalues ``λ_1 = 1, λ_2, …``, padded with −inf past the world's n."""
+    values = top_eigenpairs(base, min(m, base.n), centred=False).values
+    return np.concatenate([values, np.full(m - values.size, -np.inf)])
+
+
+def check_uncentred(values: np.ndarray) -> np.ndarray:
+    """Refuse anything but an uncentred spectrum: ``λ_1 = 1`` (±1e-9), descending, −inf padding only at the end."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 1 or values.size < 1:
+        raise ValueError(f"merge_rule needs a vector of eigenvalues, got shape {values.shape}")
+    if not abs(values[0] - 1.0) <= TRIVIAL_ATOL:
+        raise ValueError("merge_rule needs the uncentred spectrum of K_Z (lambda_1 = 1, then lambda_2, ...); "
+                         f"got base_values[0] = {values[0]:.12g} (a centred spectrum starts at lambda_2)")
+    padded = values == -np.inf
+    first_pad = int(np.argmax(padded)) if padded.any() else values.size
+    head = values[:first_pad]
+    bad = np.flatnonzero(np.concatenate([~np.isfinite(head), ~padded[first_pad:]]))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"merge_rule needs finite eigenvalues with -inf padding only at the end; "
+                         f"got base_values[{i}] = {values[i]}")
+    rises = np.flatnonzero(np.diff(head) > DESCENT_ATOL)
+    if rises.size:
+        i = int(rises[0])
+        raise ValueError(f"merge_rule needs the uncentred spectrum of K_Z in descending order; got "
+                         f"base_values[{i}] = {head[i]:.12g} < base_values[{i + 1}] = {head[i + 1]:.12g}")
+    return values
+
+
+def merge_rule(base_values: np.ndarray | World, view: View, n_nuisance: int, k: int, *,
+               centred: bool = True) -> MergePrediction:
     """Merge K_Z's eigenvalues with the nuisance copies and take the top k (+1 for the gap).
 
-    ``base_values`` are K_Z's uncentred top eigenvalues ``λ_1, λ_2, …`` (at least k+2).
+    ``base_values`` are K_Z's uncentred top eigenvalues ``λ_1 = 1, λ_2, …`` (at least k+2,
+    descending; −inf pads a spectrum shorter than that), or the world over Z itself.
     Nuisance-free candidates: ``λ_i`` (``i ≥ 2`` centred, ``i ≥ 1`` uncentred);
     nuisance candidates: ``(1−ε)·λ_i``, ``i ≥ 1``, each repeated ``|N| − 1`` times.
+
+    Raises:
+        ValueError: if ``base_values`` is not an uncentred spectrum (a centred one,
+            ``λ_2, λ_3, …``, would merge the wrong values and predict wrongly).
     """
-    base_values = np.asarray(base_values, dtype=np.float64)
+    if isinstance(base_values, World):
+        base_values = base_spectrum(base_values, k + 2)
+    base_values = check_uncentred(base_values)
     if base_values.size < k + 2:
         raise ValueError(f"merge_rule needs at least k+2 = {k + 2} base eigenvalues, got {base_values.size}")
     free = base_values[1:] if centred else base_values
@@ -123,13 +166,15 @@ def rotation_uniqueness(
         base: the world over Z (π_Z shared by every modality).
         modalities: the modalities (nuisance laws and renderers).
         views: one view per modality.
-        k: number of features, or "auto": the largest gap of K_Z in 1..min(32, n−2).
+        k: number of features, or "auto": K_Z's k by :func:`prhsim.jepa.pick_k`
+            (largest relative gap, k in 1..min(32, n−2) centred).
         centred: centred whitened objective (default).
         progress: optional callable ``progress(message)`` for long runs.
         rng: seeds the sample of the injectivity check on huge state spaces.
 
     Raises:
-        ValueError: if a renderer is not injective in (z, n) (the theorem assumes it).
+        ValueError: if a renderer is not injective in (z, n) (the theorem assumes it), or
+            a modality renders a world of another size than ``base``.
     """
     if len(modalities) != len(views):
         raise ValueError(f"need one view per modality: {len(modalities)} modalities, {len(views)} views")
@@ -138,6 +183,8 @@ def rotation_uniqueness(
     names = [m.name for m in modalities]
     if len(set(names)) != len(names):
         raise ValueError(f"modality names must be distinct, got {names}")
+    for modality in modalities:
+        modality.check_base(base.n)
     say = progress or (lambda message: None)
     reports = []
     for modality in modalities:
@@ -147,9 +194,7 @@ def rotation_uniqueness(
         reports.append(report)
     base_opt = closed_form(base, k, centred=centred)
     k = base_opt.k
-    base_values = top_eigenpairs(base, min(k + 2, base.n), centred=False).values
-    if base_values.size < k + 2:
-        base_values = np.concatenate([base_values, np.full(k + 2 - base_values.size, -np.inf)])
+    base_values = base_spectrum(base, k + 2)
     outcomes = []
     for modality, view, report in zip(modalities, views, reports):
         say(f"closed form: {modality.name} ({view.label})")

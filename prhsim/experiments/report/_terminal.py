@@ -1,14 +1,10 @@
-"""The terminal report of a run (rich tables) and its files (results.json, config.json, figures)."""
+"""The terminal report of a run: world, spectrum head, per-modality optima, the ρ_P matrix, every check."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from prhsim._io import json_text
-from prhsim.config import RunConfig
 from prhsim.experiments._results import RunResult
 
 _VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "N/A": "yellow"}
@@ -76,26 +72,3 @@ def render_report(result: RunResult, console: Console) -> None:
                else f"[bold red]{n_fail} check(s) disagree with the theory[/] ({n_pass} agree)")
     console.print(f"{summary}; {sum(c.verdict == 'N/A' for c in result.checks)} without a prediction; "
                   f"{result.seconds:.2f} s")
-
-
-def results_document(result: RunResult, *, git_revision: str | None) -> dict:
-    """The results.json document: the run's result with the source revision."""
-    return {"git_revision": git_revision, **result.model_dump(mode="json")}
-
-
-def write_outputs(result: RunResult, config: RunConfig, folder: Path, *, git_revision: str | None) -> list[Path]:
-    """Write results.json, config.json and (if asked) the two PNG figures into ``folder``.
-
-    ``folder`` is a run's staging folder (:func:`prhsim._io.staged_folder`), renamed into
-    place whole once every file is written; the files are written directly.
-    """
-    folder = Path(folder)
-    written = [folder / "results.json", folder / "config.json"]
-    written[0].write_text(json_text(results_document(result, git_revision=git_revision)))
-    written[1].write_text(json_text(config.model_dump(mode="json")))
-    if config.figures:
-        from prhsim.experiments._figures import residual_figure, save_png, spectrum_figure
-
-        written.append(save_png(spectrum_figure(result), folder / "spectrum.png"))
-        written.append(save_png(residual_figure(result), folder / "residuals.png"))
-    return written

@@ -1,0 +1,13 @@
+"""Presentation of a run, apart from the experiment logic: the terminal report, the figures and the files.
+
+Figures are drawn on ``matplotlib.figure.Figure`` objects (no backend is chosen,
+pyplot is never imported) and matplotlib is imported only when a figure is drawn.
+"""
+
+from prhsim.experiments.report._figures import (
+    residual_figure as residual_figure,
+    save_png as save_png,
+    spectrum_figure as spectrum_figure,
+)
+from prhsim.experiments.report._files import results_document as results_document, write_outputs as write_outputs
+from prhsim.experiments.report._terminal import render_report as render_report

@@ -1,0 +1,32 @@
+"""The files of a run: results.json, config.json and the two figures, written into its staging folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prhsim._io import json_text
+from prhsim.config import RunConfig
+from prhsim.experiments._results import RunResult
+
+
+def results_document(result: RunResult, *, git_revision: str | None) -> dict:
+    """The results.json document: the run's result with the source revision."""
+    return {"git_revision": git_revision, **result.model_dump(mode="json")}
+
+
+def write_outputs(result: RunResult, config: RunConfig, folder: Path, *, git_revision: str | None) -> list[Path]:
+    """Write results.json, config.json and (if asked) the two PNG figures into ``folder``.
+
+    ``folder`` is a run's staging folder (:func:`prhsim._io.staged_folder`), renamed into
+    place whole once every file is written; the files are written directly.
+    """
+    folder = Path(folder)
+    written = [folder / "results.json", folder / "config.json"]
+    written[0].write_text(json_text(results_document(result, git_revision=git_revision)))
+    written[1].write_text(json_text(config.model_dump(mode="json")))
+    if config.figures:
+        from prhsim.experiments.report._figures import residual_figure, save_png, spectrum_figure
+
+        written.append(save_png(spectrum_figure(result), folder / "spectrum.png"))
+        written.append(save_png(residual_figure(result), folder / "residuals.png"))
+    return written
