@@ -28,6 +28,10 @@ RENDER_COPIES = 4
 DENSE_WORLD_COPIES = 8
 #: Bytes per state of a sparse walk world (COO arrays, CSR copies, validation).
 SPARSE_BYTES_PER_STATE = 400
+#: Memory a run needs whatever its size (modules imported on the way, small tables), added to every stage.
+BASELINE_BYTES = 32e6
+#: Factors up to this size are diagonalised densely (4 n² floats of workspace); larger ones by Lanczos.
+DENSE_FACTOR_UP_TO = 2_000
 #: Float operations per second assumed for the time class (a rough figure for one core).
 FLOPS = 1e9
 #: Time classes by estimated seconds.
@@ -65,7 +69,13 @@ class RunPlan:
 
     @property
     def peak(self) -> Stage:
+        """The stage that needs the most memory."""
         return max(self.stages, key=lambda s: s.nbytes)
+
+    @property
+    def peak_bytes(self) -> float:
+        """The run's estimated peak: its largest stage plus the baseline every run needs."""
+        return BASELINE_BYTES + self.peak.nbytes
 
     @property
     def time_class(self) -> str:
@@ -75,7 +85,7 @@ class RunPlan:
         """One line: sizes, the peak stage, the limit and the time class."""
         largest = max(self.modal_states.values())
         return (f"{self.n_states:,} states, up to {largest:,} modal states, k <= {self.k_max}; "
-                f"peak memory about {format_bytes(self.peak.nbytes)} ({self.peak.what}; limit "
+                f"peak memory about {format_bytes(self.peak_bytes)} ({self.peak.what}; limit "
                 f"{format_bytes(self.limit)}); time: {self.time_class}")
 
 
@@ -83,18 +93,27 @@ def _k_limit(config: RunConfig, n: int) -> int:
     return n - 2 if config.centred else n - 1
 
 
-def _world_stage(config: RunConfig, n: int) -> Stage:
+def _lanczos_bytes(n: float, m: int) -> float:
+    """A Lanczos solve of m pairs: about 3 blocks of n x (4m + 24) floats (basis, matvecs, start)."""
+    return 3 * FLOAT * n * (4 * m + 24)
+
+
+def _world_stage(config: RunConfig, n: int, m: int) -> Stage:
+    """Building the world over Z and solving its spectrum (and each modal world's factor spectra)."""
     w = config.world
     if isinstance(w, RandomWorld) and w.degree is None:
         return Stage(f"building a dense random world of {n:,} states", DENSE_WORLD_COPIES * FLOAT * float(n) ** 2,
                      w.hint())
     if isinstance(w, RandomWorld):
-        return Stage(f"building a random world of {n:,} states", SPARSE_BYTES_PER_STATE * float(n) * w.degree,
-                     w.hint())
-    sizes = w.factor_sizes
-    dense_factors = sum(4 * FLOAT * float(s) ** 2 for s in sizes if s <= DENSE_UP_TO)
-    sparse_factors = sum(SPARSE_BYTES_PER_STATE * float(s) for s in sizes if s > DENSE_UP_TO)
-    return Stage(f"building and diagonalising {w.describe()}", dense_factors + sparse_factors, w.hint())
+        return Stage(f"building a random world of {n:,} states",
+                     SPARSE_BYTES_PER_STATE * float(n) * w.degree + _lanczos_bytes(n, m), w.hint())
+    total = 0.0
+    for size in w.factor_sizes:
+        if size <= DENSE_FACTOR_UP_TO:
+            total += 4 * FLOAT * float(size) ** 2
+        else:
+            total += SPARSE_BYTES_PER_STATE * float(size) + _lanczos_bytes(size, 2 * m)
+    return Stage(f"building and diagonalising {w.describe()}", total, w.hint())
 
 
 def plan_run(config: RunConfig) -> RunPlan:
@@ -126,7 +145,7 @@ def plan_run(config: RunConfig) -> RunPlan:
     m = k_max + 1
     drop = " or use fewer modalities (--modalities)" if isinstance(w, GridSceneWorld) and config.modalities > 1 else ""
     table_hint = f"{w.hint()}, or lower --k" if config.k != "auto" else w.hint()
-    stages = [_world_stage(config, n)]
+    stages = [_world_stage(config, n, m)]
     seconds = 0.0
     for name, n_m, size in zip(names, modal.values(), obs):
         if n_m > FEATURE_LIMIT:
@@ -143,7 +162,7 @@ def plan_run(config: RunConfig) -> RunPlan:
         seconds += 50.0 * float(n) ** 2 * 10 / FLOPS + (float(n) ** 3 if n <= DENSE_UP_TO else 0.0) / FLOPS
     plan = RunPlan(n, modal, k_max, tuple(stages), seconds, limit)
     worst = plan.peak
-    if worst.nbytes > limit:
+    if plan.peak_bytes > limit:
         raise ResourceError(f"{w.describe()}, k {'<= ' if config.k == 'auto' else '= '}{k_max}: {worst.what} "
-                            f"would need {format_bytes(worst.nbytes)} (limit {format_bytes(limit)}); {worst.hint}")
+                            f"would need {format_bytes(plan.peak_bytes)} (limit {format_bytes(limit)}); {worst.hint}")
     return plan

@@ -1,0 +1,70 @@
+"""The cost plan: exact sizes from the settings alone, refusals that name the stage, and estimates
+that bound the memory a run really allocates."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+
+from prhsim import ResourceError
+from prhsim._budget import FLOAT
+from prhsim.config import ConfigError, resolve_run_config
+from prhsim.experiments import plan_run, run_experiment
+from prhsim.experiments._plan import RENDER_COPIES, TABLE_COPIES
+
+
+def config(*sets: str):
+    return resolve_run_config({}, {"figures": False}, sets)
+
+
+def test_sizes_of_the_default_run_from_settings_alone():
+    plan = plan_run(config())
+    assert plan.n_states == 20_736
+    assert plan.modal_states == {"pixels": 82_944, "caption": 165_888, "symbolic": 62_208}
+    assert plan.k_max == 32
+    assert plan_run(config("centred=false")).k_max == 33
+    assert plan_run(config("k=7")).k_max == 7
+
+
+def test_stage_estimates_follow_their_formulas():
+    plan = plan_run(config("k=7"))
+    stages = {s.what: s.nbytes for s in plan.stages}
+    assert stages["caption: F of 165,888 states x 8 eigenfunctions"] == TABLE_COPIES * FLOAT * 165_888 * 8
+    # pixels: a 16 x 16 RGB image per state, every state rendered (82,944 < 400,000)
+    assert stages["pixels: injectivity check of 82,944 observations of 768 bytes"] == RENDER_COPIES * 82_944 * 768
+    # caption: 165,888 states, 9 tokens per object as int32
+    assert stages["caption: injectivity check of 165,888 observations of 72 bytes"] == RENDER_COPIES * 165_888 * 72
+
+
+def test_refusal_names_the_largest_stage_and_the_setting():
+    with pytest.raises(ResourceError, match=r"k = 400: caption: F of 165,888 states x 401 eigenfunctions would need "
+                                            r"4\.29 GB \(limit 1 GB\); lower world\.size or world\.objects, or lower --k"):
+        plan_run(config("k=400", "memory_limit_gb=1.0"))
+
+
+def test_k_that_does_not_fit_is_a_config_error():
+    with pytest.raises(ConfigError, match="k = 63 does not fit ring of 64 states: k must be at most 62"):
+        plan_run(config("world.kind=ring", "k=63"))
+    assert plan_run(config("world.kind=ring", "k=63", "centred=false")).k_max == 63
+
+
+@pytest.mark.parametrize("sets", [
+    (),
+    ("world.kind=ring", "world.n=3000", "modalities=2", "k=12"),
+    ("world.kind=random", "world.n=700", "modalities=2", "k=5"),
+])
+def test_the_plan_bounds_what_the_run_allocates(sets):
+    cfg = config(*sets)
+    plan = plan_run(cfg)
+    tracemalloc.start()
+    try:
+        run_experiment(cfg)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak <= plan.peak_bytes, f"measured {peak / 1e6:.0f} MB > planned {plan.peak_bytes / 1e6:.0f} MB"
+
+
+def test_time_class_labels():
+    assert plan_run(config("world.kind=ring", "world.n=50", "modalities=1")).time_class == "under a second"
