@@ -1,4 +1,4 @@
-"""Rotation uniqueness across modalities: the theorem and its failure under bad views (THEORY §2, §4)."""
+"""Rotation uniqueness across modalities: the theorem and its failure under bad views (docs/theory.md §2, §4)."""
 
 import numpy as np
 import pytest
@@ -96,3 +96,54 @@ def test_input_validation():
         rotation_uniqueness(base, [m], [good(), good()])
     with pytest.raises(ValueError, match="distinct"):
         rotation_uniqueness(base, [m, m], [good(), good()])
+
+
+@pytest.mark.parametrize("values, message", [
+    ([0.9, 0.8, 0.5, 0.4, 0.3], r"needs the uncentred spectrum of K_Z \(lambda_1 = 1.*got base_values\[0\] = 0\.9"),
+    ([1.0, 0.5, 0.8, 0.4, 0.3], r"descending order; got base_values\[1\] = 0\.5 < base_values\[2\] = 0\.8"),
+    ([1.0, 0.8, -np.inf, 0.4, 0.3], r"-inf padding only at the end; got base_values\[3\] = 0\.4"),
+    ([1.0, 0.8, np.nan, 0.4, 0.3], r"finite eigenvalues.*got base_values\[2\] = nan"),
+])
+def test_merge_rule_refuses_anything_but_the_uncentred_spectrum(values, message):
+    with pytest.raises(ValueError, match=message):
+        merge_rule(np.array(values), bad(0.2), 2, 2)
+
+
+def test_merge_rule_refuses_the_centred_spectrum_it_would_mispredict():
+    base = random_world(10, rng=1, self_loop=2.0)
+    centred = top_eigenpairs(base, 6, centred=True).values
+    with pytest.raises(ValueError, match="uncentred spectrum of K_Z"):
+        merge_rule(centred, bad(0.3), 3, 4)
+
+
+def test_merge_rule_takes_the_world_itself_and_pads_short_spectra():
+    base = random_world(5, rng=2)
+    values = top_eigenpairs(base, 5, centred=False).values
+    from_world = merge_rule(base, bad(0.3), 3, 4)
+    by_hand = merge_rule(np.concatenate([values, [-np.inf]]), bad(0.3), 3, 4)  # k+2 = 6 > n = 5
+    assert_close(from_world.values, by_hand.values, atol=0)
+    assert from_world.nuisance_free == by_hand.nuisance_free
+
+
+@given(seed=st.integers(0, 1000), eps=st.floats(0.05, 0.95))
+@settings(max_examples=15)
+def test_renderer_free_modalities_give_the_same_outcome(seed, eps):
+    """Only q and the view enter the mathematics: dropping the renderers changes no number."""
+    base = random_world(10, rng=seed, self_loop=2.0)
+    coded = [codebook(base.n, 2, name="image", rng=seed), codebook(base.n, 3, name="text", rng=seed + 1)]
+    free = [Modality(m.name, m.nuisance) for m in coded]
+    a = rotation_uniqueness(base, coded, [good(), bad(eps)], k=3)
+    b = rotation_uniqueness(base, free, [good(), bad(eps)], k=3)
+    assert b.modalities[1].injectivity.exhaustive and b.modalities[1].injectivity.injective
+    assert_close(b.pairs[0].comparison.rho_p, a.pairs[0].comparison.rho_p, atol=1e-12)
+    for ma, mb in zip(a.modalities, b.modalities):
+        assert_close(mb.optimum.eigenvalues, ma.optimum.eigenvalues, atol=0)
+        assert mb.nuisance_free == ma.nuisance_free and mb.predicted.nuisance_free == ma.predicted.nuisance_free
+
+
+def test_modalities_of_another_world_are_refused_before_any_work(scene):
+    base = random_world(8, rng=0)
+    with pytest.raises(ValueError, match=r"modality 'pixels' renders a world of 20,736 states, but the base world has 8"):
+        rotation_uniqueness(base, scene.modalities(rng=0)[:1], [good()])
+    with pytest.raises(ValueError, match=r"modality 'codebook' renders a world of 5 states, but the base world has 8"):
+        rotation_uniqueness(base, [codebook(5, 2, rng=0)], [good()])

@@ -1,4 +1,4 @@
-"""Closed-form optima: Ky Fan value, whitening, centring, ties, spectral contrastive (THEORY §1)."""
+"""Closed-form optima: Ky Fan value, whitening, centring, ties, spectral contrastive (docs/theory.md §1)."""
 
 import warnings
 
@@ -19,7 +19,7 @@ from prhsim.jepa import (
     whitening_error,
 )
 from prhsim.metrics import principal_angles
-from prhsim.worlds import FiniteWorld, ProductWorld, grid, random_world, ring
+from prhsim.worlds import FiniteWorld, ProductWorld, gridscene, random_world, ring, same_sample
 
 
 def naive_alignment_loss(world: FiniteWorld, F: np.ndarray) -> float:
@@ -104,14 +104,105 @@ def test_tie_is_a_continuum_of_different_subspaces():
     assert principal_angles(opt.F, other, w.p).s_theta > 0.5
 
 
-def test_auto_k_picks_largest_gap():
-    w = grid([5, 9], move=[0.3, 0.95])
-    opt = closed_form(w, "auto")
+def naive_pick_k(values, centred=True, criterion="relative"):
+    """The auto-k rule from its definition: a loop over k, the first k within 1e-9 (relative) of the best score."""
+    values = [float(v) for v in values]
+    ks = range(1 if centred else 2, len(values))
+    scores = {}
+    for k in ks:
+        gap, room = values[k - 1] - values[k], 1.0 - values[k]
+        scores[k] = gap if criterion == "absolute" else (gap / room if room > 1e-12 else 0.0)
+    best = max(scores.values())
+    return min(k for k in ks if scores[k] >= best - 1e-9 * abs(best))
 
-    mu = top_eigenpairs(w, 33).values
-    gaps = mu[:-1] - mu[1:]
-    assert opt.k == int(np.argmax(gaps)) + 1 and opt.unique
-    assert pick_k(np.array([1.0, 0.9, 0.2, 0.1])) == 2
+
+def test_auto_k_keeps_the_default_gridscene_at_10_and_takes_the_ring_s_first_pair():
+    assert closed_form(gridscene().world).k == 10
+    opt = closed_form(ring(64))
+    assert opt.k == 2 and opt.unique and opt.criterion == "relative"  # the old absolute rule took k = 30
+    assert closed_form(ring(64), criterion="absolute").k == 30
+    assert closed_form(ring(64), centred=False).k == 3  # the constant plus the same slow pair
+    assert closed_form(ring(64), 4).criterion is None  # k given: no criterion chose it
+
+
+@given(seed=st.integers(0, 10_000), n=st.integers(4, 40), loops=st.sampled_from([0.0, 0.5, 3.0]),
+       criterion=st.sampled_from(["relative", "absolute"]))
+@settings(max_examples=40)
+def test_auto_k_matches_the_naive_rule_and_uncentred_adds_the_constant(seed, n, loops, criterion):
+    w = random_world(n, rng=seed, self_loop=loops)
+    lam = np.sort(np.linalg.eigvalsh(w.kernel_matrix()))[::-1]
+    window = min(32, n - 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TieWarning)
+        c = closed_form(w, criterion=criterion)
+        u = whitened_optimum(w, centred=False, criterion=criterion)
+        sc = spectral_contrastive_optimum(w, criterion=criterion)
+    assert c.k == naive_pick_k(lam[1 : window + 2], criterion=criterion)
+    assert u.k == sc.k == c.k + 1 >= 2
+    assert u.k == naive_pick_k(lam[: window + 2], centred=False, criterion=criterion)
+
+
+@given(seed=st.integers(0, 10_000), eps=st.floats(0.05, 0.95))
+@settings(max_examples=25)
+def test_auto_k_ignores_laziness(seed, eps):
+    """(x, x) w.p. 1−ε maps μ to 1 − ε(1 − μ) (§4, bad view B): every relative gap, hence k, is unchanged."""
+    w = random_world(16, rng=seed, self_loop=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TieWarning)
+        assert closed_form(same_sample(w, eps)).k == closed_form(w).k
+
+
+def test_auto_k_on_a_disconnected_world_takes_the_component_indicators():
+    """Three components: λ_2 = λ_3 = 1, so r_1 = 0 (no Laplacian room) and r_2 = 1, the largest possible."""
+    parts = [ring(5), ring(6), ring(7)]
+    n = sum(w.n for w in parts)
+    p = np.concatenate([w.p * w.n / n for w in parts])
+    Pi = np.zeros((n, n))
+    start = 0
+    for w in parts:
+        Pi[start : start + w.n, start : start + w.n] = dense(w.Pi) * w.n / n
+        start += w.n
+    opt = closed_form(FiniteWorld(p, Pi))
+    assert opt.k == 2 and opt.unique
+    assert_close(opt.eigenvalues[:2], [1.0, 1.0])
+
+
+def test_pick_k_breaks_rounding_ties_towards_the_first_k():
+    # absolute gaps 0.25, 0.25, 0.25 in exact arithmetic; in floating point the second is the largest
+    values = np.array([0.8, 0.55, 0.3, 0.05])
+    assert int(np.argmax(values[:-1] - values[1:])) == 1
+    assert pick_k(values, criterion="absolute") == 1
+    # relative gaps 1 − ℓ_k/ℓ_{k+1} = 0.5 for ℓ = 1 − μ = 0.1, 0.2, 0.4, 0.8; rounding favours the second
+    values = np.array([0.9, 0.8, 0.6, 0.2])
+    scores = (values[:-1] - values[1:]) / (1 - values[1:])
+    assert int(np.argmax(scores)) == 1
+    assert pick_k(values) == 1
+    assert pick_k(np.array([1.0, 0.9, 0.2, 0.1]), criterion="absolute") == 2
+    assert pick_k(np.array([0.9, 0.8, 0.2, 0.1]), k_min=3) == 3
+
+
+def test_spectral_contrastive_exact_tie_picks_the_first_k():
+    """ring(12): uncentred gaps at k = 5 and k = 7 are both 0.25 exactly; rounding made the old rule take 7."""
+    values = top_eigenpairs(ring(12), 12, centred=False).values
+    gaps = values[:-1] - values[1:]
+    assert_close(gaps[4], gaps[6]) and int(np.argmax(gaps)) == 6
+    assert pick_k(values, centred=False, criterion="absolute") == 5
+    assert spectral_contrastive_optimum(ring(12), criterion="absolute").k == 5
+    assert spectral_contrastive_optimum(ring(12)).k == 3  # relative: the constant and the first cos pair
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: pick_k(np.array([0.9, 0.5]), criterion="largest"), "criterion must be 'relative' or 'absolute'"),
+    (lambda: pick_k(np.array([0.9, 0.8, 0.5]), centred=False), r"must start with the trivial lambda_1 = 1, got 0\.9"),
+    (lambda: pick_k(np.array([0.9, np.nan, 0.5])), r"finite eigenvalues, got values\[1\] = nan"),
+    (lambda: pick_k(np.array([1.0, 0.5]), centred=False), r"k range \[2, 1\] is empty"),
+    (lambda: pick_k(np.array([0.9, 0.5]), k_max=2), "exceeds the 2 eigenvalues"),
+    (lambda: closed_form(ring(8), criterion="largest"), "criterion must be"),
+    (lambda: closed_form(FiniteWorld(np.full(2, 0.5), np.eye(2) / 2)), "a world of 2 states has no k to choose"),
+])
+def test_pick_k_rejects_bad_input(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
 
 
 def test_spectral_contrastive_optimum_matches_definition_and_beats_random():

@@ -1,11 +1,12 @@
-"""The three eigen-backends agree (THEORY §1, §6, §8.1)."""
+"""The three eigen-backends agree (docs/theory.md §1, §6, §8.1)."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
 
-from conftest import SOLVER_ATOL, assert_close
-from prhsim.jepa import choose_backend, kronecker_top, top_eigenpairs
+from conftest import ATOL, SOLVER_ATOL, assert_close, dense, projector_distance
+from prhsim.jepa import choose_backend, kronecker_top, top_eigenpairs, whitened_optimum
 from prhsim.metrics import principal_angles
 from prhsim.worlds import FiniteWorld, ProductWorld, grid, random_world, resampling, ring
 
@@ -114,9 +115,9 @@ def test_partial_spectrum_is_extended_when_the_heap_runs_past_it(monkeypatch):
     tops = []
     original = kr.factor_spectrum
 
-    def spy(world, top=None):
+    def spy(world, top=None, **kwargs):
         tops.append(top)
-        return original(world, top)
+        return original(world, top, **kwargs)
 
     monkeypatch.setattr(kr, "factor_spectrum", spy)
     # a factor with 20 eigenvalues -0.03 above its 9 positive ones 0.02: the heap must walk past the negatives
@@ -132,3 +133,110 @@ def test_partial_spectrum_is_extended_when_the_heap_runs_past_it(monkeypatch):
     ref = np.sort(np.linalg.eigvalsh(w.kernel_matrix()))[::-1][1 : m + 1]
     assert_close(kron.values, ref, atol=1e-10)
     assert max(t for t in tops if t is not None) > 2 * (m + 1), "the doubling path was exercised"
+
+
+# --- the sparse backend's centring on a world whose top centred eigenvalues go negative (docs/theory.md §1.1, §8.3) ---
+#
+# Deflating with −ssᵀ instead of −3ssᵀ parks s at eigenvalue 0. That is harmless while the requested window
+# λ_2..λ_{m+1} stays positive, so a test world must have *few* positive eigenvalues and more than 800 states
+# (the automatic backend then picks Lanczos). Trace K ≥ 0 forces the many negative eigenvalues to be small, so
+# the world is built as K = K_C ⊗ K_D with an explicit spectrum:
+#
+# * C: 4 states, uniform p, Hadamard eigenvectors, K_C = H diag(1, .7, .45, .2) Hᵀ. The entries of K_C are
+#   (1 ± .7 ± .45 ± .2)/4 with an even number of minus signs, the smallest (1 − .7 − .45 + .2)/4 = .0125 ≥ 0.
+# * D: 201 states, uniform p, K_D = s sᵀ − N with N = V diag(ν) Vᵀ on s^⊥, ν_1 = 5e-4 and ν_2..ν_200 evenly
+#   in [4e-3, 4.9e-3]. Π_D = K_D / 201 ≥ 0 because |N_ij| ≤ max ν < 1/201.
+#
+# spec K = {λ_C(i)·μ_D(j)}: four positive values 1, .7, .45, .2, then −.2ν_1 = −1e-4, −.45ν_1 = −2.25e-4,
+# −.7ν_1 = −3.5e-4, −ν_1 = −5e-4, then the bulk from −.2·4e-3 = −8e-4 down. The centred top-7 is
+# .7, .45, .2, −1e-4, −2.25e-4, −3.5e-4, −5e-4 (gap 3e-4 to the bulk); the −ssᵀ deflation would return
+# .7, .45, .2, 0, −1e-4, −2.25e-4, −3.5e-4 with s itself as the fourth vector.
+
+FEW_POSITIVE_C = np.array([1.0, 0.7, 0.45, 0.2])
+FEW_POSITIVE_NU = np.concatenate([[5e-4], np.linspace(4e-3, 4.9e-3, 199)])
+FEW_POSITIVE_M = 7
+
+
+def _few_positive_world():
+    H = np.array([[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, 1, -1], [1, -1, -1, 1]]) / 2.0  # rows: eigenvectors
+    K_C = (H.T * FEW_POSITIVE_C) @ H
+    n_d = FEW_POSITIVE_NU.size + 1
+    s_d = np.full(n_d, 1 / np.sqrt(n_d))
+    rng = np.random.default_rng(0)
+    V = np.linalg.qr(np.column_stack([s_d, rng.standard_normal((n_d, n_d - 1))]))[0][:, 1:]
+    K_D = np.outer(s_d, s_d) - (V * FEW_POSITIVE_NU) @ V.T
+    Pi = sp.csr_array(sp.kron(sp.csr_array(K_C / 4), sp.csr_array(K_D / n_d)))
+    n = 4 * n_d
+    world = FiniteWorld(np.full(n, 1 / n), Pi)
+    # the naive twin: K = D^{-1/2} Π D^{-1/2} densified by hand, full eigh, descending
+    p = np.full(n, 1 / n)
+    K = Pi.toarray() / np.sqrt(np.outer(p, p))
+    vals, vecs = np.linalg.eigh((K + K.T) / 2)
+    expected = np.sort(np.outer(FEW_POSITIVE_C, np.concatenate([[1.0], -FEW_POSITIVE_NU])).ravel())[::-1]
+    return world, vals[::-1], vecs[:, ::-1], expected
+
+
+@pytest.fixture(scope="module")
+def few_positive():
+    return _few_positive_world()
+
+
+def test_few_positive_world_is_as_designed(few_positive):
+    world, vals, vecs, expected = few_positive
+    assert world.is_sparse and world.n == 804
+    assert choose_backend(world, FEW_POSITIVE_M) == "sparse"
+    assert_close(vals, expected, atol=ATOL, what="naive eigh = the Kronecker products")
+    assert_close(expected[1 : FEW_POSITIVE_M + 1], [0.7, 0.45, 0.2, -1e-4, -2.25e-4, -3.5e-4, -5e-4])
+    assert np.sum(expected > 0) == 4
+    assert_close(expected[FEW_POSITIVE_M + 1], -8e-4, what="the bulk starts 3e-4 below the window")
+    assert_close(vecs[:, 0] * np.sign(vecs[0, 0]), world.sqrt_p, what="λ_1 = 1 belongs to s")
+
+
+def test_sparse_centred_window_reaching_negative_eigenvalues(few_positive):
+    """Auto backend (Lanczos) on the centred operator vs naive dense eigh: values, subspaces, centring."""
+    world, vals, vecs, _ = few_positive
+    m = FEW_POSITIVE_M
+    basis = top_eigenpairs(world, m, centred=True, rng=3)
+    assert basis.backend == "sparse"
+    assert_close(basis.values, vals[1 : m + 1], atol=SOLVER_ATOL, what="centred values are λ_2..λ_{m+1}")
+    U = np.sqrt(world.p)[:, None] * basis.evaluate()
+    assert_close(world.sqrt_p @ U, np.zeros(m), atol=SOLVER_ATOL, what="no trivial direction in the centred basis")
+    assert_close(U.T @ U, np.eye(m), atol=SOLVER_ATOL)
+    for j in range(1, m + 1):  # every j is at a gap of at least 1.25e-4
+        assert projector_distance(U[:, :j], vecs[:, 1 : j + 1]) < SOLVER_ATOL, j
+    assert_close(np.sum(U * (world.kernel.matmat(U)), axis=0), vals[1 : m + 1], atol=SOLVER_ATOL,
+                 what="Rayleigh quotients of K itself")
+
+
+def test_sparse_closed_form_with_negative_window(few_positive):
+    """The whole closed form through the automatic (sparse) backend: value 2Σ(1 − λ_i), i = 2..k+1."""
+    world, vals, vecs, _ = few_positive
+    k = FEW_POSITIVE_M - 1
+    opt = whitened_optimum(world, k)
+    assert opt.basis.backend == "sparse" and opt.unique
+    assert_close(opt.eigenvalues, vals[1 : k + 2], atol=SOLVER_ATOL)
+    assert_close(opt.value, 2 * np.sum(1 - vals[1 : k + 1]), atol=SOLVER_ATOL)
+    assert_close(opt.gap, vals[k] - vals[k + 1], atol=SOLVER_ATOL)
+    F = opt.F
+    assert_close(world.p @ F, np.zeros(k), atol=SOLVER_ATOL)
+    assert projector_distance(np.sqrt(world.p)[:, None] * F, vecs[:, 1 : k + 1]) < SOLVER_ATOL
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_explicit_sparse_backend_deep_into_an_indefinite_spectrum(seed):
+    """A small sparse world, Lanczos forced, m = n − 2: the window holds most of the negative eigenvalues."""
+    w = random_world(40, degree=3, rng=seed)
+    assert w.is_sparse
+    m = w.n - 2
+    K = dense(w.Pi) / np.sqrt(np.outer(w.p, w.p))
+    vals, vecs = np.linalg.eigh((K + K.T) / 2)
+    vals, vecs = vals[::-1], vecs[:, ::-1]
+    assert vals[m] < -0.05 and vals[m - 1] < -0.05  # the parked 0 of a −ssᵀ deflation would enter the window
+    basis = top_eigenpairs(w, m, centred=True, backend="sparse", rng=seed)
+    assert basis.backend == "sparse"
+    assert_close(basis.values, vals[1 : m + 1], atol=SOLVER_ATOL)
+    U = np.sqrt(w.p)[:, None] * basis.evaluate()
+    assert_close(w.sqrt_p @ U, np.zeros(m), atol=SOLVER_ATOL)
+    for j in range(1, m + 1):
+        if _at_gap(vals[1:], j):
+            assert projector_distance(U[:, :j], vecs[:, 1 : j + 1]) < SOLVER_ATOL, j

@@ -1,4 +1,4 @@
-"""Comparison metrics against naive twins written from the definitions (THEORY §2)."""
+"""Comparison metrics against naive twins written from the definitions (docs/theory.md §2)."""
 
 import numpy as np
 import pytest
@@ -8,8 +8,10 @@ from hypothesis import given, settings, strategies as st
 from conftest import assert_close, projector_distance
 from prhsim.metrics import (
     canonical_correlations,
+    conditional_moments,
     coupled_comparison,
     nuisance_free_dimension,
+    orthogonal_map,
     principal_angles,
     procrustes,
     whiten,
@@ -182,3 +184,45 @@ def test_nuisance_free_dimension_counts_functions_of_z():
     pure -= (pure @ q)[:, None]  # E[h | z] = 0
     F = np.concatenate([np.repeat(free, nn, axis=0), pure.reshape(-1, 1)], axis=1)
     assert nuisance_free_dimension(F, q, p_z) == 2
+
+
+def _poisoned(bad_value):
+    rng = np.random.default_rng(0)
+    p_z, q = _law(6, rng), np.array([0.5, 0.5])
+    F = random_whitened(12, 2, np.kron(p_z, q), rng)
+    G = F.copy()
+    G[3, 1] = bad_value
+    return F, G, q, p_z
+
+
+@pytest.mark.parametrize("bad_value", [np.nan, np.inf, -np.inf])
+def test_non_finite_features_are_named_at_every_entry_point(bad_value):
+    F, G, q, p_z = _poisoned(bad_value)
+    p = np.kron(p_z, q)
+    calls = [
+        lambda: coupled_comparison(F, q, G, q, p_z),
+        lambda: coupled_comparison(G, q, F, q, p_z),
+        lambda: nuisance_free_dimension(G, q, p_z),
+        lambda: conditional_moments(G, q, p_z.size),
+        lambda: whiten(G, p),
+        lambda: canonical_correlations(F, G, p),
+        lambda: procrustes(F, G, p),
+        lambda: principal_angles(G, F, p),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match="^features contain NaN or inf$"):
+            call()
+
+
+def test_non_finite_weights_are_named():
+    F, _, q, p_z = _poisoned(0.0)
+    bad_p = p_z.copy()
+    bad_p[0] = np.nan
+    with pytest.raises(ValueError, match="^weights contain NaN or inf$"):
+        coupled_comparison(F, q, F, q, bad_p)
+    with pytest.raises(ValueError, match="^nuisance weights contain NaN or inf$"):
+        coupled_comparison(F, np.array([np.nan, 0.5]), F, q, p_z)
+    with pytest.raises(ValueError, match="^weights contain NaN or inf$"):
+        whiten(F, np.kron(bad_p, q))
+    with pytest.raises(ValueError, match="^cross-covariances contain NaN or inf$"):
+        orthogonal_map(np.array([[1.0, np.nan], [0.0, 1.0]]))

@@ -1,4 +1,4 @@
-"""FiniteWorld: validation on construction and the kernel K = D^-1/2 Π D^-1/2 (THEORY §0)."""
+"""FiniteWorld: validation on construction and the kernel K = D^-1/2 Π D^-1/2 (docs/theory.md §0)."""
 
 import numpy as np
 import pytest
@@ -94,3 +94,60 @@ def test_random_worlds_are_valid_and_indefinite_without_self_loops(n, seed):
     assert_close(w.Pi.sum(axis=0), w.p, atol=1e-12)
     if n >= 6:
         assert vals[0] < 0  # zero diagonal: trace K = 0 forces negative eigenvalues
+
+
+def _sparse_valid():
+    p, Pi = _valid()
+    return p, sp.csr_array(Pi)
+
+
+@pytest.mark.parametrize("symmetrize", [False, True])
+def test_sparse_pi_is_a_write_protected_copy(symmetrize):
+    p, Pi = _sparse_valid()
+    w = FiniteWorld(p, Pi, symmetrize=symmetrize)
+    for array in (w.Pi.data, w.Pi.indices, w.Pi.indptr):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = array[0]
+    before = dense(w.Pi)
+    Pi.data[:] = 0.0  # the caller's matrix, mutated after construction
+    Pi.indices[:] = 0
+    assert_close(dense(w.Pi), before, atol=0)
+    assert_close(dense(w.Pi), _valid()[1], atol=0)
+
+
+def test_dense_world_does_not_share_the_caller_s_arrays():
+    p, Pi = _valid()
+    w = FiniteWorld(p, Pi)
+    p[:] = 1 / 3
+    Pi[:] = 0.0
+    assert_close(w.p, _valid()[0], atol=0)
+    assert_close(w.Pi, _valid()[1], atol=0)
+    with pytest.raises(ValueError, match="read-only"):
+        w.Pi[0, 0] = 1.0
+
+
+def test_cached_kernel_matrix_is_write_protected():
+    dense_world, sparse_world = FiniteWorld(*_valid()), FiniteWorld(*_sparse_valid())
+    K = dense_world.kernel_matrix()
+    with pytest.raises(ValueError, match="read-only"):
+        K[0, 0] = 2.0
+    Ks = sparse_world.kernel_matrix()
+    for array in (Ks.data, Ks.indices, Ks.indptr):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = array[0]
+    assert dense_world.kernel_matrix() is K  # the one cached matrix, intact
+    assert_close(dense(Ks), K)
+    x = np.array([1.0, -2.0, 0.5])
+    assert_close(sparse_world.kernel.matvec(x), K @ x)  # read-only arrays still serve every operation
+    copy = dense_world.dense_kernel()
+    copy[0, 0] = 5.0  # dense_kernel is the caller's own copy
+    assert K[0, 0] != 5.0
+
+
+def test_a_frozen_sparse_world_supports_the_usual_operations():
+    w = random_world(300, degree=4, rng=1)
+    K = w.kernel_matrix()
+    assert_close(dense(K), dense(K.T))
+    assert_close(dense(K @ K), dense(K) @ dense(K))
+    assert_close(np.asarray(w.Pi.sum(axis=0)).ravel(), w.p, atol=1e-12)
+    assert sp.issparse(K.tocoo()) and not K.data.flags.writeable

@@ -1,4 +1,4 @@
-"""Modalities, injectivity and views (THEORY §4)."""
+"""Modalities, injectivity and views (docs/theory.md §4)."""
 
 import numpy as np
 import pytest
@@ -120,3 +120,83 @@ def test_modality_without_nuisance_gives_the_base_spectrum():
     w = view_world(base, codebook(base.n, 1, rng=0), bad(0.5))
     assert w.shape == (7, 1)
     assert_close(np.sort(np.linalg.eigvalsh(w.kernel_matrix())), np.sort(np.linalg.eigvalsh(base.kernel_matrix())))
+
+
+def test_renderer_free_modality_is_the_pair_itself():
+    m = Modality("text", [0.2, 0.3, 0.5])
+    assert m.renderer_free and m.n_states is None
+    obs = m.render_states(np.arange(12))
+    assert obs.tolist() == [[z, n] for z in range(4) for n in range(3)]
+    report = injectivity_check(m, 10**9)  # nothing rendered, however large
+    assert report.injective and report.exhaustive and report.checked == 3 * 10**9
+
+
+def test_renderer_free_modality_gives_the_same_world_as_a_rendered_one():
+    """The modal world depends only on q and the view (§4): the renderer plays no part in it."""
+    base = random_world(6, rng=7)
+    coded = codebook(base.n, 3, rng=2)
+    free = Modality("free", coded.nuisance)
+    a, b = view_world(base, free, bad(0.4)), view_world(base, coded, bad(0.4))
+    assert_close(a.kernel_matrix(), b.kernel_matrix(), atol=0)
+    assert_close(a.p, b.p, atol=0)
+
+
+def test_renderer_returning_the_wrong_number_of_rows_is_a_shape_error():
+    short = Modality("x", np.array([0.5, 0.5]), lambda z, n: np.stack([z, n], axis=1)[:5])
+    with pytest.raises(ValueError, match=r"renderer of modality 'x' returned 5 rows for 8 states"):
+        injectivity_check(short, 4)
+    with pytest.raises(ValueError, match=r"renderer of modality 'x' returned 5 rows for 6 states"):
+        short.render_states(np.arange(6))
+    scalar = Modality("y", np.array([1.0]), lambda z, n: 3)
+    with pytest.raises(ValueError, match=r"renderer of modality 'y' returned a scalar for 1 states"):
+        injectivity_check(scalar, 4)
+
+
+def test_codebook_refuses_states_outside_its_book():
+    m = codebook(5, 2, rng=0)
+    assert m.n_states == 5
+    with pytest.raises(ValueError, match=r"codebook 'codebook' has 5 states; got z = 7"):
+        m.render(np.array([1, 7]), np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"has 2 nuisance values; got n = 2"):
+        m.render(np.array([1]), np.array([2]))
+    with pytest.raises(ValueError, match=r"has 5 states; got z = -1"):
+        m.render(np.array([-1]), np.array([0]))
+    with pytest.raises(ValueError, match="codebook n_nuisance must be an integer >= 1, got 0"):
+        codebook(5, 0)
+
+
+def test_modality_for_another_world_size_is_refused(small_scene):
+    base = random_world(8, rng=0)
+    with pytest.raises(ValueError, match=r"modality 'codebook' renders a world of 5 states, but the base world has 8$"):
+        view_world(base, codebook(5, 2, rng=0), good())
+    with pytest.raises(ValueError, match=r"modality 'codebook' renders a world of 5 states, but the base world has 8"):
+        injectivity_check(codebook(5, 2, rng=0), 8)
+    for m in small_scene.modalities(rng=0):
+        assert m.n_states == small_scene.n
+        with pytest.raises(ValueError, match=rf"modality '{m.name}' renders a world of {small_scene.n:,} states, "
+                                             r"but the base world has 8"):
+            view_world(base, m, good())
+    assert view_world(small_scene.world, small_scene.modalities(rng=0)[0], good()).n == small_scene.n * 4
+
+
+def test_modality_n_states_is_validated():
+    with pytest.raises(ValueError, match=r"modality 'x': n_states must be an integer >= 1, got 0"):
+        Modality("x", [1.0], n_states=0)
+
+
+def test_gridscene_records_are_immutable(small_scene):
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        small_scene.size = 5
+    assert isinstance(small_scene.move, tuple) and all(isinstance(m, tuple) for m in small_scene.move)
+    for f in small_scene.world.factors:
+        with pytest.raises(ValueError, match="read-only"):
+            f.p[0] = 0.5
+    with pytest.raises(ValueError, match="read-only"):
+        small_scene.world.p[0] = 0.5
+    m = small_scene.modalities(rng=0)[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.n_states = 3
+    with pytest.raises(ValueError, match="read-only"):
+        m.nuisance[0] = 0.5

@@ -1,4 +1,4 @@
-"""ProductWorld: row-major Kronecker structure, never formed (THEORY §6)."""
+"""ProductWorld: row-major Kronecker structure, never formed (docs/theory.md §6)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Turn a rotation-uniqueness outcome into predictions-versus-observations (THEORY §1, §2, §4).
+"""Turn a rotation-uniqueness outcome into predictions-versus-observations (docs/theory.md §1, §2, §4).
 
 Each :class:`Check` states what the theory predicts and what was measured;
 PASS means they agree. Where the theory predicts that the Platonic conclusion

@@ -1,4 +1,4 @@
-"""Kernel mismatch: how far two modalities' optima drift when their kernels differ (THEORY §3).
+"""Kernel mismatch: how far two modalities' optima drift when their kernels differ (docs/theory.md §3).
 
 For ``K_1, K_2`` on the same p, ``E = K_2 − K_1``, top-k eigenvectors ``U_1, U_2``
 (of ``K_m − 3ssᵀ`` when centred; E is unchanged):
@@ -31,7 +31,7 @@ ROUNDING = 1e-12
 
 @dataclass(frozen=True)
 class KernelMismatch:
-    """Observed drift between two top-k optima and its bounds (THEORY §3).
+    """Observed drift between two top-k optima and its bounds (docs/theory.md §3).
 
     Attributes:
         sin_theta: observed ``‖sinΘ‖_F`` (p-weighted principal angles of the optima).

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 from prhsim._budget import FLOAT, ResourceError, current_memory_limit, format_bytes
 from prhsim.config import ConfigError, GridSceneWorld, RandomWorld, RunConfig
-from prhsim.jepa._closed_form import AUTO_K_MAX, FEATURE_LIMIT  # TODO public
-from prhsim.jepa._spectrum import DENSE_UP_TO
-from prhsim.worlds._modality import FULL_CHECK_LIMIT
+from prhsim.jepa import AUTO_K_MAX, DENSE_UP_TO, FEATURE_LIMIT
+from prhsim.worlds import FULL_CHECK_LIMIT
 
 #: Peak of the per-modality stages (closed form, loss, comparison) in feature tables of n_m x (k+1) floats.
 TABLE_COPIES = 8

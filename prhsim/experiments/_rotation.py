@@ -1,4 +1,4 @@
-"""Rotation uniqueness across modalities: closed form per modality, every pair compared (THEORY §2, §4).
+"""Rotation uniqueness across modalities: closed form per modality, every pair compared (docs/theory.md §2, §4).
 
 Prediction (§4): with one π_Z, a positive gap and whitened optima, every
 modality's optimum is ``Q_m h*(z)``, so each pair has ``ρ_P = 0``. Under bad(ε)
@@ -26,7 +26,7 @@ from prhsim.worlds import InjectivityReport, Modality, ModalWorld, View, World, 
 
 @dataclass(frozen=True)
 class MergePrediction:
-    """The predicted top of a modal spectrum under a view (THEORY §4, prediction rule).
+    """The predicted top of a modal spectrum under a view (docs/theory.md §4, prediction rule).
 
     Attributes:
         values: predicted ``μ_1 … μ_{k+1}`` of the modal world.

@@ -1,6 +1,9 @@
 """What a learner converges to: closed-form optima of the second-order JEPA objectives."""
 
+from prhsim.jepa._basis import EigenBasis as EigenBasis, VectorBasis as VectorBasis
 from prhsim.jepa._closed_form import (
+    AUTO_K_MAX as AUTO_K_MAX,
+    FEATURE_LIMIT as FEATURE_LIMIT,
     GAP_TOL as GAP_TOL,
     Optimum as Optimum,
     TieWarning as TieWarning,
@@ -17,8 +20,7 @@ from prhsim.jepa._objectives import (
     whitening_error as whitening_error,
 )
 from prhsim.jepa._spectrum import (
-    EigenBasis as EigenBasis,
-    VectorBasis as VectorBasis,
+    DENSE_UP_TO as DENSE_UP_TO,
     choose_backend as choose_backend,
     top_eigenpairs as top_eigenpairs,
 )

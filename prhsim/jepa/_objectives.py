@@ -1,4 +1,4 @@
-"""Population values of the second-order objectives for a feature table F (THEORY §1).
+"""Population values of the second-order objectives for a feature table F (docs/theory.md §1).
 
 These evaluate the losses through the kernel operator (``G = D^{1/2}F``), an
 independent route from the eigenvalue formulas of :mod:`prhsim.jepa._closed_form`:
@@ -23,13 +23,13 @@ def _G_and_KG(world: World, F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def alignment_loss(world: World, F: np.ndarray) -> float:
-    """``E_π‖f(z) − f(z')‖² = 2 tr(GᵀG) − 2 tr(GᵀKG)`` (THEORY §1.1)."""
+    """``E_π‖f(z) − f(z')‖² = 2 tr(GᵀG) − 2 tr(GᵀKG)`` (docs/theory.md §1.1)."""
     G, KG = _G_and_KG(world, F)
     return float(2.0 * np.sum(G * G) - 2.0 * np.sum(G * KG))
 
 
 def spectral_contrastive_loss(world: World, F: np.ndarray) -> float:
-    """``−2 tr(GᵀKG) + ‖GᵀG‖_F² = ‖K − GGᵀ‖_F² − ‖K‖_F²`` (THEORY §1.3)."""
+    """``−2 tr(GᵀKG) + ‖GᵀG‖_F² = ‖K − GGᵀ‖_F² − ‖K‖_F²`` (docs/theory.md §1.3)."""
     G, KG = _G_and_KG(world, F)
     gram = G.T @ G
     return float(-2.0 * np.sum(G * KG) + np.sum(gram * gram))

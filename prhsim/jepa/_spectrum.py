@@ -1,9 +1,9 @@
-"""Top-m eigenpairs of a world's kernel, by algebraic value, with three backends (THEORY §1, §6, §8.1).
+"""Top-m eigenpairs of a world's kernel, by algebraic value, with three backends (docs/theory.md §1, §6, §8.1).
 
 * ``dense``: ``scipy.linalg.eigh`` on K (or ``K − 3ssᵀ`` when centred), top-m subset.
 * ``sparse``: ``scipy.sparse.linalg.eigsh`` (Lanczos, ``which="LA"``) on the kernel
   operator; K is never densified.
-* ``kronecker``: the heap of THEORY §6 over the factors' spectra (see
+* ``kronecker``: the heap of docs/theory.md §6 over the factors' spectra (see
   :mod:`prhsim.jepa._kronecker`); K is never formed.
 
 Centring removes the trivial eigenvector ``s = √p`` (eigenvalue 1): dense and
@@ -13,80 +13,29 @@ indefinite spectrum); Kronecker drops the index tuple (0, …, 0).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse.linalg as spla
 
+from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
-from prhsim._types import States, Vector
+from prhsim.jepa._basis import EIGSH_TOL, EigenBasis, VectorBasis, centred_operator
+from prhsim.jepa._kronecker import kronecker_top
 from prhsim.worlds import ProductWorld, World
 
 Backend = Literal["auto", "dense", "sparse", "kronecker"]
 
 #: The automatic backend uses dense eigh up to this many states.
 DENSE_UP_TO = 800
-#: Lanczos tolerance (relative residual); 0 would mean machine precision.
-EIGSH_TOL = 1e-13
-
-
-class EigenBasis:
-    """Top-m eigenpairs of K (or of K deflated), as p-whitened eigenfunctions.
-
-    ``values`` are sorted descending. ``evaluate(states)`` returns
-    ``h_i(z) = u_i(z) / sqrt(p(z))`` for the requested states, shape (s, m), so that
-    ``Σ_z p(z) h(z) h(z)ᵀ = I``.
-    """
-
-    values: Vector
-    backend: str
-    n: int
-
-    def evaluate(self, states: States | None = None) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def take(self, m: int) -> "EigenBasis":  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class VectorBasis(EigenBasis):
-    """Eigenpairs stored as orthonormal vectors U (n x m) with the world's p."""
-
-    values: Vector
-    vectors: np.ndarray
-    p: Vector
-    backend: str
-
-    @property
-    def n(self) -> int:
-        return self.vectors.shape[0]
-
-    def evaluate(self, states: States | None = None) -> np.ndarray:
-        if states is None:
-            return self.vectors / np.sqrt(self.p)[:, None]
-        states = np.asarray(states, dtype=np.int64)
-        return self.vectors[states] / np.sqrt(self.p[states])[:, None]
-
-    def take(self, m: int) -> "VectorBasis":
-        return VectorBasis(self.values[:m], self.vectors[:, :m], self.p, self.backend)
-
-
-def centred_operator(world: World) -> spla.LinearOperator:
-    K = world.kernel
-    s = world.sqrt_p
-
-    def matmat(X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64).reshape(world.n, -1)
-        return K.matmat(X) - 3.0 * np.outer(s, s @ X)
-
-    return spla.LinearOperator(K.shape, matvec=lambda x: matmat(x).ravel(), matmat=matmat,
-                               rmatvec=lambda x: matmat(x).ravel(), dtype=np.float64)
+#: Dense eigh holds K, ``K − 3ssᵀ``, its working copy and the eigenvectors: about this many n x n float tables.
+DENSE_TABLES = 3
 
 
 def _dense(world: World, m: int, centred: bool) -> VectorBasis:
+    ensure_fits(DENSE_TABLES * FLOAT * float(world.n) ** 2, f"dense eigh of a world of {world.n:,} states",
+                "use backend='sparse' (or 'kronecker' for a product world) or a smaller world")
     K = world.dense_kernel()
     if centred:
         s = world.sqrt_p
@@ -96,9 +45,11 @@ def _dense(world: World, m: int, centred: bool) -> VectorBasis:
 
 
 def _sparse(world: World, m: int, centred: bool, rng: RngLike) -> VectorBasis:
+    ncv = min(world.n, max(2 * m + 1, 20 + m))
+    ensure_fits(FLOAT * world.n * (2 * ncv + m + 8), f"Lanczos with {ncv} vectors of {world.n:,} states",
+                "lower the number of eigenpairs m (or k)")
     op = centred_operator(world) if centred else world.kernel
     v0 = check_rng(rng).standard_normal(world.n)
-    ncv = min(world.n, max(2 * m + 1, 20 + m))
     vals, vecs = spla.eigsh(op, k=m, which="LA", v0=v0, tol=EIGSH_TOL, ncv=ncv, maxiter=world.n * 20)
     order = np.argsort(-vals, kind="stable")
     return VectorBasis(vals[order], vecs[:, order], np.asarray(world.p), "sparse")
@@ -124,7 +75,7 @@ def top_eigenpairs(
     """The top-m eigenpairs of K (uncentred) or of ``K − 3ssᵀ`` (centred), descending.
 
     Centred, the values are ``λ_2 … λ_{m+1}`` of K; uncentred, ``λ_1 … λ_m``.
-    ``rng`` seeds the Lanczos start vector (sparse backend only).
+    ``rng`` seeds the Lanczos start vectors (sparse backend, and large factors of the Kronecker backend).
 
     Example:
         >>> from prhsim.worlds import ring
@@ -132,8 +83,6 @@ def top_eigenpairs(
         >>> basis.values.round(4).tolist()
         [0.8536, 0.8536, 0.5]
     """
-    from prhsim.jepa._kronecker import kronecker_top
-
     n = world.n
     available = n - 1 if centred else n
     if int(m) != m or not 1 <= m <= available:
@@ -143,7 +92,7 @@ def top_eigenpairs(
     if chosen == "kronecker":
         if not isinstance(world, ProductWorld):
             raise ValueError("the kronecker backend needs a ProductWorld")
-        return kronecker_top(world, m, centred=centred)
+        return kronecker_top(world, m, centred=centred, rng=rng)
     if chosen == "dense":
         return _dense(world, m, centred)
     if chosen == "sparse":

@@ -1,4 +1,4 @@
-"""Comparing modalities with different state spaces through the pairs that share z (THEORY §2, §4).
+"""Comparing modalities with different state spaces through the pairs that share z (docs/theory.md §2, §4).
 
 Modality m lives on ``Z x N_m`` (index ``z·|N_m| + n``) with law
 ``p_Z(z) q_m(n)``. The coupling γ draws z, then ``n1 ~ q1`` and ``n2 ~ q2``
@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from prhsim._budget import FLOAT, ensure_fits
 from prhsim.metrics._procrustes import orthogonal_map
+from prhsim.metrics._weighted import check_finite
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,12 @@ class Comparison:
 def conditional_moments(F: np.ndarray, q: np.ndarray, n_z: int) -> tuple[np.ndarray, np.ndarray]:
     """``m(z) = E_q[f(z, ·)]`` (n_z x k) and the centred values ``f(z, n) − m(z)`` (n_z x |N| x k)."""
     F = np.asarray(F, dtype=np.float64)
-    q = np.asarray(q, dtype=np.float64)
+    q = check_finite("nuisance weights", q)
     if F.ndim != 2 or F.shape[0] != n_z * q.size:
         raise ValueError(f"modal features must have {n_z} x {q.size} = {n_z * q.size} rows, got shape {F.shape}")
+    ensure_fits(2 * FLOAT * float(F.size), f"the conditional moments of {F.shape[0]:,} x {F.shape[1]} features",
+                "lower k or the number of states")
+    check_finite("features", F)
     T = F.reshape(n_z, q.size, F.shape[1])
     mean = np.einsum("znk,n->zk", T, q)
     return mean, T - mean[:, None, :]
@@ -65,9 +70,16 @@ def _weighted_sq(T: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def coupled_comparison(F1: np.ndarray, q1: np.ndarray, F2: np.ndarray, q2: np.ndarray, p_z: np.ndarray) -> Comparison:
-    """Compare whitened modal features ``F1`` on ``Z x N_1`` and ``F2`` on ``Z x N_2`` via pairs sharing z."""
-    p_z = np.asarray(p_z, dtype=np.float64)
+    """Compare whitened modal features ``F1`` on ``Z x N_1`` and ``F2`` on ``Z x N_2`` via pairs sharing z.
+
+    Raises:
+        ValueError: on mismatched shapes, or features or weights containing NaN or inf.
+    """
+    p_z = check_finite("weights", p_z)
     n_z = p_z.size
+    ensure_fits(4 * FLOAT * (float(np.size(F1)) + float(np.size(F2))),
+                f"comparing modal features of {np.size(F1):,} and {np.size(F2):,} values",
+                "lower k or the number of states")
     m1, d1 = conditional_moments(F1, q1, n_z)
     m2, d2 = conditional_moments(F2, q2, n_z)
     if m1.shape[1] != m2.shape[1]:
@@ -90,8 +102,9 @@ def coupled_comparison(F1: np.ndarray, q1: np.ndarray, F2: np.ndarray, q2: np.nd
 def nuisance_free_dimension(F: np.ndarray, q: np.ndarray, p_z: np.ndarray, *, threshold: float = 0.5) -> int:
     """Number of whitened directions that are functions of z alone: eigenvalues of ``E_p[m mᵀ]`` above ``threshold``.
 
-    For closed-form optima these eigenvalues are 1 (nuisance-free) or 0 (``E[h|z] = 0``), THEORY §4.
+    For closed-form optima these eigenvalues are 1 (nuisance-free) or 0 (``E[h|z] = 0``), docs/theory.md §4.
     """
-    mean, _ = conditional_moments(F, q, np.asarray(p_z).size)
-    gram = mean.T @ (np.asarray(p_z)[:, None] * mean)
+    p_z = check_finite("weights", p_z)
+    mean, _ = conditional_moments(F, q, p_z.size)
+    gram = mean.T @ (p_z[:, None] * mean)
     return int(np.sum(np.linalg.eigvalsh((gram + gram.T) / 2) > threshold))

@@ -1,4 +1,4 @@
-"""p-weighted orthogonal Procrustes and principal angles on one state space (THEORY §2).
+"""p-weighted orthogonal Procrustes and principal angles on one state space (docs/theory.md §2).
 
 Procrustes: with ``M = F2ᵀ D F1 = U S Vᵀ``, ``Q̂ = U Vᵀ`` minimises
 ``‖F1 − F2 Q‖_D`` over O(k) (note the direction: the SVD of ``F1ᵀDF2`` would
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prhsim.metrics._weighted import check_pair, weighted_cross, weighted_norm
+from prhsim.metrics._weighted import check_finite, check_pair, weighted_cross, weighted_norm
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Procrustes:
 
 def orthogonal_map(M: np.ndarray) -> np.ndarray:
     """``U Vᵀ`` for ``M = U S Vᵀ``: the orthogonal Q maximising ``tr(Qᵀ M)``."""
-    U, _, Vt = np.linalg.svd(M)
+    U, _, Vt = np.linalg.svd(check_finite("cross-covariances", M))
     return U @ Vt
 
 

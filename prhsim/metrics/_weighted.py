@@ -1,8 +1,16 @@
-"""p-weighted helpers shared by the comparison metrics (THEORY §2: every inner product is D-weighted)."""
+"""p-weighted helpers shared by the comparison metrics (docs/theory.md §2: every inner product is D-weighted)."""
 
 from __future__ import annotations
 
 import numpy as np
+
+
+def check_finite(name: str, array: np.ndarray) -> np.ndarray:
+    """A float array with no NaN or inf, or a ValueError naming it (``"features contain NaN or inf"``)."""
+    array = np.asarray(array, dtype=np.float64)
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} contain NaN or inf")
+    return array
 
 
 def check_pair(F1: np.ndarray, F2: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -14,8 +22,9 @@ def check_pair(F1: np.ndarray, F2: np.ndarray, p: np.ndarray) -> tuple[np.ndarra
         raise ValueError(f"feature tables must have the same shape, got {F1.shape} and {F2.shape}")
     if p.shape != (F1.shape[0],):
         raise ValueError(f"weights must have shape ({F1.shape[0]},), got {p.shape}")
-    if not (np.all(np.isfinite(F1)) and np.all(np.isfinite(F2))):
-        raise ValueError("features contain NaN or inf")
+    check_finite("features", F1)
+    check_finite("features", F2)
+    check_finite("weights", p)
     return F1, F2, p
 
 

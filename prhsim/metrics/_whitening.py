@@ -1,4 +1,4 @@
-"""Centring, whitening and canonical correlations under p (THEORY §2, learned embeddings).
+"""Centring, whitening and canonical correlations under p (docs/theory.md §2, learned embeddings).
 
 ``F ← (F − 1μᵀ) C^{-1/2}`` with μ and C the p-mean and p-covariance; the
 Procrustes singular values of two whitened tables are their canonical correlations.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from prhsim.metrics._weighted import check_pair, weighted_cross
+from prhsim.metrics._weighted import check_finite, check_pair, weighted_cross
 
 #: Relative eigenvalue floor below which a covariance counts as singular.
 RANK_RTOL = 1e-10
@@ -18,12 +18,14 @@ def whiten(F: np.ndarray, p: np.ndarray, *, centre: bool = True) -> np.ndarray:
     """Return ``(F − 1μᵀ) C^{-1/2}`` (or ``F C^{-1/2}`` uncentred), with ``C = (F−μ)ᵀD(F−μ)``.
 
     Raises:
-        ValueError: if C is singular (a collapsed or redundant feature).
+        ValueError: if C is singular (a collapsed or redundant feature), or F or p contain NaN or inf.
     """
     F = np.asarray(F, dtype=np.float64)
     p = np.asarray(p, dtype=np.float64)
     if F.ndim != 2 or p.shape != (F.shape[0],):
         raise ValueError(f"whiten needs features (n x k) and weights (n,), got {F.shape} and {p.shape}")
+    check_finite("features", F)
+    check_finite("weights", p)
     if centre:
         F = F - p @ F
     C = weighted_cross(F, F, p)

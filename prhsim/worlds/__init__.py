@@ -10,6 +10,7 @@ from prhsim.worlds._gridscene import (
     symbolic as symbolic,
 )
 from prhsim.worlds._modality import (
+    FULL_CHECK_LIMIT as FULL_CHECK_LIMIT,
     InjectivityReport as InjectivityReport,
     Modality as Modality,
     codebook as codebook,

@@ -1,8 +1,11 @@
-"""Finite worlds: states 0..n-1, a law p(z) > 0 and a symmetric positive-pair law Π (THEORY §0).
+"""Finite worlds: states 0..n-1, a law p(z) > 0 and a symmetric positive-pair law Π (docs/theory.md §0).
 
 The kernel ``K = D^{-1/2} Π D^{-1/2}`` is what every closed form works with; it
 is offered as a :class:`scipy.sparse.linalg.LinearOperator` so that sparse and
 product worlds are never densified.
+
+A world is immutable: p, Π (a private copy; a sparse Π's data, indices and
+indptr too) and the cached kernel matrix are write-protected arrays.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
+from prhsim._budget import FLOAT, ensure_fits
 from prhsim._types import PairMatrix, Vector
 
 #: Tolerances of the construction checks (absolute on p and on Π's entries).
@@ -20,6 +24,19 @@ SUM_ATOL = 1e-9
 MARGINAL_RTOL = 1e-7
 MARGINAL_ATOL = 1e-12
 SYMMETRY_ATOL = 1e-12
+#: Bytes of one stored sparse entry: the value and its column index (int64 at most).
+SPARSE_ENTRY = 16
+
+
+def freeze(matrix: PairMatrix) -> PairMatrix:
+    """Write-protect a dense array, or a sparse matrix's data, indices and indptr (canonical first)."""
+    if sp.issparse(matrix):
+        matrix.sum_duplicates()  # canonical form: later operations never sort or merge in place
+        for array in (matrix.data, matrix.indices, matrix.indptr):
+            array.setflags(write=False)
+    else:
+        matrix.setflags(write=False)
+    return matrix
 
 
 class World:
@@ -45,6 +62,8 @@ class World:
 
     def dense_kernel(self) -> np.ndarray:
         """A dense float copy of K (for small worlds, factors and baselines)."""
+        ensure_fits(2 * FLOAT * float(self.n) ** 2, f"a dense copy of the kernel of a world of {self.n:,} states",
+                    "use the kernel operator (world.kernel) or a smaller world")
         K = self.kernel_matrix()
         return np.array(K.toarray() if sp.issparse(K) else K, dtype=np.float64)
 
@@ -61,7 +80,7 @@ class FiniteWorld(World):
         p: state law, shape (n,), strictly positive, summing to 1.
         Pi: pair law, shape (n, n), dense or scipy.sparse, non-negative, with
             both marginals equal to p (``Π1 = Πᵀ1 = p``).
-        symmetrize: if True, replace Π by ``(Π + Πᵀ)/2`` (THEORY §1.4: the
+        symmetrize: if True, replace Π by ``(Π + Πᵀ)/2`` (docs/theory.md §1.4: the
             second-order loss only sees the symmetric part). Otherwise an
             asymmetric Π is an error.
 
@@ -86,8 +105,7 @@ class FiniteWorld(World):
             Pi = (Pi + Pi.T) / 2
             Pi = sp.csr_array(Pi) if sp.issparse(Pi) else np.asarray(Pi)
         p.setflags(write=False)
-        if not sp.issparse(Pi):
-            Pi.setflags(write=False)
+        freeze(Pi)
         self._p = p
         self.Pi = Pi
         self.n = int(p.shape[0])
@@ -114,6 +132,12 @@ class FiniteWorld(World):
 
     @cached_property
     def _kernel_matrix(self) -> PairMatrix:
+        if self.is_sparse:
+            ensure_fits(3 * SPARSE_ENTRY * float(self.Pi.nnz) + 4 * FLOAT * self.n,
+                        f"the sparse kernel of a world with {self.Pi.nnz:,} pairs", "use a sparser or smaller world")
+        else:
+            ensure_fits(3 * FLOAT * float(self.n) ** 2, f"the dense kernel of a world of {self.n:,} states",
+                        "use a sparse Pi or a smaller world")
         inv_s = 1.0 / np.sqrt(self.p)
         if self.is_sparse:
             d = sp.diags_array(inv_s)
@@ -121,8 +145,7 @@ class FiniteWorld(World):
         else:
             K = self.Pi * inv_s[:, None] * inv_s[None, :]
             K = (K + K.T) / 2  # exact symmetry for eigh
-            K.setflags(write=False)
-        return K
+        return freeze(K)
 
     @property
     def kernel(self) -> LinearOperator:

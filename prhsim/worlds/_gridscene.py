@@ -1,7 +1,7 @@
 """gridscene: objects on a G x G grid, each with a shape and a colour, seen through three modalities.
 
 The pair law is short-horizon dynamics with independent factors, so the world
-is a product world (THEORY §6): per object, its column and row each follow a
+is a product world (docs/theory.md §6): per object, its column and row each follow a
 lazy reflecting walk (the object steps to a neighbouring cell), its shape is
 redrawn uniformly with a small probability, and its colour steps along an
 ordered hue scale. Move and change probabilities differ per object and axis,
@@ -9,7 +9,8 @@ so the slow eigenvalues (one per degree of freedom, two per shape) are
 distinct and sit above every product of two of them: with the defaults the
 centred spectrum has its largest gap at ``k = 10`` (0.707 → 0.620).
 
-Modalities (each injective in (z, n); see :func:`prhsim.worlds.injectivity_check`):
+Modalities (each injective in (z, n); see :func:`prhsim.worlds.injectivity_check`), each
+bound to its scene's number of states (``Modality.n_states``):
 
 * ``pixels``: an RGB image, one 4x4-pixel block per cell, object o drawn as a
   2x2 glyph of its shape in slot o of the block; nuisance = lighting x background.
@@ -162,7 +163,7 @@ def pixels(scene: GridScene) -> Modality:
                     img[rows[on], top[on] + dy, left[on] + dx] = hue[on]
         return img
 
-    return Modality("pixels", q, render, "RGB image of the scene; nuisance: lighting x background")
+    return Modality("pixels", q, render, "RGB image of the scene; nuisance: lighting x background", n_states=scene.n)
 
 
 def caption_vocabulary(scene: GridScene) -> list[str]:
@@ -206,7 +207,8 @@ def caption(scene: GridScene) -> Modality:
         backward = np.concatenate(clauses[::-1], axis=1)
         return np.where(reverse[:, None] == 1, backward, forward).astype(np.int32)
 
-    return Modality("caption", q, render, "templated caption (token ids); nuisance: synonyms x clause order x word order")
+    return Modality("caption", q, render,
+                    "templated caption (token ids); nuisance: synonyms x clause order x word order", n_states=scene.n)
 
 
 def symbolic(scene: GridScene, *, rng: RngLike = None) -> Modality:
@@ -227,4 +229,5 @@ def symbolic(scene: GridScene, *, rng: RngLike = None) -> Modality:
         v = np.concatenate(parts, axis=1)
         return np.einsum("sij,sj->si", maps[n], v) + offsets[n]
 
-    return Modality("symbolic", q, render, "attribute vector through a random affine map; nuisance: which map")
+    return Modality("symbolic", q, render, "attribute vector through a random affine map; nuisance: which map",
+                    n_states=scene.n)

@@ -1,4 +1,4 @@
-"""Product (Kronecker) worlds: independent factors, row-major states (THEORY §6).
+"""Product (Kronecker) worlds: independent factors, row-major states (docs/theory.md §6).
 
 ``p = ⊗ p_f``, ``Π = ⊗ Π_f`` and ``K = ⊗ K_f``. States index row-major,
 ``(z_1, …, z_F) ↦ ravel_multi_index``, which matches ``np.kron(A_1, np.kron(A_2, …))``.
@@ -13,6 +13,7 @@ from typing import Iterable
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
+from prhsim._budget import FLOAT, ensure_fits
 from prhsim._types import States, Vector
 from prhsim.worlds._finite import FiniteWorld, World
 
@@ -81,6 +82,8 @@ class ProductWorld(World):
     @cached_property
     def _p(self) -> Vector:
         _check_materialisable(self.n, "p")
+        ensure_fits(2 * FLOAT * self.n, f"p of a product world of {self.n:,} states",
+                    "use a smaller world, or p_at(states)")
         out = np.ones(1)
         for f in self.factors:
             out = np.kron(out, f.p)
@@ -91,6 +94,8 @@ class ProductWorld(World):
     def kernel(self) -> LinearOperator:
         """``K = ⊗ K_f`` applied factor by factor (never formed)."""
         _check_materialisable(self.n, "the kernel operator's vectors")
+        ensure_fits(3 * FLOAT * self.n, f"the kernel operator's vectors for a product world of {self.n:,} states",
+                    "use a smaller world")
         mats = [f.kernel_matrix() for f in self.factors]
         shape = self.shape
         n = self.n
@@ -118,6 +123,8 @@ class ProductWorld(World):
         """Dense ``np.kron`` of the factor kernels: only for worlds small enough to densify."""
         if self.n > DENSIFY_LIMIT:
             raise ValueError(f"refusing to densify a product world with {self.n} states (limit {DENSIFY_LIMIT})")
+        ensure_fits(2 * FLOAT * float(self.n) ** 2, f"the dense kernel of a product world of {self.n:,} states",
+                    "use the kernel operator (world.kernel) or a smaller world")
         out = np.ones((1, 1))
         for f in self.factors:
             out = np.kron(out, f.dense_kernel())
@@ -125,6 +132,8 @@ class ProductWorld(World):
 
     def to_finite(self) -> FiniteWorld:
         """The same world as a dense FiniteWorld (small worlds only, for tests and baselines)."""
+        ensure_fits(6 * FLOAT * float(self.n) ** 2, f"a dense copy of a product world of {self.n:,} states",
+                    "use a smaller world")
         s = self.sqrt_p
         Pi = s[:, None] * self.kernel_matrix() * s[None, :]
         return FiniteWorld(self.p, (Pi + Pi.T) / 2)

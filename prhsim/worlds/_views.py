@@ -1,4 +1,4 @@
-"""Views: how a modality's positive pairs treat the nuisance (THEORY §4).
+"""Views: how a modality's positive pairs treat the nuisance (docs/theory.md §4).
 
 A modality m observes ``(z, n)`` with ``n ~ q_m`` independent of z; its
 world lives on ``Z x N_m`` (index ``z·|N_m| + n``) and is the product world
@@ -72,6 +72,7 @@ class ModalWorld(ProductWorld):
     """
 
     def __init__(self, base: World, modality: Modality, view: View) -> None:
+        modality.check_base(base.n)
         nuisance = resampling(modality.nuisance, view.eps)
         super().__init__([*base.factors, nuisance])
         self.base = base
@@ -87,7 +88,11 @@ class ModalWorld(ProductWorld):
 
 
 def view_world(base: World, modality: Modality, view: View) -> ModalWorld:
-    """The modality's world over ``Z x N_m`` under ``view`` (a product world)."""
+    """The modality's world over ``Z x N_m`` under ``view`` (a product world).
+
+    Raises:
+        ValueError: if the modality renders a world of another size than ``base``.
+    """
     return ModalWorld(base, modality, view)
 
 

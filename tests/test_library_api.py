@@ -1,0 +1,149 @@
+"""The library's shape: an acyclic import graph, rng passed through, the public faces (layering: worlds <- jepa <- experiments, metrics alone)."""
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import prhsim
+from conftest import assert_close
+from prhsim.jepa import EigenBasis, KroneckerBasis, VectorBasis, kronecker_top, top_eigenpairs
+from prhsim.worlds import FiniteWorld, Modality, ProductWorld, bad, random_world, resampling, view_world
+
+PACKAGE = Path(prhsim.__file__).parent
+
+
+def module_files(root: Path = PACKAGE) -> dict[str, Path]:
+    """Every module under ``root`` by dotted name (a package by its ``__init__``)."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def import_graph(files: dict[str, Path]) -> dict[str, set[str]]:
+    """Edges module -> imported module inside the package, from every import statement (function-level too)."""
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base for alias in node.names]
+            else:
+                continue
+            graph[name].update(t for t in targets if t in files and t != name)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the graph as a path [a, b, ..., a], or None (depth-first search)."""
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_import_graph_sees_function_level_and_relative_imports(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from pkg._a import f\n")
+    (pkg / "_a.py").write_text("def f():\n    from ._b import g\n    return g\n")
+    (pkg / "_b.py").write_text("import pkg._a\n")
+    graph = import_graph(module_files(pkg))
+    assert graph == {"pkg": {"pkg._a"}, "pkg._a": {"pkg._b"}, "pkg._b": {"pkg._a"}}
+    assert find_cycle(graph) == ["pkg._a", "pkg._b", "pkg._a"]
+
+
+def test_prhsim_has_no_import_cycles():
+    graph = import_graph(module_files())
+    assert "prhsim.jepa._basis" in graph and graph["prhsim.jepa._basis"].isdisjoint(
+        {"prhsim.jepa._spectrum", "prhsim.jepa._kronecker"})
+    assert "prhsim.jepa._kronecker" in graph["prhsim.jepa._spectrum"]
+    assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
+
+
+def test_basis_types_are_shared_by_both_backends():
+    w = ProductWorld([random_world(4, rng=0), random_world(5, rng=1)])
+    assert isinstance(top_eigenpairs(w, 3), KroneckerBasis) and isinstance(top_eigenpairs(w, 3), EigenBasis)
+    dense = top_eigenpairs(w, 3, backend="dense")
+    assert isinstance(dense, VectorBasis) and isinstance(dense, EigenBasis)
+
+
+def _product_with_partial_factor(monkeypatch):
+    """A product whose first factor (30 states) takes the Lanczos path once FULL_FACTOR_UP_TO is lowered."""
+    import prhsim.jepa._kronecker as kr
+
+    monkeypatch.setattr(kr, "FULL_FACTOR_UP_TO", 10)
+    return ProductWorld([random_world(30, rng=4, self_loop=1.0), resampling([0.3, 0.7], 0.5)])
+
+
+def test_kronecker_top_draws_its_lanczos_start_from_the_caller_s_rng(monkeypatch):
+    w = _product_with_partial_factor(monkeypatch)
+    gen = np.random.default_rng(11)
+    before = gen.bit_generator.state["state"]["state"]
+    basis = kronecker_top(w, 4, rng=gen)
+    assert not basis.spectra[0].complete
+    assert gen.bit_generator.state["state"]["state"] != before, "the caller's generator was used"
+    ref = top_eigenpairs(w, 4, backend="dense")
+    for seed in (0, 1, None):
+        assert_close(kronecker_top(w, 4, rng=seed).values, ref.values, atol=1e-10)
+    gen = np.random.default_rng(11)
+    before = gen.bit_generator.state["state"]["state"]
+    top_eigenpairs(w, 4, backend="kronecker", rng=gen)
+    assert gen.bit_generator.state["state"]["state"] != before, "top_eigenpairs passes its rng through"
+
+
+def test_kronecker_top_rejects_a_bad_rng(monkeypatch):
+    w = _product_with_partial_factor(monkeypatch)
+    with pytest.raises(ValueError, match="rng must be an int seed or a numpy Generator, got str"):
+        kronecker_top(w, 4, rng="seed")
+
+
+def test_a_modality_from_its_nuisance_law_alone_reaches_the_mathematics():
+    """Modality(name, q): the modal world, its closed form and the merge rule need no renderer (§4)."""
+    from prhsim.experiments import merge_rule
+    from prhsim.jepa import closed_form
+
+    base = random_world(7, rng=3, self_loop=2.0)
+    text = Modality("text", [0.25, 0.75])
+    world = view_world(base, text, bad(0.2))
+    opt = closed_form(world, 3)
+    assert_close(opt.eigenvalues, merge_rule(base, bad(0.2), text.n_nuisance, 3).values, atol=1e-10)
+    assert isinstance(world.base, FiniteWorld) and world.modality is text
+
+
+def test_resource_error_is_public_and_a_value_error():
+    assert issubclass(prhsim.ResourceError, ValueError)
+    with prhsim.memory_limit(10**6):
+        with pytest.raises(prhsim.ResourceError):
+            random_world(10**4)
