@@ -25,8 +25,8 @@ def main() -> None:
     out = Path(tempfile.mkdtemp(prefix="prhsim-bench-"))
 
     def full_run() -> None:
-        subprocess.run([prhsim, "run", "--world", "gridscene", "--modalities", "3", "--out", str(out)],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([prhsim, "run", "--world", "gridscene", "--modalities", "3", "--out", str(out),
+                        "--overwrite"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def start_up() -> None:
         subprocess.run([sys.executable, "-c", "import prhsim.cli, prhsim.experiments"], check=True)

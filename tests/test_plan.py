@@ -66,5 +66,11 @@ def test_the_plan_bounds_what_the_run_allocates(sets):
     assert peak <= plan.peak_bytes, f"measured {peak / 1e6:.0f} MB > planned {plan.peak_bytes / 1e6:.0f} MB"
 
 
-def test_time_class_labels():
-    assert plan_run(config("world.kind=ring", "world.n=50", "modalities=1")).time_class == "under a second"
+@pytest.mark.parametrize("sets, label", [
+    (("world.kind=ring", "world.n=50", "modalities=1"), "under a second"),
+    ((), "seconds"),
+    (("world.kind=ring", "world.n=100000", "modalities=2", "k=30"), "hours"),
+])
+def test_time_classes(sets, label):
+    # a ring of 10^5 states: Lanczos needs ~n iterations on its clustered top spectrum (gaps ~ 1/n^2)
+    assert plan_run(config(*sets)).time_class == label

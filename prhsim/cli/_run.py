@@ -157,6 +157,8 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
         check_out_folder(out_dir, overwrite=overwrite)
     except (ConfigError, ResourceError, OutputError) as exc:
         raise UsageProblem(str(exc)) from None
+    if plan.time_class in ("minutes", "hours"):
+        notes.append(f"this run may take {plan.time_class}: {plan.summary()}")
     if not quiet:
         for note in notes:
             err.print(f"[cyan]note:[/] {escape(note)}", highlight=False)

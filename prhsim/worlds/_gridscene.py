@@ -7,7 +7,7 @@ redrawn uniformly with a small probability, and its colour steps along an
 ordered hue scale. Move and change probabilities differ per object and axis,
 so the slow eigenvalues (one per degree of freedom, two per shape) are
 distinct and sit above every product of two of them: with the defaults the
-centred spectrum has its largest gap at ``k = 10`` (0.707 → 0.620).
+centred spectrum has its largest (absolute and relative) gap at ``k = 10`` (0.707 → 0.620).
 
 Modalities (each injective in (z, n); see :func:`prhsim.worlds.injectivity_check`), each
 bound to its scene's number of states (``Modality.n_states``):

@@ -62,7 +62,7 @@ def _modality_style(i: int) -> tuple[str, str]:
 def _gap_text(result: RunResult) -> str:
     w, k = result.world, result.world.k
     n_head = len(w.spectrum_head)
-    lines = [f"k = {k}" + (" (largest gap)" if w.k_auto else "")]
+    lines = [f"k = {k}" + (" (auto: largest relative gap)" if w.k_auto else "")]
     gap = rf"K_Z gap $\mu_{{{k}}} - \mu_{{{k + 1}}}$ = {w.gap:.3g}"
     if w.gap <= TIE_TOL:
         gap += " (tie: no unique optimum)"
