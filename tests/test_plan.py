@@ -51,8 +51,8 @@ def test_k_that_does_not_fit_is_a_config_error():
 
 @pytest.mark.parametrize("sets", [
     (),
-    ("world.kind=ring", "world.n=3000", "modalities=2", "k=12"),
-    ("world.kind=random", "world.n=700", "modalities=2", "k=5"),
+    ("world.kind=random", "world.n=3000", "world.degree=6", "modalities=2", "k=12"),
+    ("world.kind=random", "world.n=200", "modalities=2", "k=5"),
 ])
 def test_the_plan_bounds_what_the_run_allocates(sets):
     cfg = config(*sets)
