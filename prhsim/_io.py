@@ -1,12 +1,11 @@
-"""Writing results whole or not at all.
+"""Writing a run's folder whole or not at all.
 
-* :func:`write_atomic`: one file, written to a temporary file beside it, then renamed.
-* :func:`check_out_folder` and :func:`staged_folder`: a run's whole output folder is
-  checked before any work, written into a temporary sibling folder, and renamed
-  into place at the end; an interrupted or failed run leaves nothing behind.
-
-Files get the permissions of ordinary files under the process's umask (0644 under
-the usual 022), not mkstemp's private 0600.
+:func:`check_out_folder` refuses an output folder that cannot be used before any
+work is done; :func:`staged_folder` has the run written into a temporary sibling
+folder and renames it into place at the end, so an interrupted or failed run
+leaves nothing behind. Files and folders get the permissions of ordinary ones
+under the process's umask (0644 and 0755 under the usual 022), not mkdtemp's
+private 0700.
 """
 
 from __future__ import annotations
@@ -17,40 +16,24 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
+
+#: A folder holding this file is a run folder, which ``overwrite`` may replace.
+RUN_MARKER = "results.json"
 
 
-class OutputError(ValueError):
-    """An output folder cannot be used; the message says why."""
-
-
-def _umask() -> int:
-    mask = os.umask(0)
+def _read_umask() -> int:
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
 
 
-def _normal_mode(path: Path, *, folder: bool) -> None:
-    os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
+#: The process's umask, read once at import (reading it means setting it).
+UMASK = _read_umask()
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it onto ``path``.
-
-    A failure leaves any previous file at ``path`` untouched and no partial file behind.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        _normal_mode(Path(tmp), folder=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+class OutputError(ValueError):
+    """An output folder cannot be used; the message says why."""
 
 
 def json_text(data: Any) -> str:
@@ -58,48 +41,49 @@ def json_text(data: Any) -> str:
     return json.dumps(data, indent=2, allow_nan=True) + "\n"
 
 
-def write_json_atomic(path: Path, data: Any) -> Path:
-    """Serialise ``data`` as indented JSON, atomically."""
-    text = json_text(data)
-    return write_atomic(path, lambda tmp: tmp.write_text(text))
-
-
 def _nearest_existing(path: Path) -> Path:
     for candidate in (path, *path.parents):
-        if candidate.exists() or candidate.is_symlink():
+        if candidate.exists():
             return candidate
-    return Path(".")  # pragma: no cover - a relative path's parents end at "."
+    return Path("/")  # pragma: no cover - an absolute path's parents end at "/"
 
 
 def check_out_folder(out: Path, *, overwrite: bool = False) -> None:
     """Refuse an output folder that cannot be written, before any work is done.
 
-    ``out`` may exist only as an empty folder, or as any folder when ``overwrite``
-    (it is then replaced whole at the end). Its nearest existing ancestor must be
-    a writable folder: this is tried by creating and removing a probe folder there,
-    so nothing is left behind.
+    ``out`` may exist only as an empty folder, or with ``overwrite`` as a run folder
+    (one holding results.json), which is then replaced whole at the end. It may not
+    be the current folder or one of its ancestors. Its nearest existing ancestor must
+    be a writable folder: this is tried by creating and removing a probe folder there,
+    so nothing is left behind. A symbolic link is followed to its target.
 
     Raises:
         OutputError: naming the path and the reason.
     """
     if str(out).strip() == "":
         raise OutputError("--out must not be empty")
-    out = Path(out)
-    if out.exists() or out.is_symlink():
+    given, out = out, Path(out).resolve()
+    if out == Path.cwd().resolve() or out in Path.cwd().resolve().parents:
+        raise OutputError(f"--out {given} is the current folder or one of its ancestors; choose a new folder")
+    if out.exists():
         if not out.is_dir():
-            raise OutputError(f"--out {out} exists and is not a folder")
-        if any(out.iterdir()) and not overwrite:
-            raise OutputError(f"--out {out} exists and is not empty; pass --overwrite to replace it, "
-                              "or choose another folder")
+            raise OutputError(f"--out {given} exists and is not a folder")
+        if any(out.iterdir()):
+            if not overwrite:
+                raise OutputError(f"--out {given} exists and is not empty; pass --overwrite to replace it, "
+                                  "or choose another folder")
+            if not (out / RUN_MARKER).is_file():
+                raise OutputError(f"--out {given} is not a prhsim run folder (no {RUN_MARKER}); --overwrite "
+                                  "replaces only run folders")
         parent = out.parent
     else:
         parent = _nearest_existing(out.parent)
         if not parent.is_dir():
-            raise OutputError(f"--out {out} cannot be created: {parent} is a file, not a folder")
+            raise OutputError(f"--out {given} cannot be created: {parent} is a file, not a folder")
     try:
         probe = tempfile.mkdtemp(prefix=".prhsim-probe-", dir=parent)
     except OSError as exc:
-        raise OutputError(f"--out {out} cannot be written: {parent}: {exc.strerror}") from None
+        raise OutputError(f"--out {given} cannot be written: {parent}: {exc.strerror}") from None
     os.rmdir(probe)
 
 
@@ -110,24 +94,25 @@ def staged_folder(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
     On any exception (KeyboardInterrupt included) the temporary folder is removed
     and ``out`` is left as it was. With ``overwrite`` an existing ``out`` is
     replaced whole (no stale file of an earlier run stays beside the new ones).
+    A symbolic link is followed: its target is what is replaced.
     """
-    out = Path(out)
+    out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
-        _normal_mode(stage, folder=True)
+        os.chmod(stage, 0o777 & ~UMASK)
         yield stage
-        if out.exists():
-            if not overwrite and any(out.iterdir()):
-                raise OutputError(f"--out {out} was filled while the run was computing; the results stay in {stage}")
+        if out.exists() and any(out.iterdir()):
+            if not overwrite:
+                raise OutputError(f"--out {out} was filled while the run was computing; nothing was written")
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
             os.replace(out, old / out.name)
             os.replace(stage, out)
             shutil.rmtree(old, ignore_errors=True)
         else:
+            if out.exists():
+                out.rmdir()
             os.replace(stage, out)
-    except OutputError:
-        raise
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

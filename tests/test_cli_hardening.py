@@ -42,7 +42,7 @@ def refused(args: list[str], out: Path):
 
 
 @pytest.mark.parametrize("args, names", [
-    (["--k", "20734"], ["k = 20734", "220 GB", "limit", "lower --k"]),
+    (["--k", "20734"], ["k = 20734", "275 GB", "limit", "lower --k"]),
     (["--objects", "3"], ["11,943,936 modal states", "world.objects"]),
     (["--size", "10", "--modalities", "2"], ["6,480,000 modal states for caption", "world.size", "--modalities"]),
     (["--world", "ring", "--n", "1000000000"], ["world.n", "2500000"]),
@@ -85,6 +85,7 @@ def test_unusable_out_is_refused_before_computing(out_arg, message, tmp_path):
 def test_overwrite_replaces_the_old_folder_whole(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
+    (out / "results.json").write_text("{}")
     (out / "stale.png").write_text("old figure")
     refused_result = invoke(*SMALL, "--out", str(out))
     assert refused_result.exit_code == 2 and (out / "stale.png").exists()
@@ -92,6 +93,26 @@ def test_overwrite_replaces_the_old_folder_whole(tmp_path):
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "results.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no staging or old folder left
+
+
+def test_overwrite_never_replaces_a_folder_that_is_not_a_run(tmp_path, monkeypatch):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "thesis.tex").write_text("precious")
+    result = invoke(*SMALL, "--out", str(tmp_path / "notes"), "--overwrite")
+    assert result.exit_code == 2 and "is not a prhsim run folder" in result.output
+    monkeypatch.chdir(tmp_path / "notes")
+    for out in (".", ".."):
+        result = invoke(*SMALL, "--out", out, "--overwrite")
+        assert result.exit_code == 2 and "the current folder or one of its ancestors" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes"]
+    assert [p.name for p in (tmp_path / "notes").iterdir()] == ["thesis.tex"]
+
+
+def test_markup_in_a_path_is_printed_as_it_is(tmp_path):
+    out = tmp_path / "a[/]b[red]c"
+    result = invoke(*SMALL, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert f"wrote {out}/ (config.json, results.json)" in result.output
 
 
 def test_files_get_normal_permissions(tmp_path):
@@ -168,7 +189,7 @@ def test_a_world_flag_of_another_kind_says_what_it_replaces(tmp_path):
     result = invoke("--config", str(cfg), "--world", "grid", "--k", "2", "--modalities", "1", "--no-figures",
                     "--out", str(tmp_path / "o"))
     assert result.exit_code == 0, result.output
-    assert "replaces the config file's 'ring' world (its settings n=20 are not used)" in result.output
+    assert "replaces the configured 'ring' world (its settings n=20 are not used)" in result.output
 
 
 @pytest.mark.parametrize("args, key, value", [
@@ -181,6 +202,44 @@ def test_world_settings_as_flags_and_set(args, key, value, tmp_path):
     result = invoke(*args, "--modalities", "1", "--k", "1", "--no-figures", "--out", str(tmp_path / "o"))
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "o" / "results.json").read_text())["world"][key] == value
+
+
+def test_flags_win_over_set_and_set_accepts_a_world_kind(tmp_path):
+    result = invoke("--set", "world.kind=ring", "--world", "grid", "--shape", "4,5", "--modalities", "1",
+                    "--k", "1", "--no-figures", "--out", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.output
+    assert "--world grid replaces the configured 'ring' world" in result.output
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["world"]["name"] == "grid"
+    result = invoke("--set", "world=ring", "--n", "16", "--modalities", "1", "--k", "2", "--no-figures",
+                    "--out", str(tmp_path / "p"))
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "p" / "results.json").read_text())["world"]["n_states"] == 16
+
+
+@pytest.mark.parametrize("args", [
+    ["--objects", "1", "--size", "3"],  # one clause: the caption stays injective
+    ["--world", "grid", "--shape", "40"],  # one axis: the default move has one entry per axis
+    ["--world", "grid", "--shape", "3,4,5"],
+])
+def test_small_worlds_that_used_to_fail(args, tmp_path):
+    result = invoke(*args, "--no-figures", "--out", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.output
+    assert "checks agree with the theory" in result.output
+
+
+def test_a_library_refusal_during_the_run_is_a_usage_error(monkeypatch, tmp_path):
+    import prhsim.experiments._run as run_module
+    from prhsim import ResourceError
+
+    def refuse(*args, **kwargs):
+        raise ResourceError("a table of 10 states would need 1 TB (limit 1 GB); lower n")
+
+    monkeypatch.setattr(run_module, "solve", refuse)
+    result = invoke(*SMALL, "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == "Error: a table of 10 states would need 1 TB (limit 1 GB); lower n"
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "o").exists()
 
 
 def test_world_flag_for_another_world_is_a_usage_error():
@@ -221,12 +280,12 @@ def test_quiet_prints_nothing(tmp_path):
 
 
 def test_a_bug_is_not_a_usage_error(monkeypatch, tmp_path):
-    import prhsim.experiments as experiments
+    import prhsim.experiments._run as run_module
 
     def broken(*args, **kwargs):
         raise ValueError("an internal invariant failed")
 
-    monkeypatch.setattr(experiments, "solve", broken)
+    monkeypatch.setattr(run_module, "solve", broken)
     result = invoke(*SMALL, "--out", str(tmp_path / "o"))
     assert result.exit_code == 1
     assert isinstance(result.exception, ValueError) and "internal invariant" in str(result.exception)

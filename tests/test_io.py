@@ -1,26 +1,95 @@
-"""Results are written atomically: a failed write leaves the old file and no partial one."""
+"""A run folder is written whole or not at all, and an unusable one is refused before any work."""
 
-import json
+from __future__ import annotations
+
+import os
+import re
 
 import pytest
 
-from prhsim._io import write_atomic, write_json_atomic
+from prhsim._io import OutputError, check_out_folder, staged_folder
 
 
-def test_json_written_atomically(tmp_path):
-    path = write_json_atomic(tmp_path / "sub" / "r.json", {"a": 1})
-    assert json.loads(path.read_text()) == {"a": 1}
+def test_staged_folder_appears_whole_on_success(tmp_path):
+    out = tmp_path / "sub" / "run"
+    with staged_folder(out) as stage:
+        (stage / "a.json").write_text("{}")
+        assert not out.exists() and stage.parent == out.parent
+    assert sorted(p.name for p in out.iterdir()) == ["a.json"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["run"]
 
 
-def test_failed_write_keeps_previous_file_and_leaves_no_partial(tmp_path):
-    path = tmp_path / "r.json"
-    write_json_atomic(path, {"old": True})
+@pytest.mark.parametrize("error", [RuntimeError("disk full"), KeyboardInterrupt()])
+def test_a_failure_leaves_nothing_and_keeps_the_old_folder(tmp_path, error):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text("old")
+    with pytest.raises(type(error)):
+        with staged_folder(out, overwrite=True) as stage:
+            (stage / "results.json").write_text("{half")
+            raise error
+    assert (out / "results.json").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
-    def explode(tmp):
-        tmp.write_text("{half")
-        raise RuntimeError("disk full")
 
-    with pytest.raises(RuntimeError):
-        write_atomic(path, explode)
-    assert json.loads(path.read_text()) == {"old": True}
-    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+def test_overwrite_replaces_the_folder_whole(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text("old")
+    (out / "stale.png").write_text("old")
+    with staged_folder(out, overwrite=True) as stage:
+        (stage / "results.json").write_text("new")
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    assert (out / "results.json").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_an_empty_existing_folder_is_used(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    check_out_folder(out)
+    with staged_folder(out) as stage:
+        (stage / "results.json").write_text("{}")
+    assert (out / "results.json").exists()
+
+
+def test_a_symlink_is_followed_to_its_target(tmp_path):
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "results.json").write_text("old")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    check_out_folder(link, overwrite=True)
+    with staged_folder(link, overwrite=True) as stage:
+        (stage / "results.json").write_text("new")
+    assert link.is_symlink() and (target / "results.json").read_text() == "new"
+
+
+@pytest.mark.parametrize("make, overwrite, message", [
+    (lambda t: t / "full", False, "exists and is not empty; pass --overwrite"),
+    (lambda t: t / "notarun", True, "is not a prhsim run folder (no results.json)"),
+    (lambda t: t / "file", False, "exists and is not a folder"),
+    (lambda t: t / "file" / "sub", False, "is a file, not a folder"),
+    (lambda t: t, True, "the current folder or one of its ancestors"),
+    (lambda t: t.parent, True, "the current folder or one of its ancestors"),
+])
+def test_unusable_folders_are_refused(tmp_path, monkeypatch, make, overwrite, message):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "results.json").write_text("{}")
+    (tmp_path / "notarun").mkdir()
+    (tmp_path / "notarun" / "thesis.tex").write_text("precious")
+    (tmp_path / "file").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(OutputError, match=re.escape(message)):
+        check_out_folder(make(tmp_path), overwrite=overwrite)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_files_and_folder_have_ordinary_permissions(tmp_path):
+    with staged_folder(tmp_path / "run") as stage:
+        (stage / "results.json").write_text("{}")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert (tmp_path / "run").stat().st_mode & 0o777 == 0o777 & ~mask
+    assert (tmp_path / "run" / "results.json").stat().st_mode & 0o777 == 0o666 & ~mask

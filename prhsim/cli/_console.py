@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 #: Width of a report that is not printed to a terminal (files and pipes are not wrapped at 80 columns).
 PIPE_WIDTH = 160
@@ -52,4 +53,4 @@ def stage_reporter(command: str, *, quiet: bool) -> Iterator[Callable[[str], Non
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=err, transient=True) as progress:
         task = progress.add_task(command, total=None)
-        yield lambda message: progress.update(task, description=f"{command}: {message}")
+        yield lambda message: progress.update(task, description=escape(f"{command}: {message}"))

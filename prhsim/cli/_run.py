@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from prhsim._budget import ResourceError, memory_limit
+from prhsim._budget import ResourceError
 from prhsim._io import OutputError, check_out_folder, staged_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.config import (
@@ -31,7 +31,7 @@ from prhsim.config import (
 )
 from prhsim.jepa import TieWarning
 
-#: World flags and the world setting each sets.
+#: The world settings that have a flag of their own, and the flag's name.
 WORLD_FLAGS = {"size": "--size", "objects": "--objects", "n": "--n", "shape": "--shape"}
 
 
@@ -94,7 +94,7 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, sets: tup
         return resolve_run_config(file_data, {**flags, **world_sets}, sets, notes)
     except ConfigError as exc:
         for key, value in world_flags.items():
-            if value is not None and f"unknown key 'world.{key}'" in str(exc):
+            if value is not None and f"world.{key}" in exc.unknown_keys:
                 raise ConfigError(f"{WORLD_FLAGS[key]} does not apply to this world ({exc}); "
                                   "`prhsim worlds` lists each world's settings") from None
         raise
@@ -142,7 +142,8 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
       prhsim run --config my.toml --set world.laziness=0.3 --out runs/mine
     `prhsim worlds` lists every world kind with its settings, defaults and ranges.
     """
-    from prhsim.experiments import build, plan_run, render_report, results_document, solve, write_outputs
+    from prhsim.experiments import WorldBuildError, plan_run, render_report, results_document, run_experiment
+    from prhsim.experiments import write_outputs
 
     err = console(stderr=True)
     notes: list[str] = []
@@ -162,21 +163,18 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
     if not quiet:
         for note in notes:
             err.print(f"[cyan]note:[/] {escape(note)}", highlight=False)
+    revision = git_revision()
     try:
-        with stage_reporter("prhsim run", quiet=quiet) as say, memory_limit(plan.limit), \
-                warnings.catch_warnings(record=True) as caught:
+        with stage_reporter("prhsim run", quiet=quiet) as say, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", TieWarning)
-            say(f"plan: {plan.summary()}")
-            say("building the world")
-            try:
-                setup = build(config)
-            except ValueError as exc:
-                raise UsageProblem(f"{config.world.describe()} cannot be built: {exc}") from None
-            result = solve(config, setup, progress=say)
-            say("writing " + str(out_dir))
+            if plan.time_class not in ("minutes", "hours"):
+                say(f"plan: {plan.summary()}")
+            result = run_experiment(config, progress=say)
+            say(f"writing {out_dir}")
             with staged_folder(out_dir, overwrite=overwrite) as stage:
-                write_outputs(result, config.model_copy(update={"out": out_dir}), stage,
-                              git_revision=git_revision())
+                write_outputs(result, config.model_copy(update={"out": out_dir}), stage, git_revision=revision)
+    except (WorldBuildError, ResourceError, OutputError) as exc:
+        raise UsageProblem(str(exc)) from None
     except KeyboardInterrupt:
         click.echo("prhsim run: interrupted; nothing was written", err=True)
         sys.exit(130)
@@ -184,11 +182,11 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
         for w in caught:
             err.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False)
     if as_json:
-        click.echo(json.dumps(results_document(result, git_revision=git_revision()), indent=2))
+        click.echo(json.dumps(results_document(result, git_revision=revision), indent=2))
     elif not quiet:
         out_console = console()
         render_report(result, out_console)
-        out_console.print(f"wrote {out_dir}/ ({', '.join(p.name for p in sorted(out_dir.iterdir()))})",
-                          highlight=False)
+        files = ", ".join(p.name for p in sorted(Path(out_dir).iterdir()))
+        out_console.print(escape(f"wrote {out_dir}/ ({files})"), highlight=False)
     if strict and result.failures:
         sys.exit(1)

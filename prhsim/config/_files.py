@@ -12,7 +12,15 @@ FORMATS = {".json": "JSON", ".toml": "TOML"}
 
 
 class ConfigError(ValueError):
-    """A configuration file, key or flag is invalid; the one-line message names the key."""
+    """A configuration file, key or flag is invalid; the one-line message names the key.
+
+    Attributes:
+        unknown_keys: the keys (``"world.size"``) that the settings do not have.
+    """
+
+    def __init__(self, message: str, unknown_keys: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.unknown_keys = unknown_keys
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -47,21 +47,27 @@ def _assign(data: dict[str, Any], path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
+def _key(loc: tuple) -> str:
+    """A validation error's location as a user writes the key: ``world.colour_change[0]``."""
+    loc = list(loc)
+    if len(loc) > 1 and loc[0] == "world" and loc[1] in WORLD_KINDS:
+        del loc[1]  # the union's tag, not a key the user wrote
+    where = ""
+    for item in loc:
+        where += f"[{item}]" if isinstance(item, int) else (f".{item}" if where else str(item))
+    return where
+
+
 def format_validation_error(exc: ValidationError) -> str:
     """One line: ``key.path: message`` for each problem, joined by ``; ``."""
     parts = []
     for err in exc.errors():
-        loc = list(err["loc"])
-        if len(loc) > 1 and loc[0] == "world" and loc[1] in WORLD_KINDS:
-            del loc[1]  # the union's tag, not a key the user wrote
-        where = ""
-        for item in loc:
-            where += f"[{item}]" if isinstance(item, int) else (f".{item}" if where else str(item))
+        where = _key(err["loc"])
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             parts.append(f"unknown key {where!r}")
-        elif where:
-            parts.append(message if message.startswith(where.split(".")[-1].split("[")[0] + " ") else f"{where}: {message}")
+        elif where and not message.startswith(where.split(".")[-1].split("[")[0] + " "):
+            parts.append(f"{where}: {message}")
         else:
             parts.append(message)
     return "; ".join(parts)
@@ -75,14 +81,16 @@ def resolve_run_config(
 ) -> RunConfig:
     """Defaults <- file <- ``sets`` (``key=value``) <- flags; flags whose value is None are not given.
 
-    A ``world`` flag (a kind) fills in a file's world table that has no kind; a table of
-    another kind is replaced, with a note appended to ``notes``.
+    A ``world`` flag (a kind) fills in a world table (from the file or ``sets``) that has no
+    kind; a table of another kind is replaced, with a note appended to ``notes``.
 
     Raises:
         ConfigError: naming every key that is wrong.
     """
     data: dict[str, Any] = copy.deepcopy(dict(file_data or {}))
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    for text in sets:
+        _assign(data, *parse_assignment(text))
     if isinstance(data.get("world"), str):
         data["world"] = {"kind": data["world"]}
     world_flag = flags.pop("world", None)
@@ -93,11 +101,9 @@ def resolve_run_config(
         elif current["kind"] != world_flag:
             dropped = ", ".join(f"{k}={v!r}" for k, v in current.items() if k != "kind")
             if notes is not None:
-                notes.append(f"--world {world_flag} replaces the config file's {current['kind']!r} world"
+                notes.append(f"--world {world_flag} replaces the configured {current['kind']!r} world"
                              + (f" (its settings {dropped} are not used)" if dropped else ""))
             data["world"] = {"kind": world_flag}
-    for text in sets:
-        _assign(data, *parse_assignment(text))
     for key, value in flags.items():
         _assign(data, key.split("."), value)
     world = data.get("world")
@@ -108,6 +114,7 @@ def resolve_run_config(
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         message = format_validation_error(exc)
-        if implicit_kind and "unknown key 'world." in message:
+        unknown = tuple(_key(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden")
+        if implicit_kind and any(k.startswith("world.") for k in unknown):
             message += " (world.kind is not set, so the world is gridscene; set world.kind or --world)"
-        raise ConfigError(message) from None
+        raise ConfigError(message, unknown) from None

@@ -171,15 +171,22 @@ class GridWorld(_WorldBase):
     kind: Literal["grid"] = "grid"
     shape: list[Annotated[int, Field(ge=2, le=MAX_STATES)]] = Field(
         default_factory=lambda: [6, 9], min_length=1, description="path length per axis")
-    move: list[Probability] = Field(default_factory=lambda: [0.5, 0.8], min_length=1,
-                                    description="step probability per axis")
+    move: list[Probability] | None = Field(
+        None, min_length=1, description="step probability per axis (default spread over 0.5..0.8)")
     size_keys: ClassVar[tuple[str, ...]] = ("shape",)
 
     @model_validator(mode="after")
     def _one_per_axis(self) -> "GridWorld":
-        if len(self.move) != len(self.shape):
+        if self.move is not None and len(self.move) != len(self.shape):
             raise ValueError(f"move needs one entry per axis ({len(self.shape)}), got {len(self.move)}")
         return self
+
+    @property
+    def moves(self) -> list[float]:
+        """The move probability of each axis: ``move``, or spread evenly over 0.5..0.8 (distinct: no ties)."""
+        if self.move is not None:
+            return list(self.move)
+        return [0.5] if len(self.shape) == 1 else np.linspace(0.5, 0.8, len(self.shape)).tolist()
 
     @property
     def factor_sizes(self) -> list[int]:
@@ -189,7 +196,7 @@ class GridWorld(_WorldBase):
         return f"grid {'x'.join(map(str, self.shape))} ({self.n_states:,} states)"
 
     def build(self, rng: np.random.Generator) -> World:
-        return grid(self.shape, move=self.move)
+        return grid(self.shape, move=self.moves)
 
 
 class RandomWorld(_WorldBase):

@@ -15,4 +15,10 @@ from prhsim.experiments.report import (
     write_outputs as write_outputs,
 )
 from prhsim.experiments._results import Check as Check, RunResult as RunResult
-from prhsim.experiments._run import Setup as Setup, build as build, run as run_experiment, solve as solve
+from prhsim.experiments._run import (
+    Setup as Setup,
+    WorldBuildError as WorldBuildError,
+    build as build,
+    run as run_experiment,
+    solve as solve,
+)

@@ -20,15 +20,15 @@ from prhsim.jepa import AUTO_K_MAX, DENSE_UP_TO, FEATURE_LIMIT
 from prhsim.worlds import FULL_CHECK_LIMIT
 
 #: Peak of the per-modality stages (closed form, loss, comparison) in feature tables of n_m x (k+1) floats.
-TABLE_COPIES = 8
+TABLE_COPIES = 10
 #: Peak of the injectivity check in rendered observations (rows, keys, sort order).
 RENDER_COPIES = 4
 #: Peak of building a dense random world, in n x n float tables (affinity, scaling, validation).
 DENSE_WORLD_COPIES = 8
 #: Bytes per state of a sparse walk world (COO arrays, CSR copies, validation).
 SPARSE_BYTES_PER_STATE = 400
-#: Memory a run needs whatever its size (modules imported on the way, small tables), added to every stage.
-BASELINE_BYTES = 32e6
+#: Memory a run needs whatever its size (the interpreter, numpy, scipy, matplotlib), added to every stage.
+BASELINE_BYTES = 150e6
 #: Factors up to this size are diagonalised densely (4 n² floats of workspace); larger ones by Lanczos.
 DENSE_FACTOR_UP_TO = 2_000
 #: Float operations per second assumed for the time class (a rough figure for one core).

@@ -192,6 +192,7 @@ def rotation_uniqueness(
         report = injectivity_check(modality, base.n, rng=rng)
         report.raise_if_not_injective()
         reports.append(report)
+    say("closed form: the world over Z")
     base_opt = closed_form(base, k, centred=centred)
     k = base_opt.k
     base_values = base_spectrum(base, k + 2)

@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from prhsim import __version__
-from prhsim._budget import memory_limit
+from prhsim._budget import ResourceError, memory_limit
 from prhsim.config import RunConfig
 from prhsim.experiments._checks import modality_checks, pair_checks, platonic_check
 from prhsim.experiments._plan import plan_run
@@ -36,6 +36,10 @@ SPECTRUM_HEAD = 24
 Progress = Callable[[str], None]
 
 
+class WorldBuildError(ValueError):
+    """The world's settings admit no world (e.g. a Sinkhorn scaling that does not converge)."""
+
+
 @dataclass(frozen=True)
 class Setup:
     """A built world with its modalities and their views."""
@@ -50,13 +54,18 @@ def build(config: RunConfig) -> Setup:
     """Build the world over Z, the modalities and their views from a RunConfig.
 
     Raises:
-        ValueError: the world's settings admit no world (e.g. a random world whose
+        WorldBuildError: the world's settings admit no world (e.g. a random world whose
             Sinkhorn scaling does not converge).
     """
     w = config.world
     streams = np.random.default_rng(config.seed).spawn(config.modalities + 1)
-    base = w.build(streams[0])
-    modalities = w.modalities(base, config.modalities, streams)
+    try:
+        base = w.build(streams[0])
+        modalities = w.modalities(base, config.modalities, streams)
+    except ResourceError:
+        raise
+    except ValueError as exc:
+        raise WorldBuildError(f"{w.describe()} cannot be built: {exc}") from exc
     views = tuple(bad(config.bad_eps) if v == "bad" else good() for v in config.view_names)
     return Setup(w.kind, base, tuple(modalities), views)
 
@@ -96,7 +105,7 @@ def run(config: RunConfig, *, progress: Progress | None = None) -> RunResult:
     Raises:
         ResourceError: the run would not fit in memory (see :func:`plan_run`), before anything is allocated.
         ConfigError: k does not fit the world.
-        ValueError: the world cannot be built, or a renderer is not injective.
+        WorldBuildError: the world's settings admit no world.
     """
     plan = plan_run(config)
     with memory_limit(plan.limit):
@@ -116,7 +125,11 @@ def solve(config: RunConfig, setup: Setup, *, progress: Progress | None = None) 
                           centred=config.centred).values
     world = WorldSummary(name=setup.name, n_states=setup.base.n, factor_sizes=[f.n for f in setup.base.factors],
                          k=k, k_auto=config.k == "auto", gap=outcome.base_gap, spectrum_head=head.tolist())
-    modalities = [_modality_summary(o) for o in outcome.modalities]
+    modalities = []
+    for o in outcome.modalities:
+        if not o.optimum.unique:
+            say(f"tie at k: a second optimum of {o.name}")
+        modalities.append(_modality_summary(o))
     pairs = [PairSummary(a=p.a, b=p.b, rho_p=p.comparison.rho_p, s_theta=p.comparison.s_theta,
                          mean_correlation=p.comparison.mean_correlation, det_q=p.comparison.det_q,
                          predicted_rho_p=p.predicted_rho) for p in outcome.pairs]

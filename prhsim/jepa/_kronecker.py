@@ -107,7 +107,7 @@ class KroneckerBasis(EigenBasis):
         zs = self.world.unravel(states)
         out = np.ones((np.size(states), self.indices.shape[0]))
         for f, (spec, z_f) in enumerate(zip(self.spectra, zs)):
-            out *= spec.functions[np.ravel(z_f)][:, self.indices[:, f]]
+            out *= spec.functions[:, self.indices[:, f]][np.ravel(z_f)]  # columns first: never (s x |factor|)
         return out
 
     def take(self, m: int) -> "KroneckerBasis":

@@ -40,9 +40,18 @@ def freeze(matrix: PairMatrix) -> PairMatrix:
 
 
 class World:
-    """What every world offers: ``n``, ``p``, the kernel operator and its factors."""
+    """What every world offers: ``n``, ``p``, the kernel operator and its factors.
+
+    Worlds are immutable: an attribute set in construction cannot be reassigned,
+    and their arrays are write-protected.
+    """
 
     n: int
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in self.__dict__:
+            raise AttributeError(f"{type(self).__name__} is immutable: cannot reassign {name!r}")
+        super().__setattr__(name, value)
 
     @property
     def p(self) -> Vector:  # pragma: no cover - interface

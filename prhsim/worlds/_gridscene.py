@@ -179,6 +179,8 @@ def caption(scene: GridScene) -> Modality:
 
     Nuisance (8 values, uniform): synonym set (2) x clause order forward/reversed
     (2) x "row r column c" / "column c row r" (2). Object names keep it injective.
+    With one object there is one clause; "reversed" then puts its place ("at row r
+    column c") before its description, so the caption stays injective.
     """
     O, C, S = scene.n_objects, scene.n_colours, scene.n_shapes
     AT, ROW, COL, SEP, NAME0 = 0, 1, 2, 3, 4
@@ -204,7 +206,11 @@ def caption(scene: GridScene) -> Modality:
                 first, first_val, second, second_val, np.full(s, SEP),
             ], axis=1))
         forward = np.concatenate(clauses, axis=1)
-        backward = np.concatenate(clauses[::-1], axis=1)
+        if O == 1:
+            clause = clauses[0]
+            backward = np.concatenate([clause[:, 3:8], clause[:, :3], clause[:, 8:]], axis=1)
+        else:
+            backward = np.concatenate(clauses[::-1], axis=1)
         return np.where(reverse[:, None] == 1, backward, forward).astype(np.int32)
 
     return Modality("caption", q, render,
