@@ -22,6 +22,8 @@ from prhsim.worlds import Modality, World, codebook, grid, gridscene, random_wor
 MAX_STATES = 2_500_000
 #: The modalities gridscene renders, in the order ``modalities = N`` takes them, with their |N|.
 GRIDSCENE_MODALITIES = {"pixels": 4, "caption": 8, "symbolic": 3}
+#: The largest dense random world (its Π alone holds n² floats: 20 GB at this size).
+MAX_DENSE_STATES = 50_000
 #: Bytes of one observation of a codebook modality (dim 8, float64).
 CODEBOOK_OBS_BYTES = 64
 
@@ -204,7 +206,8 @@ class RandomWorld(_WorldBase):
 
     kind: Literal["random"] = "random"
     n: int = Field(300, ge=3, le=MAX_STATES, description="number of states")
-    degree: int | None = Field(None, ge=1, description="neighbours per state (sparse graph); unset: dense")
+    degree: int | None = Field(None, ge=1, description="neighbours per state (sparse graph); unset: dense "
+                                                        f"(then n <= {MAX_DENSE_STATES:,})")
     concentration: float = Field(2.0, gt=0, description="Dirichlet concentration of the target p")
     size_keys: ClassVar[tuple[str, ...]] = ("n",)
 
@@ -212,6 +215,9 @@ class RandomWorld(_WorldBase):
     def _degree_below_n(self) -> "RandomWorld":
         if self.degree is not None and self.degree >= self.n:
             raise ValueError(f"degree must be below n ({self.n}), got {self.degree}")
+        if self.degree is None and self.n > MAX_DENSE_STATES:
+            raise ValueError(f"a dense random world holds n² pairs: n must be at most {MAX_DENSE_STATES:,}, "
+                             f"got {self.n:,} (set world.degree for a sparse world)")
         return self
 
     @property

@@ -177,7 +177,8 @@ def plan_run(config: RunConfig) -> RunPlan:
         stages.append(Stage(f"{name}: injectivity check of {rows:,} observations of {size:,} bytes",
                             RENDER_COPIES * float(rows) * size, w.hint() + drop))
         factors = len(w.factor_sizes) + 1
-        seconds += (float(n_m) * m * (factors + 20) + float(rows) * size * 20) / FLOPS
+        # tables: O(n_m·m) per pass over a few dozen passes, and O(n_m·m²) for QR/SVD-like products
+        seconds += (float(n_m) * m * (factors + 20 + 10 * m) + float(rows) * size * 20) / FLOPS
     seconds += _solve_seconds(config, n, m)
     plan = RunPlan(n, modal, k_max, tuple(stages), seconds, limit)
     worst = plan.peak
