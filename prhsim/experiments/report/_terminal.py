@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from prhsim.experiments._results import RunResult
@@ -22,8 +23,8 @@ def render_report(result: RunResult, console: Console) -> None:
                   f"{'centred' if result.centred else 'uncentred'} whitened objective")
     head = ", ".join(f"{v:.4f}" for v in w.spectrum_head[: min(len(w.spectrum_head), w.k + 4)])
     console.print(f"spectrum head mu_1..: {head}")
-    console.print(f"k = {w.k} ({'auto: largest relative gap' if w.k_auto else 'given'}), mu_k = {w.spectrum_head[w.k - 1]:.4f}, "
-                  f"gap mu_k - mu_k+1 = {w.gap:.4g}\n")
+    how = "auto: largest relative gap" if w.k_auto else "given"
+    console.print(f"k = {w.k} ({how}), mu_k = {w.spectrum_head[w.k - 1]:.4f}, gap mu_k - mu_k+1 = {w.gap:.4g}\n")
 
     table = Table(title="closed-form optimum per modality", title_justify="left")
     for col in ("modality", "view", "|N|", "states", "L*", "gap", "k_Z pred/obs", "injective"):
@@ -65,7 +66,7 @@ def render_report(result: RunResult, console: Console) -> None:
     console.print(checks)
     for m in result.modalities:
         if m.tie:
-            console.print(f"[yellow]tie[/] {m.name}: {m.tie}")
+            console.print(f"[yellow]tie[/] {escape(m.name)}: {escape(m.tie)}", highlight=False)
     n_fail = len(result.failures)
     n_pass = sum(c.verdict == "PASS" for c in result.checks)
     summary = (f"[bold green]all {n_pass} checks agree with the theory[/]" if not n_fail
