@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_close, dense
+from prhsim.experiments import rotation_uniqueness
 from prhsim.worlds import (
     Modality,
     ProductWorld,
@@ -177,6 +178,18 @@ def test_modality_for_another_world_size_is_refused(small_scene):
                                              r"but the base world has 8"):
             view_world(base, m, good())
     assert view_world(small_scene.world, small_scene.modalities(rng=0)[0], good()).n == small_scene.n * 4
+
+
+def test_gridscene_modalities_refuse_a_world_of_the_same_size_but_other_factors():
+    scene = gridscene(2, 1, 2, 2)  # 16 states, factors (2, 2, 2, 2)
+    for m in scene.modalities(rng=0):
+        assert m.factor_sizes == (2, 2, 2, 2)
+        with pytest.raises(ValueError, match=rf"modality '{m.name}' renders a product world of factors "
+                                             r"\(2, 2, 2, 2\), but the base world has factors \(16,\)"):
+            view_world(ring(16), m, good())
+        with pytest.raises(ValueError, match="renders a product world of factors"):
+            rotation_uniqueness(ring(16), [m], [good()], 2)
+        assert view_world(scene.world, m, good()).n == 16 * m.n_nuisance
 
 
 def test_modality_n_states_is_validated():

@@ -184,7 +184,7 @@ def rotation_uniqueness(
     if len(set(names)) != len(names):
         raise ValueError(f"modality names must be distinct, got {names}")
     for modality in modalities:
-        modality.check_base(base.n)
+        modality.check_world(base)
     say = progress or (lambda message: None)
     reports = []
     for modality in modalities:

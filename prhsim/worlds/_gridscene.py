@@ -163,7 +163,8 @@ def pixels(scene: GridScene) -> Modality:
                     img[rows[on], top[on] + dy, left[on] + dx] = hue[on]
         return img
 
-    return Modality("pixels", q, render, "RGB image of the scene; nuisance: lighting x background", n_states=scene.n)
+    return Modality("pixels", q, render, "RGB image of the scene; nuisance: lighting x background", n_states=scene.n,
+                    factor_sizes=scene.world.shape)
 
 
 def caption_vocabulary(scene: GridScene) -> list[str]:
@@ -214,7 +215,8 @@ def caption(scene: GridScene) -> Modality:
         return np.where(reverse[:, None] == 1, backward, forward).astype(np.int32)
 
     return Modality("caption", q, render,
-                    "templated caption (token ids); nuisance: synonyms x clause order x word order", n_states=scene.n)
+                    "templated caption (token ids); nuisance: synonyms x clause order x word order", n_states=scene.n,
+                    factor_sizes=scene.world.shape)
 
 
 def symbolic(scene: GridScene, *, rng: RngLike = None) -> Modality:
@@ -236,4 +238,5 @@ def symbolic(scene: GridScene, *, rng: RngLike = None) -> Modality:
         return np.einsum("sij,sj->si", maps[n], v) + offsets[n]
 
     return Modality("symbolic", q, render, "attribute vector through a random affine map; nuisance: which map",
-                    n_states=scene.n)
+                    n_states=scene.n,
+                    factor_sizes=scene.world.shape)

@@ -45,6 +45,9 @@ class Modality:
         description: one line saying what the observation and the nuisance are.
         n_states: the number of base states the renderer draws (None: any world);
             a world of another size is refused (:meth:`check_base`).
+        factor_sizes: the factor sizes of the product world the renderer decodes
+            (None: not a product renderer); a base world with other factors is
+            refused (:meth:`check_world`).
 
     Example:
         >>> m = Modality("text", [0.5, 0.5])
@@ -57,6 +60,7 @@ class Modality:
     render: Renderer | None = field(default=None, repr=False)
     description: str = ""
     n_states: int | None = None
+    factor_sizes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         q = np.array(self.nuisance, dtype=np.float64)
@@ -84,6 +88,14 @@ class Modality:
         if self.n_states is not None and self.n_states != n_base:
             raise ValueError(f"modality {self.name!r} renders a world of {self.n_states:,} states, "
                              f"but the base world has {n_base:,}")
+
+    def check_world(self, base) -> None:
+        """Refuse a base world this modality does not render: another size, or other product factors."""
+        self.check_base(base.n)
+        sizes = tuple(f.n for f in base.factors)
+        if self.factor_sizes is not None and sizes != tuple(self.factor_sizes):
+            raise ValueError(f"modality {self.name!r} renders a product world of factors {tuple(self.factor_sizes)}, "
+                             f"but the base world has factors {sizes}")
 
     def render_states(self, modal_states: States) -> np.ndarray:
         """Render modal states ``z·|N| + n`` (the modal world's indexing); one row per state.

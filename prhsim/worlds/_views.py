@@ -72,7 +72,7 @@ class ModalWorld(ProductWorld):
     """
 
     def __init__(self, base: World, modality: Modality, view: View) -> None:
-        modality.check_base(base.n)
+        modality.check_world(base)
         nuisance = resampling(modality.nuisance, view.eps)
         super().__init__([*base.factors, nuisance])
         self.base = base
