@@ -122,7 +122,7 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, sets: tup
               help="JSON or TOML file of settings; --set and flags override it.")
 @click.option("--out", callback=_parse_out, default=None, metavar="DIR",
               help="Output folder (default runs/<time>-<world>-<views>); must be new or empty.")
-@click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder whole.")
+@click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out run folder (one holding results.json) whole.")
 @click.option("--memory-limit", "memory_gb", type=float, default=None, metavar="GB",
               help="Refuse a run whose estimated peak memory exceeds GB (default: half of this machine's).")
 @click.option("--no-figures", is_flag=True, default=False, help="Skip the PNG figures.")
