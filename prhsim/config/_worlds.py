@@ -147,13 +147,9 @@ class RingWorld(_WorldBase):
         return ring(self.n, laziness=self.laziness)
 
 
-class TorusWorld(_WorldBase):
-    """torus: a product of rings, one per axis (full of ties)."""
+class _AxesWorld(_WorldBase):
+    """A product of one walk per axis: its factors are its ``shape`` (a field of each subclass)."""
 
-    kind: Literal["torus"] = "torus"
-    shape: list[Annotated[int, Field(ge=3, le=MAX_STATES)]] = Field(
-        default_factory=lambda: [8, 12], min_length=1, description="ring size per axis")
-    laziness: Probability = Field(0.5, description="probability of staying put, per axis")
     size_keys: ClassVar[tuple[str, ...]] = ("shape",)
 
     @property
@@ -161,13 +157,22 @@ class TorusWorld(_WorldBase):
         return list(self.shape)
 
     def describe(self) -> str:
-        return f"torus {'x'.join(map(str, self.shape))} ({self.n_states:,} states)"
+        return f"{self.kind} {'x'.join(map(str, self.shape))} ({self.n_states:,} states)"
+
+
+class TorusWorld(_AxesWorld):
+    """torus: a product of rings, one per axis (full of ties)."""
+
+    kind: Literal["torus"] = "torus"
+    shape: list[Annotated[int, Field(ge=3, le=MAX_STATES)]] = Field(
+        default_factory=lambda: [8, 12], min_length=1, description="ring size per axis")
+    laziness: Probability = Field(0.5, description="probability of staying put, per axis")
 
     def build(self, rng: np.random.Generator) -> World:
         return torus(self.shape, laziness=self.laziness)
 
 
-class GridWorld(_WorldBase):
+class GridWorld(_AxesWorld):
     """grid: a product of reflecting paths, one move probability per axis."""
 
     kind: Literal["grid"] = "grid"
@@ -175,7 +180,6 @@ class GridWorld(_WorldBase):
         default_factory=lambda: [6, 9], min_length=1, description="path length per axis")
     move: list[Probability] | None = Field(
         None, min_length=1, description="step probability per axis (default spread over 0.5..0.8)")
-    size_keys: ClassVar[tuple[str, ...]] = ("shape",)
 
     @model_validator(mode="after")
     def _one_per_axis(self) -> "GridWorld":
@@ -189,13 +193,6 @@ class GridWorld(_WorldBase):
         if self.move is not None:
             return list(self.move)
         return [0.5] if len(self.shape) == 1 else np.linspace(0.5, 0.8, len(self.shape)).tolist()
-
-    @property
-    def factor_sizes(self) -> list[int]:
-        return list(self.shape)
-
-    def describe(self) -> str:
-        return f"grid {'x'.join(map(str, self.shape))} ({self.n_states:,} states)"
 
     def build(self, rng: np.random.Generator) -> World:
         return grid(self.shape, move=self.moves)
