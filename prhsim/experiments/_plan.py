@@ -178,7 +178,7 @@ def plan_run(config: RunConfig) -> RunPlan:
                             RENDER_COPIES * float(rows) * size, w.hint() + drop))
         factors = len(w.factor_sizes) + 1
         # tables: O(n_m·m) per pass over a few dozen passes, and O(n_m·m²) for QR/SVD-like products
-        seconds += (float(n_m) * m * (factors + 20 + 10 * m) + float(rows) * size * 20) / FLOPS
+        seconds += (float(n_m) * m * (factors + 20 + 2 * m) + float(rows) * size * 20) / FLOPS
     seconds += _solve_seconds(config, n, m)
     plan = RunPlan(n, modal, k_max, tuple(stages), seconds, limit)
     worst = plan.peak
