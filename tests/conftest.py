@@ -31,3 +31,13 @@ def dense(matrix) -> np.ndarray:
 def projector_distance(A: np.ndarray, B: np.ndarray) -> float:
     """``‖P_A − P_B‖_F / √2`` for orthonormal column bases A, B (the naive twin of sinΘ)."""
     return float(np.linalg.norm(A @ A.T - B @ B.T) / np.sqrt(2))
+
+
+# JAX computes in float32 unless told otherwise; the cross-library tests compare
+# float64 values and gradients to 1e-10, so enable float64 at import (when JAX is installed).
+try:
+    import jax as _jax
+except ImportError:  # pragma: no cover - the suite runs without jax
+    _jax = None
+else:
+    _jax.config.update("jax_enable_x64", True)

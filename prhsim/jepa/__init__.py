@@ -1,5 +1,12 @@
-"""What a learner converges to: closed-form optima of the second-order JEPA objectives."""
+"""What a learner converges to: closed-form optima of the second-order JEPA objectives,
+and the batch objectives an SGD learner minimises (array-API: numpy, JAX, torch)."""
 
+from prhsim.jepa._anticollapse import (
+    covariance as covariance,
+    covariance_penalty as covariance_penalty,
+    spectral_contrastive as spectral_contrastive,
+    whiten as whiten,
+)
 from prhsim.jepa._basis import EigenBasis as EigenBasis, VectorBasis as VectorBasis
 from prhsim.jepa._closed_form import (
     AUTO_K_MAX as AUTO_K_MAX,
@@ -13,11 +20,26 @@ from prhsim.jepa._closed_form import (
     spectral_contrastive_optimum as spectral_contrastive_optimum,
     whitened_optimum as whitened_optimum,
 )
+from prhsim.jepa._invariance import invariance as invariance, pairwise_invariance as pairwise_invariance
 from prhsim.jepa._kronecker import KroneckerBasis as KroneckerBasis, kronecker_top as kronecker_top
+from prhsim.jepa._lejepa import Convention as Convention, lejepa_loss as lejepa_loss
 from prhsim.jepa._objectives import (
     alignment_loss as alignment_loss,
     spectral_contrastive_loss as spectral_contrastive_loss,
     whitening_error as whitening_error,
+)
+from prhsim.jepa._population_sigreg import (
+    COLLAPSE_EP as COLLAPSE_EP,
+    population_epps_pulley as population_epps_pulley,
+    population_sigreg as population_sigreg,
+)
+from prhsim.jepa._sigreg import (
+    Quadrature as Quadrature,
+    draw_directions as draw_directions,
+    epps_pulley as epps_pulley,
+    epps_pulley_quadrature as epps_pulley_quadrature,
+    project as project,
+    sigreg as sigreg,
 )
 from prhsim.jepa._spectrum import (
     DENSE_UP_TO as DENSE_UP_TO,

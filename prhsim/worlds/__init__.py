@@ -25,6 +25,14 @@ from prhsim.worlds._named import (
 )
 from prhsim.worlds._product import ProductWorld as ProductWorld
 from prhsim.worlds._random import random_world as random_world, sinkhorn_world as sinkhorn_world
+from prhsim.worlds._sampling import (
+    ModalPairs as ModalPairs,
+    PairSampler as PairSampler,
+    pair_sampler as pair_sampler,
+    sample_modal_pairs as sample_modal_pairs,
+    sample_pairs as sample_pairs,
+    split_modal as split_modal,
+)
 from prhsim.worlds._views import (
     ModalWorld as ModalWorld,
     View as View,

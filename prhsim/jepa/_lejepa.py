@@ -1,0 +1,49 @@
+"""The LeJEPA objective: invariance plus SIGReg, in either weighting convention (docs/theory.md §7).
+
+* ``"lejepa"``:   ``λ·SIGReg + (1 − λ)·invariance`` (LeJEPA, λ = 0.02);
+* ``"additive"``: ``invariance + λ·SIGReg`` (other libraries; §7's measurements
+  use this form with β in place of λ).
+
+Invariance is :func:`prhsim.jepa.invariance` (squared norm summed over D, mean
+over views and anchors; LeJEPA's code also averages over D, see that module),
+SIGReg is :func:`prhsim.jepa.sigreg` averaged over all V views and M directions.
+
+    >>> import numpy as np
+    >>> e = np.stack([np.zeros((8, 3)), np.ones((8, 3))])  # invariance 0.75; each view collapsed
+    >>> round(float(lejepa_loss(e, np.eye(3))), 4), round(float(lejepa_loss(e, np.eye(3), convention="additive")), 4)
+    (0.862, 0.877)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from prhsim.jepa._invariance import invariance
+from prhsim.jepa._sigreg import KNOTS, T_MAX, Reduce, sigreg
+
+Convention = Literal["lejepa", "additive"]
+#: LeJEPA's SIGReg weight.
+LAMBDA = 0.02
+
+
+def lejepa_loss(embeddings: Any, directions: Any, *, lam: float = LAMBDA, convention: Convention = "lejepa",
+                n_global: int | None = None, n_total: int | None = None, reduce: Reduce | None = None,
+                knots: int = KNOTS, t_max: float = T_MAX) -> Any:
+    """``λ·SIGReg + (1 − λ)·invariance`` (``"lejepa"``) or ``invariance + λ·SIGReg`` (``"additive"``).
+
+    Args:
+        embeddings: (V, N, D): V views of N anchors; the first ``n_global`` are
+            the global views (default: all).
+        directions: unit directions (D, M), e.g. :func:`prhsim.jepa.draw_directions`.
+        lam: the SIGReg weight λ.
+        convention: which weighting; see the module docstring.
+        n_global: see :func:`prhsim.jepa.invariance`.
+        n_total, reduce, knots, t_max: see :func:`prhsim.jepa.epps_pulley`.
+    """
+    inv = invariance(embeddings, n_global=n_global)
+    reg = sigreg(embeddings, directions, n_total=n_total, reduce=reduce, knots=knots, t_max=t_max)
+    if convention == "lejepa":
+        return lam * reg + (1.0 - lam) * inv
+    if convention == "additive":
+        return inv + lam * reg
+    raise ValueError(f"convention must be 'lejepa' or 'additive', got {convention!r}")
