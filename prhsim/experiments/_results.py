@@ -32,20 +32,25 @@ class InjectivitySummary(_Record):
 
 
 class ModalitySummary(_Record):
-    """One modality's closed-form optimum and its checks."""
+    """One modality's representation and its checks.
+
+    ``eigenvalues``, ``value`` (L*) and ``gap`` are the closed form's: None when the
+    representation comes from another learner.
+    """
 
     name: str
     description: str
+    learner: str = "closed"
     view: str
     eps: float
     n_nuisance: int
     n_states: int
-    eigenvalues: list[float]
+    eigenvalues: list[float] | None
     predicted_eigenvalues: list[float]
-    value: float
+    value: float | None
     loss_via_operator: float
     whitening_error: float
-    gap: float
+    gap: float | None
     unique: bool
     nuisance_free_predicted: int | None
     nuisance_free_observed: int

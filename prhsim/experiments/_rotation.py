@@ -11,7 +11,6 @@ has singular values ``(1^{min k_Z}, 0, …)`` and
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Literal, Sequence
@@ -19,8 +18,18 @@ from typing import Literal, Sequence
 import numpy as np
 
 from prhsim._rng import RngLike
-from prhsim.jepa import GAP_TOL, Optimum, TieWarning, alignment_loss, closed_form, top_eigenpairs, whitening_error
-from prhsim.metrics import Comparison, coupled_comparison, nuisance_free_dimension
+from prhsim.jepa import (
+    GAP_TOL,
+    ClosedFormLearner,
+    Learner,
+    Optimum,
+    Representation,
+    alignment_loss,
+    closed_form,
+    top_eigenpairs,
+    whitening_error,
+)
+from prhsim.metrics import Comparison, coupled_comparison, nuisance_free_dimension, whiten
 from prhsim.worlds import InjectivityReport, Modality, ModalWorld, View, World, injectivity_check, view_world
 
 
@@ -108,17 +117,34 @@ def merge_rule(base_values: np.ndarray | World, view: View, n_nuisance: int, k: 
 
 @dataclass(frozen=True)
 class ModalityOutcome:
-    """One modality's closed form and its checks."""
+    """One modality's representation (from the learner) and its checks.
+
+    Attributes:
+        representation: what the learner returned (features, closed-form optimum if any, info).
+        features: the features compared: the learner's, whitened under p when they come
+            from a learner other than the closed form (whose features are whitened already).
+        unique: the optimum is one rotation orbit (from the closed form when the learner is
+            the closed form, else from the merge rule's predicted gap).
+        loss: the alignment loss of ``features`` through the kernel (docs/theory.md §1.1).
+        whitening_error: ``‖FᵀDF − I‖_F`` of the learner's raw features.
+    """
 
     name: str
     view: View
     world: ModalWorld
     injectivity: InjectivityReport
-    optimum: Optimum
+    representation: Representation
+    features: np.ndarray
+    unique: bool
     predicted: MergePrediction
     nuisance_free: int
     loss: float
     whitening_error: float
+
+    @property
+    def optimum(self) -> Optimum | None:
+        """The closed-form optimum, when the learner is the closed form."""
+        return self.representation.optimum
 
 
 @dataclass(frozen=True)
@@ -143,6 +169,11 @@ class RotationUniqueness:
     pairs: tuple[PairOutcome, ...]
 
 
+def predicted_gap(prediction: MergePrediction, k: int) -> float:
+    """The predicted ``μ_k − μ_{k+1}`` of a modal world (from the merge rule)."""
+    return float(prediction.values[k - 1] - prediction.values[k])
+
+
 def predicted_rho(k: int, kz_a: int | None, kz_b: int | None) -> float | None:
     """``sqrt(2(k − min(k_Z,a, k_Z,b))/k)``, or None when a k_Z is undetermined."""
     if kz_a is None or kz_b is None:
@@ -157,10 +188,11 @@ def rotation_uniqueness(
     k: int | Literal["auto"] = "auto",
     *,
     centred: bool = True,
+    learner: Learner | None = None,
     progress=None,
     rng: RngLike = None,
 ) -> RotationUniqueness:
-    """Closed-form optimum per modality, and ``ρ_P``, ``s_Θ`` for every pair, with predictions.
+    """Each modality's representation by ``learner``, and ``ρ_P``, ``s_Θ`` for every pair, with predictions.
 
     Args:
         base: the world over Z (π_Z shared by every modality).
@@ -169,6 +201,9 @@ def rotation_uniqueness(
         k: number of features, or "auto": K_Z's k by :func:`prhsim.jepa.pick_k`
             (largest relative gap, k in 1..min(32, n−2) centred).
         centred: centred whitened objective (default).
+        learner: maps (modal world, k) to a representation (default: the closed form,
+            :class:`prhsim.jepa.ClosedFormLearner`); learned features are whitened under p
+            before they are compared.
         progress: optional callable ``progress(message)`` for long runs.
         rng: seeds the sample of the injectivity check on huge state spaces.
 
@@ -196,26 +231,31 @@ def rotation_uniqueness(
     base_opt = closed_form(base, k, centred=centred)
     k = base_opt.k
     base_values = base_spectrum(base, k + 2)
+    learner = learner or ClosedFormLearner()
     outcomes = []
     for modality, view, report in zip(modalities, views, reports):
-        say(f"closed form: {modality.name} ({view.label})")
+        say(f"{'closed form' if learner.name == 'closed' else 'learner ' + learner.name}: "
+            f"{modality.name} ({view.label})")
         world = view_world(base, modality, view)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TieWarning)  # ties are reported in the outcome, not warned twice
-            opt = closed_form(world, k, centred=centred)
-        F = opt.F
+        rep = learner(world, k, centred=centred, rng=rng)
+        if rep.features.shape != (world.n, k):
+            raise ValueError(f"learner {learner.name!r} returned features of shape {rep.features.shape}, "
+                             f"expected ({world.n}, {k})")
+        F = rep.features if rep.optimum is not None else whiten(rep.features, world.p, centre=centred)
+        predicted = merge_rule(base_values, view, modality.n_nuisance, k, centred=centred)
+        unique = rep.optimum.unique if rep.optimum is not None else predicted_gap(predicted, k) > GAP_TOL
         outcomes.append(ModalityOutcome(
-            name=modality.name, view=view, world=world, injectivity=report, optimum=opt,
-            predicted=merge_rule(base_values, view, modality.n_nuisance, k, centred=centred),
+            name=modality.name, view=view, world=world, injectivity=report, representation=rep, features=F,
+            unique=unique, predicted=predicted,
             nuisance_free=nuisance_free_dimension(F, modality.nuisance, base.p),
-            loss=alignment_loss(world, F), whitening_error=whitening_error(world, F),
+            loss=alignment_loss(world, F), whitening_error=whitening_error(world, rep.features),
         ))
     pairs = []
     for a, b in combinations(outcomes, 2):
         say(f"compare: {a.name} vs {b.name}")
-        comp = coupled_comparison(a.optimum.F, a.world.modality.nuisance, b.optimum.F, b.world.modality.nuisance, base.p)
+        comp = coupled_comparison(a.features, a.world.modality.nuisance, b.features, b.world.modality.nuisance, base.p)
         pred = predicted_rho(k, a.predicted.nuisance_free, b.predicted.nuisance_free)
-        if not (a.optimum.unique and b.optimum.unique):
+        if not (a.unique and b.unique):
             pred = None
         pairs.append(PairOutcome(a.name, b.name, comp, pred))
     return RotationUniqueness(k, centred, base_opt.eigenvalues, base_opt.gap, tuple(outcomes), tuple(pairs))

@@ -26,7 +26,7 @@ from prhsim.experiments._results import (
     WorldSummary,
 )
 from prhsim.experiments._rotation import ModalityOutcome, rotation_uniqueness
-from prhsim.jepa import alignment_loss, describe_tie, top_eigenpairs
+from prhsim.jepa import Learner, alignment_loss, describe_tie, top_eigenpairs
 from prhsim.metrics import principal_angles
 from prhsim.worlds import Modality, View, World, bad, good
 
@@ -73,7 +73,7 @@ def build(config: RunConfig) -> Setup:
 def _tie_note(outcome: ModalityOutcome) -> str | None:
     """For a tied optimum: name the tie and exhibit a second optimum with equal loss."""
     opt = outcome.optimum
-    if opt.unique:
+    if opt is None or opt.unique:
         return None
     k = opt.k
     full = opt.basis.evaluate()
@@ -88,11 +88,13 @@ def _tie_note(outcome: ModalityOutcome) -> str | None:
 def _modality_summary(outcome: ModalityOutcome) -> ModalitySummary:
     opt, m, report = outcome.optimum, outcome.world.modality, outcome.injectivity
     return ModalitySummary(
-        name=m.name, description=m.description, view=outcome.view.label, eps=outcome.view.eps,
-        n_nuisance=m.n_nuisance, n_states=outcome.world.n,
-        eigenvalues=opt.eigenvalues.tolist(), predicted_eigenvalues=outcome.predicted.values.tolist(),
-        value=opt.value, loss_via_operator=outcome.loss, whitening_error=outcome.whitening_error,
-        gap=opt.gap, unique=opt.unique,
+        name=m.name, description=m.description, learner=outcome.representation.learner,
+        view=outcome.view.label, eps=outcome.view.eps, n_nuisance=m.n_nuisance, n_states=outcome.world.n,
+        eigenvalues=None if opt is None else opt.eigenvalues.tolist(),
+        predicted_eigenvalues=outcome.predicted.values.tolist(),
+        value=None if opt is None else opt.value, loss_via_operator=outcome.loss,
+        whitening_error=outcome.whitening_error,
+        gap=None if opt is None else opt.gap, unique=outcome.unique,
         nuisance_free_predicted=outcome.predicted.nuisance_free, nuisance_free_observed=outcome.nuisance_free,
         injectivity=InjectivitySummary(checked=report.checked, exhaustive=report.exhaustive, injective=report.injective),
         tie=_tie_note(outcome),
@@ -113,12 +115,14 @@ def run(config: RunConfig, *, progress: Progress | None = None) -> RunResult:
         return solve(config, build(config), progress=progress)
 
 
-def solve(config: RunConfig, setup: Setup, *, progress: Progress | None = None) -> RunResult:
-    """Solve every modality of a built ``setup`` in closed form, compare every pair, check the theory."""
+def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
+          progress: Progress | None = None) -> RunResult:
+    """Represent every modality of a built ``setup`` by ``learner`` (default: the closed form),
+    compare every pair, check the theory."""
     say = progress or (lambda message: None)
     start = time.perf_counter()
     outcome = rotation_uniqueness(setup.base, setup.modalities, setup.views, config.k,
-                                  centred=config.centred, progress=say, rng=config.seed)
+                                  centred=config.centred, learner=learner, progress=say, rng=config.seed)
     k = outcome.k
     say("spectrum head")
     head = top_eigenpairs(setup.base, min(max(SPECTRUM_HEAD, k + 4), setup.base.n - (1 if config.centred else 0)),
@@ -127,7 +131,7 @@ def solve(config: RunConfig, setup: Setup, *, progress: Progress | None = None) 
                          k=k, k_auto=config.k == "auto", gap=outcome.base_gap, spectrum_head=head.tolist())
     modalities = []
     for o in outcome.modalities:
-        if not o.optimum.unique:
+        if o.optimum is not None and not o.optimum.unique:
             say(f"tie at k: a second optimum of {o.name}")
         modalities.append(_modality_summary(o))
     pairs = [PairSummary(a=p.a, b=p.b, rho_p=p.comparison.rho_p, s_theta=p.comparison.s_theta,

@@ -21,6 +21,11 @@ from prhsim.jepa._closed_form import (
     whitened_optimum as whitened_optimum,
 )
 from prhsim.jepa._invariance import invariance as invariance, pairwise_invariance as pairwise_invariance
+from prhsim.jepa._learner import (
+    ClosedFormLearner as ClosedFormLearner,
+    Learner as Learner,
+    Representation as Representation,
+)
 from prhsim.jepa._kronecker import KroneckerBasis as KroneckerBasis, kronecker_top as kronecker_top
 from prhsim.jepa._lejepa import Convention as Convention, lejepa_loss as lejepa_loss
 from prhsim.jepa._objectives import (

@@ -85,7 +85,7 @@ def spectrum_figure(result: RunResult) -> Figure:
     mods = result.modalities
     n_mod = len(mods)
     head = np.asarray(w.spectrum_head, dtype=float)
-    mod_vals = [np.asarray(m.eigenvalues, dtype=float) for m in mods]
+    mod_vals = [np.asarray(m.eigenvalues if m.eigenvalues is not None else [], dtype=float) for m in mods]
     n_idx = max([head.size, k + 2, *(v.size for v in mod_vals)])
 
     # Width: enough room per index for every modality's marker side by side, within bounds.

@@ -31,8 +31,9 @@ def render_report(result: RunResult, console: Console) -> None:
         table.add_column(col, justify="left" if col in ("modality", "view") else "right", no_wrap=col == "modality")
     for m in result.modalities:
         inj = m.injectivity
-        table.add_row(m.name, m.view, str(m.n_nuisance), str(m.n_states), f"{m.value:.4f}",
-                      f"{m.gap:.3g}" if m.unique else f"[red]{m.gap:.1e} tie[/]",
+        gap = "n/a" if m.gap is None else f"{m.gap:.3g}" if m.unique else f"[red]{m.gap:.1e} tie[/]"
+        table.add_row(m.name, m.view, str(m.n_nuisance), str(m.n_states),
+                      "n/a" if m.value is None else f"{m.value:.4f}", gap,
                       f"{_fmt(m.nuisance_free_predicted)}/{m.nuisance_free_observed}",
                       ("yes" if inj.injective else "[red]no[/]") + ("" if inj.exhaustive else f" ({inj.checked:,} sampled)"))
     console.print(table)
