@@ -22,6 +22,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_run.py
 	$(BIN)/python benchmarks/bench_kronecker.py
 	$(BIN)/python benchmarks/bench_sparse.py
+	$(BIN)/python benchmarks/bench_sigreg.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis
