@@ -21,6 +21,20 @@ from prhsim.jepa._closed_form import (
     whitened_optimum as whitened_optimum,
 )
 from prhsim.jepa._invariance import invariance as invariance, pairwise_invariance as pairwise_invariance
+from prhsim.jepa._encoders_jax import (
+    Encoder as Encoder,
+    mlp_encoder as mlp_encoder,
+    observation_inputs as observation_inputs,
+    tabular_encoder as tabular_encoder,
+)
+from prhsim.jepa._learn_jax import SGDLearner as SGDLearner, TrainConfig as TrainConfig, TrainResult as TrainResult
+from prhsim.jepa._learn_jax import train as train
+from prhsim.jepa._learned import (
+    LearnedEvaluation as LearnedEvaluation,
+    SeedSpread as SeedSpread,
+    evaluate_learned as evaluate_learned,
+    seed_spread as seed_spread,
+)
 from prhsim.jepa._learner import (
     ClosedFormLearner as ClosedFormLearner,
     Learner as Learner,

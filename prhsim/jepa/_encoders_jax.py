@@ -1,0 +1,183 @@
+"""Encoders of the JAX learners: a table (the universal encoder) and an MLP on observations (docs/theory.md §0).
+
+An encoder is a pair of pure functions, ``init(key) -> params`` and
+``apply(params, inputs) -> embeddings``, and the input of every state:
+
+* ``tabular``: one learned vector per state, ``params = {"table": (n, k)}``;
+  the input of state z is z itself and ``apply`` looks its row up. This is
+  the universal encoder the theorem assumes (docs/theory.md §0: an encoder is a
+  table ``F ∈ R^{n×k}``).
+* ``mlp``: ``params = {"layers": ((W_1, b_1), …, (W_L, b_L))}``, GELU between
+  layers, applied to the observation of the state (:func:`observation_inputs`):
+  the modality's rendering ``g_m(z, n)`` flattened and standardised. A restricted
+  encoder class solves a generalised eigenproblem that depends on the features
+  (docs/theory.md §0); a wide enough MLP on injective observations can still
+  fit any table.
+
+Nothing here imports jax at module import: jax is imported inside the functions
+that need it, so ``import prhsim.jepa`` stays free of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Literal, NamedTuple
+
+import numpy as np
+
+from prhsim._budget import FLOAT, ensure_fits
+from prhsim.worlds import ModalWorld, Modality, World
+
+EncoderKind = Literal["tabular", "mlp"]
+#: Observations are rendered in chunks of this many states.
+CHUNK = 65_536
+#: Below this p-weighted standard deviation an input coordinate counts as constant (it is centred, not scaled).
+STD_FLOOR = 1e-12
+
+
+class Encoder(NamedTuple):
+    """An encoder and the input of every state.
+
+    Attributes:
+        kind: "tabular" or "mlp".
+        k: number of output features.
+        inputs: row z is the input of state z: ``arange(n)`` for a table, the
+            standardised observation (n, d) for an MLP.
+        init: ``init(key) -> params`` (a JAX key).
+        apply: ``apply(params, inputs[states]) -> (…, k)`` embeddings; jit- and vmap-able.
+        hidden: the MLP's hidden widths (empty for a table).
+    """
+
+    kind: EncoderKind
+    k: int
+    inputs: np.ndarray
+    init: Callable[[Any], Any]
+    apply: Callable[[Any, Any], Any]
+    hidden: tuple[int, ...] = ()
+
+    @property
+    def n(self) -> int:
+        return int(self.inputs.shape[0])
+
+
+def tabular_apply(params: Any, states: Any) -> Any:
+    """``f(z) = table[z]``: rows of the (n, k) table for integer states of any shape."""
+    return params["table"][states]
+
+
+def tabular_init(key: Any, n: int, k: int, *, scale: float = 1.0) -> dict[str, Any]:
+    """A table of i.i.d. ``N(0, scale²)`` entries, shape (n, k), in JAX's default float dtype."""
+    import jax
+
+    return {"table": scale * jax.random.normal(key, (n, k))}
+
+
+def mlp_apply(params: Any, x: Any) -> Any:
+    """``W_L ᵀ gelu(… gelu(W_1ᵀ x + b_1) …) + b_L`` for inputs x (…, d); the architecture is read off params."""
+    import jax
+
+    layers = params["layers"]
+    for W, b in layers[:-1]:
+        x = jax.nn.gelu(x @ W + b)
+    W, b = layers[-1]
+    return x @ W + b
+
+
+def mlp_init(key: Any, d: int, k: int, hidden: tuple[int, ...]) -> dict[str, Any]:
+    """LeCun-normal weights (variance 1/fan_in) and zero biases for widths ``d → hidden… → k``."""
+    import jax
+    import jax.numpy as jnp
+
+    widths = (d, *hidden, k)
+    keys = jax.random.split(key, len(widths) - 1)
+    layers = []
+    for sub, fan_in, fan_out in zip(keys, widths[:-1], widths[1:]):
+        W = jax.random.normal(sub, (fan_in, fan_out)) / np.sqrt(fan_in)
+        layers.append((W, jnp.zeros(fan_out, dtype=W.dtype)))
+    return {"layers": tuple(layers)}
+
+
+def tabular_encoder(n: int, k: int, *, scale: float = 1.0) -> Encoder:
+    """One learned vector per state: params ``{"table": (n, k)}``, initialised ``N(0, scale²)``.
+
+    Example:
+        >>> enc = tabular_encoder(5, 2)
+        >>> enc.kind, enc.inputs.tolist()
+        ('tabular', [0, 1, 2, 3, 4])
+    """
+    n, k = _positive("n", n), _positive("k", k)
+    if not scale > 0:
+        raise ValueError(f"the table's init scale must be positive, got {scale}")
+    ensure_fits(3 * FLOAT * float(n) * k, f"a table of {n:,} states x {k} features", "lower k or use a smaller world")
+
+    def init(key: Any) -> Any:
+        return tabular_init(key, n, k, scale=scale)
+
+    return Encoder("tabular", k, np.arange(n), init, tabular_apply)
+
+
+def mlp_encoder(inputs: np.ndarray, k: int, *, hidden: tuple[int, ...] = (128, 128)) -> Encoder:
+    """An MLP ``d → hidden… → k`` (GELU) on the given per-state inputs (n, d), e.g. :func:`observation_inputs`."""
+    inputs = np.asarray(inputs, dtype=np.float64)
+    if inputs.ndim != 2 or inputs.shape[0] < 1:
+        raise ValueError(f"MLP inputs must be a table (states x d), got shape {inputs.shape}")
+    if not np.all(np.isfinite(inputs)):
+        raise ValueError("MLP inputs contain NaN or inf")
+    k = _positive("k", k)
+    hidden = tuple(_positive("hidden width", h) for h in hidden)
+    d = int(inputs.shape[1])
+
+    def init(key: Any) -> Any:
+        return mlp_init(key, d, k, hidden)
+
+    return Encoder("mlp", k, inputs, init, mlp_apply, hidden)
+
+
+def observation_inputs(world: World, modality: Modality | None = None) -> np.ndarray:
+    """The MLP input of every state, shape (n, d), float64.
+
+    * A modality with a renderer (``world.modality`` for a :class:`~prhsim.worlds.ModalWorld`,
+      or the one given): ``modality.render_states(z)`` of every modal state ``z·|N| + n``,
+      flattened and standardised per coordinate with the p-weighted mean and standard
+      deviation (constant coordinates are only centred).
+    * A renderer-free modality (its observation is (z, n)): the one-hot of z next to the one-hot of n.
+    * No modality (a plain world): the one-hot of the state.
+
+    Rendered in chunks of 65,536 states; the table is guarded by the memory limit.
+    """
+    if modality is None and isinstance(world, ModalWorld):
+        modality = world.modality
+    n = world.n
+    if modality is None:
+        ensure_fits(2 * FLOAT * float(n) ** 2, f"one-hot inputs of {n:,} states", "use a modality or a smaller world")
+        return np.eye(n)
+    n_nuisance = modality.n_nuisance
+    if n % n_nuisance:
+        raise ValueError(f"a world of {n:,} states is not Z x N for modality {modality.name!r} (|N| = {n_nuisance})")
+    n_z = n // n_nuisance
+    if modality.renderer_free:
+        ensure_fits(2 * FLOAT * float(n) * (n_z + n_nuisance), f"one-hot (z, n) inputs of {n:,} states",
+                    "use a smaller world")
+        z, nu = np.divmod(np.arange(n), n_nuisance)
+        out = np.zeros((n, n_z + n_nuisance))
+        out[np.arange(n), z] = 1.0
+        out[np.arange(n), n_z + nu] = 1.0
+        return out
+    d = int(np.prod(modality.render_states(np.zeros(1, dtype=np.int64)).shape[1:], dtype=np.int64))
+    ensure_fits(3 * FLOAT * float(n) * d, f"the observations of {n:,} states x {d} values ({modality.name!r})",
+                "use a smaller world, or the tabular encoder")
+    X = np.empty((n, d))
+    for start in range(0, n, CHUNK):
+        states = np.arange(start, min(n, start + CHUNK))
+        X[states] = np.asarray(modality.render_states(states), dtype=np.float64).reshape(states.size, d)
+    p = world.p
+    mean = p @ X
+    X -= mean
+    std = np.sqrt(p @ (X * X))
+    X /= np.where(std > STD_FLOOR, std, 1.0)
+    return X
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or int(value) != value or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)

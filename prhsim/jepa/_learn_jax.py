@@ -1,0 +1,330 @@
+"""SGD learners in JAX + optax for finite worlds: train an encoder on the objectives of this package (docs/theory.md §1.1, §7).
+
+:func:`train` fits a table or an MLP (:mod:`prhsim.jepa._encoders_jax`) with the
+hard-whitening objective (the one the theorem covers, docs/theory.md §1.1) or
+LeJEPA's SIGReg objective (§7), on the exact pair law (full batch, no sampling
+noise) or on minibatches of B pairs from :func:`prhsim.worlds.pair_sampler`, for
+several seeds at once (``jax.vmap`` over the seed axis). What each objective
+computes is stated in :mod:`prhsim.jepa._train_jax`.
+
+Randomness, per seed s (independent of how seeds are grouped and of ``log_every``):
+
+* init: ``jax.random.key(s)``;
+* minibatch pairs at step t: ``pair_sampler(world).pairs(B, rng=default_rng([s, t, 1]))``,
+  sampled on the host in numpy, one chunk of ``log_every`` steps at a time, then
+  fed to one jitted ``lax.scan`` over that chunk;
+* SIGReg directions at step t: ``draw_directions(k, M, seed=s, step=t)`` (numpy, outside
+  jit, passed in with the chunk); with ``directions="fixed"`` step 0's for every step.
+
+jax and optax are imported when :func:`train` runs, never at module import.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from prhsim._rng import RngLike, check_rng
+from prhsim.jepa._closed_form import Optimum
+from prhsim.jepa._encoders_jax import Encoder, mlp_encoder, observation_inputs, tabular_encoder
+from prhsim.jepa._lejepa import LAMBDA, Convention
+from prhsim.jepa._learned import subspace_distance, trace_covariance
+from prhsim.jepa._learner import Representation
+from prhsim.jepa._sigreg import draw_directions
+from prhsim.jepa._train_jax import Data, Objective, Spec, pair_list, runner, step_axes
+from prhsim.worlds import World, pair_sampler
+
+#: Stream tag of the minibatch pairs: ``default_rng([seed, step, DATA_STREAM])``.
+DATA_STREAM = 1
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of :func:`train` (validated on construction).
+
+    Attributes:
+        objective: "whiten" (hard whitening, docs/theory.md §1.1) or "sigreg" (LeJEPA, §7).
+        encoder: "tabular" (one vector per state) or "mlp" (on :func:`observation_inputs`).
+        data: "exact" (every pair of Π, weighted by π) or "minibatch" (B sampled pairs per step).
+        steps: optimiser steps.
+        batch_size: B, pairs per minibatch step.
+        lr: peak learning rate.
+        warmup: fraction of the steps spent in the linear warmup from 0 to ``lr``.
+        end_lr: the cosine decay ends at ``end_lr · lr``.
+        weight_decay: AdamW's decoupled weight decay (0: the objective alone, as the theory states it).
+        clip: ``clip_by_global_norm`` threshold, per seed.
+        log_every: the loss (and the distance to a reference) is logged every this many steps.
+        centred: whiten after centring (the centred optimum, §1.1); also the closed form compared against.
+        lam: SIGReg weight λ (LeJEPA: 0.02).
+        convention: "lejepa" ``λ·SIGReg + (1 − λ)·inv`` or "additive" ``inv + λ·SIGReg``.
+        num_directions: M, SIGReg's directions.
+        directions: "resample" (new directions every step, LeJEPA) or "fixed" (step 0's throughout).
+        hidden: the MLP's hidden widths.
+        init_scale: standard deviation of the table's initial entries.
+        collapse_tol: a seed is *collapsed* when ``tr Cov_p f < collapse_tol · k`` at the end.
+    """
+
+    objective: Objective = "whiten"
+    encoder: Literal["tabular", "mlp"] = "tabular"
+    data: Data = "exact"
+    steps: int = 2000
+    batch_size: int = 256
+    lr: float = 1e-2
+    warmup: float = 0.05
+    end_lr: float = 0.0
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    log_every: int = 100
+    centred: bool = True
+    lam: float = LAMBDA
+    convention: Convention = "lejepa"
+    num_directions: int = 256
+    directions: Literal["resample", "fixed"] = "resample"
+    hidden: tuple[int, ...] = (128, 128)
+    init_scale: float = 1.0
+    collapse_tol: float = 1e-2
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("objective", ("whiten", "sigreg")), ("encoder", ("tabular", "mlp")),
+                              ("data", ("exact", "minibatch")), ("convention", ("lejepa", "additive")),
+                              ("directions", ("resample", "fixed"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("steps", "batch_size", "log_every", "num_directions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("lr", "clip", "init_scale", "collapse_tol"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        for name in ("warmup", "end_lr"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)!r}")
+        if not self.weight_decay >= 0 or not self.lam >= 0:
+            raise ValueError(f"weight_decay and lam must be non-negative, got {self.weight_decay}, {self.lam}")
+        if self.objective == "whiten" and self.data == "minibatch" and self.batch_size < 2:
+            raise ValueError("whitening a minibatch needs batch_size >= 2")
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+
+    def spec(self) -> Spec:
+        return Spec(self.objective, self.data, self.encoder, bool(self.centred), self.convention,
+                    float(self.lr), int(self.steps),
+                    int(round(self.warmup * self.steps)), float(self.end_lr), float(self.weight_decay),
+                    float(self.clip))
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What :func:`train` returns (arrays write-protected; the leading axis is the seed).
+
+    Attributes:
+        config: the hyperparameters.
+        k: number of features.
+        seeds: the seeds, in the order of the leading axis.
+        params: the final parameters (a pytree of numpy arrays, leading axis = seed).
+        features: ``f(z)`` of every state at the end, (S, n, k).
+        logged: the logged steps (L,): 0, log_every, 2·log_every, …, steps (the last one is
+            the final parameters); the loss at step t is that of the parameters after t updates.
+        loss: the training loss at the logged steps, (S, L) (a minibatch loss on that step's batch).
+        distance: ``s_Θ`` between the centred features and the reference's at the logged steps,
+            (S, L), or None without a reference.
+        trace_cov: ``tr Cov_p f`` at the end, (S,).
+        collapsed: ``trace_cov < collapse_tol · k``, (S,): report collapse, not success.
+        seconds: wall time of the whole call (compilation included).
+    """
+
+    config: TrainConfig
+    k: int
+    seeds: tuple[int, ...]
+    params: Any
+    features: np.ndarray
+    logged: np.ndarray
+    loss: np.ndarray
+    distance: np.ndarray | None
+    trace_cov: np.ndarray
+    collapsed: np.ndarray
+    seconds: float
+
+    def __post_init__(self) -> None:
+        for name in ("features", "logged", "loss", "distance", "trace_cov", "collapsed"):
+            value = getattr(self, name)
+            if value is not None:
+                value.setflags(write=False)
+
+    @property
+    def any_collapsed(self) -> bool:
+        return bool(np.any(self.collapsed))
+
+
+def build_encoder(world: World, k: int, config: TrainConfig) -> Encoder:
+    """The encoder ``config`` asks for on ``world`` (an MLP sees :func:`observation_inputs`)."""
+    if config.encoder == "tabular":
+        return tabular_encoder(world.n, k, scale=config.init_scale)
+    return mlp_encoder(observation_inputs(world), k, hidden=config.hidden)
+
+
+def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Sequence[int] = (0,),
+          reference: Optimum | None = None, init_params: Any = None, **overrides: Any) -> TrainResult:
+    """Train an encoder of k features on ``world`` for every seed at once (see the module docstring).
+
+    Args:
+        world: a finite or product world (a modal world for an MLP on rendered observations).
+        k: number of features, 1 ≤ k < n.
+        config: hyperparameters; ``overrides`` replace its fields (``train(w, 2, steps=500)``).
+        seeds: non-negative integer seeds, one trained encoder each (vmapped together).
+        reference: a closed-form optimum of ``world`` with the same k; the ``s_Θ`` of the
+            (centred, when ``reference.centred``) features to it is logged.
+        init_params: start here instead of the seeded init: a pytree of the encoder's params
+            stacked on a leading seed axis (e.g. ``TrainResult.params``; a table is ``{"table": (S, n, k)}``).
+
+    Raises:
+        ValueError: on a bad argument, or when the loss or the parameters stop being finite:
+            the message names the step and the seed.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    start = time.perf_counter()
+    config = replace(config or TrainConfig(), **overrides) if overrides else (config or TrainConfig())
+    seeds = _check_seeds(seeds)
+    if isinstance(k, bool) or int(k) != k or not 1 <= k < world.n:
+        raise ValueError(f"k must be an integer in 1..{world.n - 1} for a world of {world.n} states, got {k!r}")
+    k = int(k)
+    if reference is not None and (reference.n != world.n or reference.k != k):
+        raise ValueError(f"the reference has {reference.n} states x {reference.k} features, "
+                         f"the training {world.n} x {k}")
+    spec = config.spec()
+    run = runner(spec)
+    encoder = build_encoder(world, k, config)
+    dtype = jnp.zeros(()).dtype  # float64 when jax_enable_x64, else float32
+    p = np.asarray(world.p)
+    shared: dict[str, Any] = {"inputs": jnp.asarray(encoder.inputs, dtype=None if encoder.kind == "tabular" else dtype),
+                              "lam": jnp.asarray(config.lam, dtype=dtype)}
+    if config.data == "exact":
+        pairs = pair_list(world)
+        shared.update(rows=jnp.asarray(pairs.rows), cols=jnp.asarray(pairs.cols), p=jnp.asarray(p, dtype=dtype),
+                      scale=jnp.asarray(np.sqrt(pairs.pi.size * pairs.pi), dtype=dtype),
+                      root=jnp.asarray(np.sqrt(world.n * p), dtype=dtype))
+        sampler = None
+    else:
+        sampler = pair_sampler(world)
+    sigreg = config.objective == "sigreg"
+    resample = config.directions == "resample"
+
+    def step_data(steps: np.ndarray) -> dict[str, Any]:
+        data: dict[str, Any] = {"t": jnp.asarray(steps)}
+        if sampler is not None:
+            drawn = [[sampler.pairs(config.batch_size, rng=np.random.default_rng([s, int(t), DATA_STREAM]))
+                      for t in steps] for s in seeds]
+            data["z"] = jnp.asarray(np.array([[z for z, _ in row] for row in drawn]))
+            data["z2"] = jnp.asarray(np.array([[z2 for _, z2 in row] for row in drawn]))
+        if sigreg:  # (S, L, k, M): step t's directions of each seed (step 0's when fixed)
+            data["dirs"] = jnp.asarray(np.array([[draw_directions(k, config.num_directions, seed=s,
+                                                                  step=int(t) if resample else 0)
+                                                  for t in steps] for s in seeds]), dtype=dtype)
+        return data
+
+    params = _initial_params(encoder, seeds, init_params, dtype)
+    state = run.init_state(params)
+    reference_F = reference.features() if reference is not None else None
+    logged, losses, distances = [], [], []
+    for first in range(0, config.steps, config.log_every):
+        chunk = np.arange(first, min(config.steps, first + config.log_every))
+        if reference_F is not None:
+            distances.append(_distances(run.embed(params, shared["inputs"]), p, reference_F, reference.centred))
+        params, state, values = run.run(params, state, step_data(chunk), shared)
+        values = np.asarray(values)
+        _check_finite(values, chunk, seeds, config.lr)
+        logged.append(first)
+        losses.append(values[:, 0])
+    final_step = np.array([config.steps])
+    last = {key: value[0] if key == "t" else value[:, 0] for key, value in step_data(final_step).items()}
+    final = np.asarray(run.loss(params, last, shared))
+    _check_finite(final[:, None], final_step, seeds, config.lr)
+    features = np.asarray(run.embed(params, shared["inputs"]), dtype=np.float64)
+    if not np.all(np.isfinite(features)):
+        s, z = np.argwhere(~np.isfinite(features))[0][:2]
+        raise ValueError(f"training diverged: features of state {z} are not finite after step {config.steps} "
+                         f"for seed {seeds[s]} (lr={config.lr:g})")
+    if reference_F is not None:
+        distances.append(_distances(features, p, reference_F, reference.centred))
+    logged.append(config.steps)
+    losses.append(final)
+    trace = np.array([trace_covariance(F, p) for F in features])
+    return TrainResult(
+        config=config, k=k, seeds=seeds, params=jax.tree.map(np.asarray, params), features=features,
+        logged=np.array(logged), loss=np.stack(losses, axis=1),
+        distance=np.stack(distances, axis=1) if distances else None,
+        trace_cov=trace, collapsed=trace < config.collapse_tol * k, seconds=time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class SGDLearner:
+    """A trained encoder as a learner (``learner(world, k, centred=…, rng=…) -> Representation``).
+
+    ``rng`` picks the seed (an int, a Generator's draw, or 0 for None); the representation's
+    features are the trained features of every state, and ``info`` holds the steps, the
+    seconds, the final loss, ``tr Cov`` and the collapse flag.
+
+    Attributes:
+        name: the learner's name (default: the objective, "whiten" or "sigreg").
+        config: the hyperparameters (``centred`` is taken from the call).
+    """
+
+    config: TrainConfig = TrainConfig()
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.config.objective)
+
+    def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None) -> Representation:
+        seed = rng if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else \
+            int(check_rng(rng).integers(2**31))
+        result = train(world, k, replace(self.config, centred=bool(centred)), seeds=(int(seed),))
+        info = {"steps": result.config.steps, "seconds": result.seconds, "seed": int(seed),
+                "loss": float(result.loss[0, -1]), "trace_cov": float(result.trace_cov[0]),
+                "collapsed": bool(result.collapsed[0])}
+        return Representation(self.name, result.features[0], info=info)
+
+
+def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
+    seeds = tuple(seeds)
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+            raise ValueError(f"seeds must be non-negative integers, got {s!r}")
+    return tuple(int(s) for s in seeds)
+
+
+def _initial_params(encoder: Encoder, seeds: tuple[int, ...], init_params: Any, dtype: Any) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    if init_params is None:
+        return jax.vmap(encoder.init)(jnp.stack([jax.random.key(s) for s in seeds]))
+    expected = jax.eval_shape(jax.vmap(encoder.init), jnp.stack([jax.random.key(s) for s in seeds]))
+    given = jax.tree.map(lambda a: jnp.asarray(a, dtype=dtype), init_params)
+    if jax.tree.structure(given) != jax.tree.structure(expected) or any(
+            g.shape != e.shape for g, e in zip(jax.tree.leaves(given), jax.tree.leaves(expected))):
+        shapes = jax.tree.map(lambda e: e.shape, expected)
+        raise ValueError(f"init_params must match the encoder's params stacked over {len(seeds)} seed(s): {shapes}")
+    return given
+
+
+def _check_finite(values: np.ndarray, steps: np.ndarray, seeds: tuple[int, ...], lr: float) -> None:
+    bad = ~np.isfinite(values)
+    if np.any(bad):
+        cells = np.argwhere(bad)
+        s, j = cells[np.argmin(cells[:, 1])]  # the earliest step, then the first seed
+        raise ValueError(f"training diverged: the loss is {values[s, j]} at step {int(steps[j])} "
+                         f"for seed {seeds[s]} (lr={lr:g})")
+
+
+def _distances(features: Any, p: np.ndarray, reference: np.ndarray, centred: bool) -> np.ndarray:
+    F = np.asarray(features, dtype=np.float64)
+    return np.array([subspace_distance(f, reference, p, centred=centred) for f in F])
