@@ -91,3 +91,49 @@ def test_the_run_reports_and_checks_a_learned_representation():
     text = io.StringIO()
     render_report(result, Console(file=text, width=200))
     assert "n/a" in text.getvalue() and "all" in text.getvalue()
+
+
+class Recorder:
+    """Records the generator each modality's learner receives; returns the closed form plus noise."""
+
+    name = "noisy"
+
+    def __init__(self, noise: float = 0.0, collapsed: bool = False, constant: bool = False):
+        self.noise, self.collapsed, self.constant, self.draws = noise, collapsed, constant, []
+
+    def __call__(self, world, k, *, centred=True, rng=None):
+        self.draws.append(int(rng.integers(2**62)))
+        F = ClosedFormLearner()(world, k, centred=centred).features
+        if self.constant:
+            F = np.ones_like(F)
+        F = F + self.noise * np.random.default_rng(world.n).normal(size=F.shape)
+        return Representation(self.name, F, info={"collapsed": self.collapsed})
+
+
+def test_each_modality_gets_its_own_stream():
+    base = path(9)
+    recorder = Recorder()
+    rotation_uniqueness(base, _modalities(base), [good(), good()], 2, learner=recorder, rng=7)
+    again = Recorder()
+    rotation_uniqueness(base, _modalities(base), [good(), good()], 2, learner=again, rng=7)
+    assert len(set(recorder.draws)) == 2 and recorder.draws == again.draws
+
+
+@pytest.mark.parametrize("learner", [Recorder(collapsed=True), Recorder(constant=True)])
+def test_a_collapsed_representation_gets_no_prediction(learner):
+    config = resolve_run_config({}, {"figures": False}, ["world.kind=ring", "world.n=16", "k=2", "modalities=2"])
+    result = solve(config, build(config), learner=learner)
+    assert all(m.collapsed for m in result.modalities)
+    assert all(p.predicted_rho_p is None for p in result.pairs)
+    assert not result.failures
+    platonic = result.checks[0]
+    assert platonic.verdict == "N/A" and "collapsed" in platonic.predicted
+
+
+@pytest.mark.parametrize("noise, verdict", [(1e-3, "PASS"), (0.3, "FAIL")])
+def test_learned_representations_are_checked_within_the_learned_tolerance(noise, verdict):
+    config = resolve_run_config({}, {"figures": False}, ["world.kind=ring", "world.n=16", "k=2", "modalities=2"])
+    result = solve(config, build(config), learner=Recorder(noise=noise))
+    rho = next(c for c in result.checks if c.claim.startswith("rho_P"))
+    assert result.checks[0].claim == "platonic: every rho_P < 0.05"
+    assert rho.verdict == verdict, (rho, result.pairs)

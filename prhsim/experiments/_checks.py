@@ -12,8 +12,14 @@ import numpy as np
 from prhsim.experiments._results import Check, ModalitySummary, PairSummary
 from prhsim.jepa import GAP_TOL
 
-#: ρ_P below this counts as "equal up to rotation"; predictions must match within it.
+#: ρ_P below this counts as "equal up to rotation"; predictions must match within it (closed forms).
 RHO_ATOL = 1e-8
+#: The same for representations from a learner other than the closed form (SGD stops short of rounding).
+LEARNED_RHO_ATOL = 0.05
+
+
+def _tol_text(tol: float) -> str:
+    return "1e-8" if tol == RHO_ATOL else f"{tol:g}"
 #: Eigenvalues, losses and whitening must match within this (relative to max(1, |x|)).
 VALUE_RTOL = 1e-8
 
@@ -36,6 +42,9 @@ def modality_checks(m: ModalitySummary, k: int) -> list[Check]:
     A representation from a learner other than the closed form has no eigenvalues of
     its own: only its nuisance-free dimension is checked here (and its pairs by :func:`pair_checks`).
     """
+    if m.collapsed:
+        return [Check(claim="nuisance-free k_Z (merge rule)", subject=m.name,
+                      predicted="none: the representation collapsed", observed="collapsed", verdict="N/A")]
     if m.value is None or m.eigenvalues is None or m.gap is None:
         return [_nuisance_check(m, k)]
     checks = [
@@ -70,17 +79,21 @@ def _nuisance_check(m: ModalitySummary, k: int) -> Check:
                  verdict=_verdict(m.nuisance_free_predicted == m.nuisance_free_observed))
 
 
-def pair_checks(pair: PairSummary, k: int) -> list[Check]:
-    """Predicted ρ_P and the sandwich ``‖sinΘ‖ ≤ res ≤ √2‖sinΘ‖`` for one pair."""
+def pair_checks(pair: PairSummary, k: int, tol: float = RHO_ATOL, *, whitened: bool = True) -> list[Check]:
+    """Predicted ρ_P (within ``tol``) and the sandwich ``‖sinΘ‖ ≤ res ≤ √2‖sinΘ‖`` for one pair.
+
+    ``whitened=False`` (a collapsed representation could not be whitened): the sandwich,
+    which holds for whitened features only, has no prediction.
+    """
     subject = f"{pair.a} ~ {pair.b}"
     if pair.predicted_rho_p is None:
         rotation = Check(claim="rho_P = sqrt(2(k - min k_Z)/k)", subject=subject,
-                         predicted="none: an optimum is not unique",
+                         predicted="none: an optimum is not unique, or a representation collapsed",
                          observed=f"{pair.rho_p:.3g}", verdict="N/A")
     else:
         rotation = Check(claim="rho_P = sqrt(2(k - min k_Z)/k)", subject=subject,
                          predicted=f"{pair.predicted_rho_p:.6f}", observed=_rho(pair.rho_p),
-                         verdict=_verdict(abs(pair.rho_p - pair.predicted_rho_p) <= RHO_ATOL))
+                         verdict=_verdict(abs(pair.rho_p - pair.predicted_rho_p) <= tol))
     sqrt_k = np.sqrt(k)
     sin_f, res = pair.s_theta * sqrt_k, pair.rho_p * sqrt_k
     ok = sin_f <= res + 1e-12 and res <= np.sqrt(2) * sin_f + 1e-12
@@ -89,25 +102,26 @@ def pair_checks(pair: PairSummary, k: int) -> list[Check]:
     else:
         observed = f"{sin_f:.3g} <= {res:.3g} <= {np.sqrt(2) * sin_f:.3g}"
     sandwich = Check(claim="sinT <= residual <= sqrt2 sinT", subject=subject,
-                     predicted="holds (whitened)",
-                     observed=observed, verdict=_verdict(ok))
+                     predicted="holds (whitened)" if whitened else "none: a representation collapsed",
+                     observed=observed, verdict=_verdict(ok) if whitened else "N/A")
     return [rotation, sandwich]
 
 
-def platonic_check(pairs: list[PairSummary]) -> Check:
-    """The headline: every pair equal up to rotation, predicted exactly when every pair is predicted 0."""
+def platonic_check(pairs: list[PairSummary], tol: float = RHO_ATOL) -> Check:
+    """The headline: every pair equal up to rotation (ρ_P < ``tol``), predicted exactly when every pair is predicted 0."""
+    claim = f"platonic: every rho_P < {_tol_text(tol)}"
     if not pairs:
-        return Check(claim="platonic: every rho_P < 1e-8", subject="all modalities",
+        return Check(claim=claim, subject="all modalities",
                      predicted="needs two modalities", observed="one modality", verdict="N/A")
     worst = max(pairs, key=lambda x: x.rho_p)
-    observed = worst.rho_p < RHO_ATOL
+    observed = worst.rho_p < tol
     if any(p.predicted_rho_p is None for p in pairs):
-        return Check(claim="platonic: every rho_P < 1e-8", subject="all modalities",
-                     predicted="no guarantee (tie at k)",
+        return Check(claim=claim, subject="all modalities",
+                     predicted="no guarantee (tie at k, or a collapsed representation)",
                      observed=f"{'yes' if observed else 'no'} (max {worst.rho_p:.3g})",
                      verdict="N/A")
     predicted = all(p.predicted_rho_p == 0.0 for p in pairs)
-    return Check(claim="platonic: every rho_P < 1e-8", subject="all modalities",
+    return Check(claim=claim, subject="all modalities",
                  predicted="yes" if predicted else "no (nuisance features)",
                  observed=f"{'yes' if observed else 'no'} (max {worst.rho_p:.3g})",
                  verdict=_verdict(predicted == observed))

@@ -56,6 +56,7 @@ class ModalitySummary(_Record):
     nuisance_free_observed: int
     injectivity: InjectivitySummary
     tie: str | None = None
+    collapsed: bool = False
 
 
 class PairSummary(_Record):

@@ -17,7 +17,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from prhsim._rng import RngLike
+from prhsim._rng import RngLike, check_rng
 from prhsim.jepa import (
     GAP_TOL,
     ClosedFormLearner,
@@ -127,6 +127,8 @@ class ModalityOutcome:
             the closed form, else from the merge rule's predicted gap).
         loss: the alignment loss of ``features`` through the kernel (docs/theory.md §1.1).
         whitening_error: ``‖FᵀDF − I‖_F`` of the learner's raw features.
+        collapsed: the learner reported collapse, or its features could not be whitened;
+            a collapsed modality's pairs get no prediction.
     """
 
     name: str
@@ -140,6 +142,7 @@ class ModalityOutcome:
     nuisance_free: int
     loss: float
     whitening_error: float
+    collapsed: bool = False
 
     @property
     def optimum(self) -> Optimum | None:
@@ -205,7 +208,8 @@ def rotation_uniqueness(
             :class:`prhsim.jepa.ClosedFormLearner`); learned features are whitened under p
             before they are compared.
         progress: optional callable ``progress(message)`` for long runs.
-        rng: seeds the sample of the injectivity check on huge state spaces.
+        rng: seeds the sample of the injectivity check on huge state spaces, and (one
+            independent stream per modality) the learner.
 
     Raises:
         ValueError: if a renderer is not injective in (z, n) (the theorem assumes it), or
@@ -232,16 +236,23 @@ def rotation_uniqueness(
     k = base_opt.k
     base_values = base_spectrum(base, k + 2)
     learner = learner or ClosedFormLearner()
+    streams = check_rng(rng).spawn(len(modalities))
     outcomes = []
-    for modality, view, report in zip(modalities, views, reports):
+    for modality, view, report, stream in zip(modalities, views, reports, streams):
         say(f"{'closed form' if learner.name == 'closed' else 'learner ' + learner.name}: "
             f"{modality.name} ({view.label})")
         world = view_world(base, modality, view)
-        rep = learner(world, k, centred=centred, rng=rng)
+        rep = learner(world, k, centred=centred, rng=stream)
         if rep.features.shape != (world.n, k):
             raise ValueError(f"learner {learner.name!r} returned features of shape {rep.features.shape}, "
                              f"expected ({world.n}, {k})")
-        F = rep.features if rep.optimum is not None else whiten(rep.features, world.p, centre=centred)
+        collapsed = bool(rep.info.get("collapsed", False))
+        F = rep.features
+        if rep.optimum is None:
+            try:
+                F = whiten(rep.features, world.p, centre=centred)
+            except ValueError:  # a singular covariance: the representation collapsed
+                collapsed = True
         predicted = merge_rule(base_values, view, modality.n_nuisance, k, centred=centred)
         unique = rep.optimum.unique if rep.optimum is not None else predicted_gap(predicted, k) > GAP_TOL
         outcomes.append(ModalityOutcome(
@@ -249,13 +260,14 @@ def rotation_uniqueness(
             unique=unique, predicted=predicted,
             nuisance_free=nuisance_free_dimension(F, modality.nuisance, base.p),
             loss=alignment_loss(world, F), whitening_error=whitening_error(world, rep.features),
+            collapsed=collapsed,
         ))
     pairs = []
     for a, b in combinations(outcomes, 2):
         say(f"compare: {a.name} vs {b.name}")
         comp = coupled_comparison(a.features, a.world.modality.nuisance, b.features, b.world.modality.nuisance, base.p)
         pred = predicted_rho(k, a.predicted.nuisance_free, b.predicted.nuisance_free)
-        if not (a.unique and b.unique):
+        if not (a.unique and b.unique) or a.collapsed or b.collapsed:
             pred = None
         pairs.append(PairOutcome(a.name, b.name, comp, pred))
     return RotationUniqueness(k, centred, base_opt.eigenvalues, base_opt.gap, tuple(outcomes), tuple(pairs))

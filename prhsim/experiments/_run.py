@@ -16,7 +16,13 @@ import numpy as np
 from prhsim import __version__
 from prhsim._budget import ResourceError, memory_limit
 from prhsim.config import RunConfig
-from prhsim.experiments._checks import modality_checks, pair_checks, platonic_check
+from prhsim.experiments._checks import (
+    LEARNED_RHO_ATOL,
+    RHO_ATOL,
+    modality_checks,
+    pair_checks,
+    platonic_check,
+)
 from prhsim.experiments._plan import plan_run
 from prhsim.experiments._results import (
     InjectivitySummary,
@@ -97,7 +103,7 @@ def _modality_summary(outcome: ModalityOutcome) -> ModalitySummary:
         gap=None if opt is None else opt.gap, unique=outcome.unique,
         nuisance_free_predicted=outcome.predicted.nuisance_free, nuisance_free_observed=outcome.nuisance_free,
         injectivity=InjectivitySummary(checked=report.checked, exhaustive=report.exhaustive, injective=report.injective),
-        tie=_tie_note(outcome),
+        tie=_tie_note(outcome), collapsed=outcome.collapsed,
     )
 
 
@@ -137,10 +143,13 @@ def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
     pairs = [PairSummary(a=p.a, b=p.b, rho_p=p.comparison.rho_p, s_theta=p.comparison.s_theta,
                          mean_correlation=p.comparison.mean_correlation, det_q=p.comparison.det_q,
                          predicted_rho_p=p.predicted_rho) for p in outcome.pairs]
-    checks = [platonic_check(pairs)]
+    closed = all(o.optimum is not None for o in outcome.modalities)
+    tol = RHO_ATOL if closed else LEARNED_RHO_ATOL
+    checks = [platonic_check(pairs, tol)]
     for m in modalities:
         checks += modality_checks(m, k)
+    collapsed = {o.name for o in outcome.modalities if o.collapsed}
     for p in pairs:
-        checks += pair_checks(p, k)
+        checks += pair_checks(p, k, tol, whitened=not {p.a, p.b} & collapsed)
     return RunResult(prhsim_version=__version__, world=world, centred=config.centred, modalities=modalities,
                      pairs=pairs, checks=checks, seconds=time.perf_counter() - start)

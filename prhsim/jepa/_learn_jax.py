@@ -103,6 +103,8 @@ class TrainConfig:
         for name in ("warmup", "end_lr"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)!r}")
+        if round(self.warmup * self.steps) >= self.steps:
+            raise ValueError(f"warmup must leave steps for the cosine decay: warmup {self.warmup} of {self.steps} steps")
         if not self.weight_decay >= 0 or not self.lam >= 0:
             raise ValueError(f"weight_decay and lam must be non-negative, got {self.weight_decay}, {self.lam}")
         if self.objective == "whiten" and self.data == "minibatch" and self.batch_size < 2:
@@ -265,7 +267,8 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
 class SGDLearner:
     """A trained encoder as a learner (``learner(world, k, centred=…, rng=…) -> Representation``).
 
-    ``rng`` picks the seed (an int, a Generator's draw, or 0 for None); the representation's
+    ``rng`` picks the seed (an int, or a draw from ``check_rng(rng)``: a Generator, or seed 0's
+    generator for None); the representation's
     features are the trained features of every state, and ``info`` holds the steps, the
     seconds, the final loss, ``tr Cov`` and the collapse flag.
 

@@ -32,7 +32,7 @@ def render_report(result: RunResult, console: Console) -> None:
     for m in result.modalities:
         inj = m.injectivity
         gap = "n/a" if m.gap is None else f"{m.gap:.3g}" if m.unique else f"[red]{m.gap:.1e} tie[/]"
-        table.add_row(m.name, m.view, str(m.n_nuisance), str(m.n_states),
+        table.add_row(escape(m.name) + (" [red](collapsed)[/]" if m.collapsed else ""), m.view, str(m.n_nuisance), str(m.n_states),
                       "n/a" if m.value is None else f"{m.value:.4f}", gap,
                       f"{_fmt(m.nuisance_free_predicted)}/{m.nuisance_free_observed}",
                       ("yes" if inj.injective else "[red]no[/]") + ("" if inj.exhaustive else f" ({inj.checked:,} sampled)"))
