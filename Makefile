@@ -23,6 +23,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_kronecker.py
 	$(BIN)/python benchmarks/bench_sparse.py
 	$(BIN)/python benchmarks/bench_sigreg.py
+	$(BIN)/python benchmarks/bench_vmap_seeds.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -191,3 +191,21 @@ def test_importing_the_learners_does_not_import_jax():
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_minibatch_pairs_are_consecutive_sampler_calls_per_seed():
+    """Step t's pairs of seed s are the (t+1)-th ``pair_sampler(world).pairs(B, rng=gen)`` call on
+    ``gen = default_rng([s, DATA_STREAM])``, whatever the chunking (log_every) or the other seeds."""
+    from prhsim.jepa._learn_jax import DATA_STREAM, draw_pairs
+    from prhsim.worlds import ProductWorld, pair_sampler
+
+    for world in (ring(16), ProductWorld([path(5), random_world(7, rng=0)])):
+        sampler = pair_sampler(world)
+        gens = [np.random.default_rng([s, DATA_STREAM]) for s in (0, 3)]
+        first, second = draw_pairs(sampler, 8, 3, gens), draw_pairs(sampler, 8, 2, gens)
+        for i, s in enumerate((0, 3)):
+            gen = np.random.default_rng([s, DATA_STREAM])
+            expected = [sampler.pairs(8, rng=gen) for _ in range(5)]
+            for j in range(2):  # anchors, views
+                drawn = np.concatenate([first[j][i], second[j][i]])
+                np.testing.assert_array_equal(drawn, np.array([e[j] for e in expected]))

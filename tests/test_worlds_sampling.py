@@ -273,3 +273,17 @@ def test_a_non_world_is_refused():
             pair_sampler(bad_world)
         with pytest.raises(ValueError, match="world must be a FiniteWorld or ProductWorld"):
             sample_pairs(bad_world, 10, rng=0)
+
+
+@pytest.mark.parametrize("world", [ring(7), ProductWorld([ring(3), path(4)])])
+def test_batches_equal_back_to_back_pairs_calls(world):
+    sampler = pair_sampler(world)
+    gen_a, gen_b = np.random.default_rng(5), np.random.default_rng(5)
+    anchors, views = sampler.batches(16, 4, rng=gen_a)
+    for j in range(4):
+        z, z2 = sampler.pairs(16, rng=gen_b)
+        np.testing.assert_array_equal(anchors[j], z)
+        np.testing.assert_array_equal(views[j], z2)
+    assert gen_a.random() == gen_b.random()  # both generators advanced alike
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        sampler.batches(16, 0)

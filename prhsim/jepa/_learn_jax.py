@@ -10,9 +10,13 @@ computes is stated in :mod:`prhsim.jepa._train_jax`.
 Randomness, per seed s (independent of how seeds are grouped and of ``log_every``):
 
 * init: ``jax.random.key(s)``;
-* minibatch pairs at step t: ``pair_sampler(world).pairs(B, rng=default_rng([s, t, 1]))``,
-  sampled on the host in numpy, one chunk of ``log_every`` steps at a time, then
-  fed to one jitted ``lax.scan`` over that chunk;
+* minibatch pairs at step t: the (t+1)-th of consecutive ``pair_sampler(world).pairs(B, rng=gen)``
+  calls on seed s's one generator ``gen = default_rng([s, 1])`` (each call takes the next 2·B
+  uniforms per factor of the world; the final loss, at step ``steps``, takes the next ones).
+  They are drawn on the host in numpy, one chunk of ``log_every`` steps at a time: one
+  ``gen.random`` call per seed and one inverse-CDF lookup for all the seeds per factor (the
+  same pairs as the consecutive calls, without a Python call per seed and step), then fed to
+  one jitted ``lax.scan`` over that chunk;
 * SIGReg directions at step t: ``draw_directions(k, M, seed=s, step=t)`` (numpy, outside
   jit, passed in with the chunk); with ``directions="fixed"`` step 0's for every step.
 
@@ -35,9 +39,9 @@ from prhsim.jepa._learned import subspace_distance, trace_covariance
 from prhsim.jepa._learner import Representation
 from prhsim.jepa._sigreg import draw_directions
 from prhsim.jepa._train_jax import Data, Objective, Spec, pair_list, runner, step_axes
-from prhsim.worlds import World, pair_sampler
+from prhsim.worlds import PairSampler, World, pair_sampler
 
-#: Stream tag of the minibatch pairs: ``default_rng([seed, step, DATA_STREAM])``.
+#: Stream tag of the minibatch pairs: one generator ``default_rng([seed, DATA_STREAM])`` per seed.
 DATA_STREAM = 1
 
 
@@ -213,16 +217,15 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
         sampler = None
     else:
         sampler = pair_sampler(world)
+    gens = [np.random.default_rng([s, DATA_STREAM]) for s in seeds] if sampler is not None else []
     sigreg = config.objective == "sigreg"
     resample = config.directions == "resample"
 
     def step_data(steps: np.ndarray) -> dict[str, Any]:
         data: dict[str, Any] = {"t": jnp.asarray(steps)}
         if sampler is not None:
-            drawn = [[sampler.pairs(config.batch_size, rng=np.random.default_rng([s, int(t), DATA_STREAM]))
-                      for t in steps] for s in seeds]
-            data["z"] = jnp.asarray(np.array([[z for z, _ in row] for row in drawn]))
-            data["z2"] = jnp.asarray(np.array([[z2 for _, z2 in row] for row in drawn]))
+            z, z2 = draw_pairs(sampler, config.batch_size, len(steps), gens)
+            data["z"], data["z2"] = jnp.asarray(z), jnp.asarray(z2)
         if sigreg:  # (S, L, k, M): step t's directions of each seed (step 0's when fixed)
             data["dirs"] = jnp.asarray(np.array([[draw_directions(k, config.num_directions, seed=s,
                                                                   step=int(t) if resample else 0)
@@ -292,6 +295,17 @@ class SGDLearner:
                 "loss": float(result.loss[0, -1]), "trace_cov": float(result.trace_cov[0]),
                 "collapsed": bool(result.collapsed[0])}
         return Representation(self.name, result.features[0], info=info)
+
+
+def draw_pairs(sampler: PairSampler, B: int, steps: int, gens: Sequence[np.random.Generator]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The next ``steps`` minibatches of B pairs of every generator: anchors and views, each (S, steps, B) int64.
+
+    Row ``[s, j]`` is what the j-th of ``steps`` consecutive ``sampler.pairs(B, rng=gens[s])`` calls
+    returns (:meth:`prhsim.worlds.PairSampler.batches`), one draw per generator.
+    """
+    drawn = [sampler.batches(B, steps, rng=gen) for gen in gens]
+    return np.stack([a for a, _ in drawn]), np.stack([v for _, v in drawn])
 
 
 def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:

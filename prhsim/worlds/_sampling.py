@@ -149,6 +149,26 @@ class PairSampler:
         z, v = self.views(_check_count("B", B), 1, rng=rng)
         return z, v[:, 0]
 
+    def batches(self, B: int, steps: int, *, rng: RngLike = None) -> tuple[States, States]:
+        """``steps`` minibatches of B pairs in one draw: anchors and views, each (steps, B) int64.
+
+        Row j equals what the j-th of ``steps`` back-to-back ``pairs(B, rng=gen)`` calls on one
+        generator returns, and the generator advances as those calls would advance it (each
+        call draws, factor by factor, B anchor uniforms then B view uniforms), so a training
+        loop can draw a chunk of steps at once and keep the per-step stream.
+        """
+        B, steps = _check_count("B", B), _check_count("steps", steps)
+        ensure_fits(SAMPLE_BYTES * float(B) * steps * 2, f"{steps:,} batches of {B:,} pairs", "lower B or steps")
+        gen = check_rng(rng)
+        u = gen.random((steps, len(self._factors), 2, B))
+        anchors = np.zeros((steps, B), dtype=np.int64)
+        views = np.zeros((steps, B), dtype=np.int64)
+        for f, (size, factor) in enumerate(zip(self.shape, self._factors)):  # row-major ravel, as pairs() does
+            z = factor.anchors(u[:, f, 0])
+            anchors = anchors * size + z
+            views = views * size + factor.views(z.ravel(), u[:, f, 1].reshape(-1, 1)).reshape(z.shape)
+        return anchors, views
+
     def views(self, B: int, V: int, *, rng: RngLike = None) -> tuple[States, States]:
         """B anchors ``z ~ p`` and V views each: ``z'_1..z'_V ~ π(·|z)`` independent given z.
 
