@@ -159,6 +159,10 @@ def test_rerun_from_a_run_folder_config_writes_a_new_folder(tmp_path, monkeypatc
     ("eps = 0.2", "c.toml", "eps only applies to bad views"),
     ("seed: 1", "c.yaml", "unsupported format '.yaml'; config files are .json or .toml"),
     ('{"seed": 1,}', "c.json", "not valid JSON"),
+    ("views = [", "c.toml", "not valid TOML"),
+    ('{"wrld": "ring"}', "c.json", "unknown key 'wrld'"),
+    ('{"world": {"kind": "ring", "size": 3}}', "c.json", "unknown key 'world.size'"),
+    ('{"modality_views": {"sound": "bad"}}', "c.json", "unknown modalities"),
 ])
 def test_config_values_are_strict_and_errors_name_the_key(content, name, message, tmp_path):
     cfg = tmp_path / name

@@ -38,7 +38,7 @@ from prhsim.jepa._lejepa import LAMBDA, Convention
 from prhsim.jepa._learned import subspace_distance, trace_covariance
 from prhsim.jepa._learner import Representation
 from prhsim.jepa._sigreg import draw_directions
-from prhsim.jepa._train_jax import Data, Objective, Spec, pair_list, runner, step_axes
+from prhsim.jepa._train_jax import Data, Objective, Spec, pair_list, runner
 from prhsim.worlds import PairSampler, World, pair_sampler
 
 #: Stream tag of the minibatch pairs: one generator ``default_rng([seed, DATA_STREAM])`` per seed.
