@@ -21,7 +21,7 @@ pytest.importorskip("optax")
 
 from prhsim.jepa._encoders_jax import observation_inputs, tabular_encoder  # noqa: E402
 from prhsim.jepa._learn_jax import SGDLearner, TrainConfig, train  # noqa: E402
-from prhsim.jepa._train_jax import pair_list  # noqa: E402
+from prhsim.jepa._losses import pair_list  # noqa: E402
 
 #: The exact (full-batch) whitening run shared by the convergence and vmap tests.
 EXACT = TrainConfig(steps=1000, lr=0.1, log_every=250)
@@ -80,15 +80,15 @@ def test_vmapped_seeds_equal_solo_runs(config):
 SIGREG_WORLD = random_world(30, rng=0)
 
 
-@pytest.mark.parametrize("lam, collapsed", [(0.25, True), (25.0, False)], ids=["beta1", "beta100"])
-def test_population_sigreg_collapses_at_a_small_weight(lam, collapsed):
+@pytest.mark.parametrize("beta, collapsed", [(1.0, True), (100.0, False)], ids=["beta1", "beta100"])
+def test_population_sigreg_collapses_at_a_small_weight(beta, collapsed):
     """docs/theory.md §7: ``E_π‖f − f'‖² + β·EP`` collapses for β ≤ 1 on a 30-state world. Exact data with the
-    additive convention is ``(1/4)(E_π‖f − f'‖² + 4λ·EP)``: β = 4λ. Measured tr Cov: 0, 0, 0 (β = 1);
+    additive convention is ``(1/4)(E_π‖f − f'‖² + 4λB·EP)`` with B the nominal batch size: β = 4λB. Measured tr Cov: 0, 0, 0 (β = 1);
     1.55 (β = 100, ‖Cov − I‖ = 0.32, whitened alignment / L* = 1.05; §7 reports 0.31 and 1.039)."""
     world = SIGREG_WORLD
     opt = whitened_optimum(world, 2)
-    result = train(world, 2, objective="sigreg", convention="additive", lam=lam, steps=2000, lr=1e-2,
-                   num_directions=32, seeds=(0, 1, 2))
+    result = train(world, 2, objective="sigreg", convention="additive", lam=beta / (4 * 256), batch_size=256,
+                   steps=2000, lr=1e-2, num_directions=32, seeds=(0, 1, 2))
     assert result.collapsed.tolist() == [collapsed] * 3
     if collapsed:
         assert np.all(result.trace_cov < 1e-3)

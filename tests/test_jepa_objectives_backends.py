@@ -28,6 +28,8 @@ from prhsim.jepa import (
     sigreg,
     spectral_contrastive,
     whiten,
+    whitened_alignment,
+    whitened_invariance,
 )
 
 jax = pytest.importorskip("jax")
@@ -80,6 +82,19 @@ def naive_whiten(x):
     return xc @ vecs @ np.diag(vals**-0.5) @ vecs.T
 
 
+def naive_whitened_invariance(a, b):
+    """Whiten the pooled 2N rows with the symmetric C^{-1/2}, split, then the pairwise invariance."""
+    W = naive_whiten(np.concatenate([a, b]))
+    return naive_pairwise(W[:len(a)], W[len(a):])
+
+
+def naive_whitened_alignment(C, A):
+    """``E_π‖C^{-1/2}(x − x')‖² = tr(C^{-1/2}(2C − A − Aᵀ)C^{-1/2})`` with the symmetric inverse root."""
+    vals, vecs = np.linalg.eigh(C)
+    R = vecs @ np.diag(vals**-0.5) @ vecs.T
+    return float(np.trace(R @ (2 * C - A - A.T) @ R))
+
+
 def naive_cov_penalty(x):
     return float(np.sum((np.cov(x, rowvar=False, bias=True) - np.eye(x.shape[1])) ** 2))
 
@@ -118,6 +133,11 @@ def _cases() -> list[Case]:
     F, p, B = rng.standard_normal((5, 3)), rng.dirichlet(np.ones(5)), rng.standard_normal((3, 4))
     B /= np.linalg.norm(B, axis=0)
     R_pop, R_w, R_ep = rng.standard_normal(4), rng.standard_normal((8, 3)), rng.standard_normal(5)
+    Pi = rng.dirichlet(np.ones(25)).reshape(5, 5)
+    Pi = (Pi + Pi.T) / 2  # a symmetric pair law whose marginal is q
+    q = Pi.sum(axis=1)
+    Xq = F - q @ F
+    C_pop, A_pop = Xq.T @ (q[:, None] * Xq), Xq.T @ Pi @ Xq
     return [
         Case("invariance", lambda e: invariance(e, n_global=2), (e,), lambda e: naive_invariance(e, 2)),
         Case("pairwise_invariance", pairwise_invariance, (a, b), naive_pairwise),
@@ -128,6 +148,8 @@ def _cases() -> list[Case]:
              lambda F, p, B: float(np.sum(R_pop * naive_population_ep(F, p, B)))),
         Case("whiten", weighted(whiten, R_w), (x,), lambda x: float(np.sum(R_w * naive_whiten(x)))),
         Case("covariance_penalty", covariance_penalty, (x,), naive_cov_penalty),
+        Case("whitened_invariance", whitened_invariance, (a, b), naive_whitened_invariance),
+        Case("whitened_alignment", whitened_alignment, (C_pop, A_pop), naive_whitened_alignment),
         Case("spectral_contrastive", spectral_contrastive, (a, b), naive_sc),
         Case("lejepa_loss", lambda e, A: lejepa_loss(e, A, n_global=2), (e, A),
              lambda e, A: 0.02 * np.mean([naive_sigreg(v, A) for v in e]) + 0.98 * naive_invariance(e, 2)),

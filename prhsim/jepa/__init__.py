@@ -20,6 +20,10 @@ from prhsim.jepa._closed_form import (
     spectral_contrastive_optimum as spectral_contrastive_optimum,
     whitened_optimum as whitened_optimum,
 )
+from prhsim.jepa._whitened_loss import (
+    whitened_alignment as whitened_alignment,
+    whitened_invariance as whitened_invariance,
+)
 from prhsim.jepa._invariance import invariance as invariance, pairwise_invariance as pairwise_invariance
 from prhsim.jepa._encoders_jax import (
     Encoder as Encoder,

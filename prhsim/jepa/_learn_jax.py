@@ -38,7 +38,8 @@ from prhsim.jepa._lejepa import LAMBDA, Convention
 from prhsim.jepa._learned import subspace_distance, trace_covariance
 from prhsim.jepa._learner import Representation
 from prhsim.jepa._sigreg import draw_directions
-from prhsim.jepa._train_jax import Data, Objective, Spec, pair_list, runner
+from prhsim.jepa._losses import Data, FactorLaw, Objective, exact_law, exact_tables
+from prhsim.jepa._train_jax import Spec, runner
 from prhsim.worlds import PairSampler, World, pair_sampler
 
 #: Stream tag of the minibatch pairs: one generator ``default_rng([seed, DATA_STREAM])`` per seed.
@@ -115,11 +116,12 @@ class TrainConfig:
             raise ValueError("whitening a minibatch needs batch_size >= 2")
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
 
-    def spec(self) -> Spec:
+    def spec(self, factor_shape: tuple[int, ...] | None = None) -> Spec:
+        """The compiled loop's key; ``factor_shape`` when the exact loss applies π factor by factor."""
         return Spec(self.objective, self.data, self.encoder, bool(self.centred), self.convention,
                     float(self.lr), int(self.steps),
                     int(round(self.warmup * self.steps)), float(self.end_lr), float(self.weight_decay),
-                    float(self.clip))
+                    float(self.clip), factor_shape)
 
 
 @dataclass(frozen=True)
@@ -202,18 +204,18 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     if reference is not None and (reference.n != world.n or reference.k != k):
         raise ValueError(f"the reference has {reference.n} states x {reference.k} features, "
                          f"the training {world.n} x {k}")
-    spec = config.spec()
+    law = exact_law(world, k) if config.data == "exact" else None
+    spec = config.spec(law.shape if isinstance(law, FactorLaw) else None)
     run = runner(spec)
     encoder = build_encoder(world, k, config)
     dtype = jnp.zeros(()).dtype  # float64 when jax_enable_x64, else float32
     p = np.asarray(world.p)
     shared: dict[str, Any] = {"inputs": jnp.asarray(encoder.inputs, dtype=None if encoder.kind == "tabular" else dtype),
                               "lam": jnp.asarray(config.lam, dtype=dtype)}
-    if config.data == "exact":
-        pairs = pair_list(world)
-        shared.update(rows=jnp.asarray(pairs.rows), cols=jnp.asarray(pairs.cols), p=jnp.asarray(p, dtype=dtype),
-                      scale=jnp.asarray(np.sqrt(pairs.pi.size * pairs.pi), dtype=dtype),
-                      root=jnp.asarray(np.sqrt(world.n * p), dtype=dtype))
+    if law is not None:
+        shared.update(jax.tree.map(lambda a: jnp.asarray(a, dtype=a.dtype if a.dtype.kind == "i" else dtype),
+                                   exact_tables(law)))
+        shared.update(p=jnp.asarray(p, dtype=dtype), nominal_n=jnp.asarray(config.batch_size, dtype=dtype))
         sampler = None
     else:
         sampler = pair_sampler(world)
