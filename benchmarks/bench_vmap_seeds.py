@@ -1,13 +1,20 @@
 """Seeds under ``jax.vmap``: 16 seeds against one, tabular whitening on minibatches (docs/theory.md §1.1).
 
 ring(64), k = 2, a table, the whitening objective, minibatches of B = 256 pairs,
-500 steps logged every 100 (five chunks of one jitted ``lax.scan``). At this size
-per-step overhead (sampling the pairs, dispatching the chunk), not arithmetic,
-dominates, so vmapping 16 seeds should cost little more than one. The baseline
+500 steps logged every 100 (five chunks of one jitted ``lax.scan``). The baseline
 is ``train(..., seeds=(0,))``; beside it, ``train(..., seeds=range(16))``. Each is
 called once first, to compile (reported separately: the compile is paid once per
 shape), then timed as the best of several calls. Target: 16 seeds take at most
 3x the wall time of one.
+
+What dominates (2 shared CPU cores, float32, best of several): the compiled loop.
+Drawing the pairs (alias tables, :meth:`prhsim.worlds.PairSampler.batches_for`)
+takes about 2 ms for one seed and 25-45 ms for 16, a chunk ahead while the
+previous chunk runs; the jitted loop takes about 8 ms for one seed and 130-145 ms
+for 16, whose batched (16, 512, 2) products and reductions XLA's CPU code runs in
+time proportional to the seeds; initialisation, transfers and the final loss take
+about 3 ms. One seed's whole call is about 12 ms, so the 16-seed arithmetic alone
+exceeds 3x of it: the target is out of reach on this CPU (measured 12-14x).
 
     python benchmarks/bench_vmap_seeds.py
 """

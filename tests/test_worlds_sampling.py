@@ -275,15 +275,75 @@ def test_a_non_world_is_refused():
             sample_pairs(bad_world, 10, rng=0)
 
 
-@pytest.mark.parametrize("world", [ring(7), ProductWorld([ring(3), path(4)])])
-def test_batches_equal_back_to_back_pairs_calls(world):
+
+
+@pytest.mark.parametrize("name", sorted(WORLDS))
+def test_alias_tables_reproduce_pi_exactly(name):
+    """The probabilities the tables imply (cell keep probabilities and aliases, summed per outcome) are π's:
+    the pair table's are Π's positive entries over their sum, each row table's are Π[z, ·]/p(z)."""
+    for factor in WORLDS[name]().factors:
+        sampler = pair_sampler(factor)._factors[0]
+        Pi = dense(factor.Pi)
+        rows, cols = np.nonzero(Pi > 0)  # the positive entries, row-major
+        np.testing.assert_array_equal(sampler.rows, rows)
+        np.testing.assert_array_equal(sampler.cols, cols)
+        weights = Pi[rows, cols]
+        np.testing.assert_allclose(sampler.pairs.implied(), weights / weights.sum(), atol=1e-15, rtol=0)
+        np.testing.assert_allclose(sampler.views.implied(), weights / Pi.sum(axis=1)[rows], atol=1e-15, rtol=0)
+        for table in (sampler.pairs, sampler.views):
+            assert np.all((table.prob >= 0) & (table.prob <= 1))
+            segment = np.repeat(np.arange(table.length.size), table.length)
+            assert np.array_equal(segment[table.alias], segment), "an alias stays in its cell's segment"
+
+
+@pytest.mark.parametrize("weights, lengths", [
+    (np.full(5, 0.3), [5]),  # equal weights whose shares all round below 1/m (the largest is kept heavy)
+    (np.array([1e-300, 1.0, 1e-12, 2.0, 3.0]), [5]),  # a light outcome far below the others
+    (np.array([1.0, 1.0, 2.0, 2.0, 5.0, 1e-9, 1e-9, 3.0]), [1, 3, 4]),  # ties, a one-outcome segment
+    (np.random.default_rng(0).random(500) ** 20, np.full(50, 10)),  # skewed, many segments
+], ids=["equal", "tiny", "segments", "skewed"])
+def test_walker_tables_match_their_laws(weights, lengths):
+    from prhsim.worlds._sampling import walker
+
+    table = walker(weights, np.asarray(lengths))
+    segment = np.repeat(np.arange(len(lengths)), lengths)
+    law = weights / np.bincount(segment, weights=weights)[segment]
+    np.testing.assert_allclose(table.implied(), law, atol=1e-15, rtol=0)
+    assert np.array_equal(segment[table.alias], segment)
+    # draws at the ends of [0, 1) stay in the segment; u·m rounding up to m takes the last cell's alias
+    u = np.array([0.0, np.nextafter(1.0, 0.0)])
+    for g in range(len(lengths)):
+        drawn = table.draw(u, np.full(2, g)) if len(lengths) > 1 else table.draw(u)
+        assert np.all(segment[drawn] == g)
+
+
+@pytest.mark.parametrize("B, steps", [(16, 4), (16, 1100), (10_000, 2)], ids=["one-block", "blocks", "wide"])
+@pytest.mark.parametrize("world", [ring(7), ProductWorld([ring(3), path(4)])], ids=["ring7", "ring3xpath4"])
+def test_batches_equal_back_to_back_pairs_calls(world, B, steps):
+    """Drawn a block of steps at a time (several blocks when B·steps is large, one step per block when B is)."""
     sampler = pair_sampler(world)
     gen_a, gen_b = np.random.default_rng(5), np.random.default_rng(5)
-    anchors, views = sampler.batches(16, 4, rng=gen_a)
-    for j in range(4):
-        z, z2 = sampler.pairs(16, rng=gen_b)
+    anchors, views = sampler.batches(B, steps, rng=gen_a)
+    assert anchors.shape == views.shape == (steps, B) and anchors.dtype == views.dtype == np.int64
+    for j in range(steps):
+        z, z2 = sampler.pairs(B, rng=gen_b)
         np.testing.assert_array_equal(anchors[j], z)
         np.testing.assert_array_equal(views[j], z2)
     assert gen_a.random() == gen_b.random()  # both generators advanced alike
     with pytest.raises(ValueError, match="steps must be a positive integer"):
         sampler.batches(16, 0)
+
+
+@pytest.mark.parametrize("world", [ring(7), ProductWorld([ring(3), path(4)])], ids=["ring7", "ring3xpath4"])
+def test_batches_for_stacks_one_stream_per_generator(world):
+    """Stream s is ``batches(rng=rngs[s])`` and depends on its generator alone (not on the others, nor their number)."""
+    sampler = pair_sampler(world)
+    gens = [np.random.default_rng([s, 1]) for s in (4, 0, 9)]
+    anchors, views = sampler.batches_for(16, 700, gens)  # 3 x 700 steps of 16 pairs: several blocks
+    assert anchors.shape == views.shape == (3, 700, 16) and anchors.dtype == np.int64
+    for s, seed in enumerate((4, 0, 9)):
+        alone = np.random.default_rng([seed, 1])
+        a, v = sampler.batches(16, 700, rng=alone)
+        np.testing.assert_array_equal(anchors[s], a)
+        np.testing.assert_array_equal(views[s], v)
+        assert gens[s].random() == alone.random()  # each generator advanced as its own batches() call

@@ -1,7 +1,8 @@
 """The ``prhsim`` command line: a thin layer over :mod:`prhsim.experiments`.
 
-Commands: ``prhsim run`` (solve, compare, check, write a run folder) and
-``prhsim worlds`` (every world kind with its settings). Usage errors are one
+Commands: ``prhsim run`` (solve, compare, check, write a run folder; ``--learner``
+trains SGD learners beside the closed form), ``prhsim sweep sigreg-weight`` (SIGReg
+over a grid of weights) and ``prhsim worlds`` (every world kind with its settings). Usage errors are one
 line and exit 2; an unexpected exception is a bug and ends with its traceback
 (exit 1); Ctrl-C exits 130.
 """
@@ -12,6 +13,7 @@ import click
 
 from prhsim import __version__
 from prhsim.cli._run import run
+from prhsim.cli._sweep import sweep
 from prhsim.cli._worlds import worlds
 
 
@@ -22,4 +24,5 @@ def main() -> None:
 
 
 main.add_command(run)
+main.add_command(sweep)
 main.add_command(worlds)

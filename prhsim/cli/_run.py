@@ -22,6 +22,7 @@ from prhsim._budget import ResourceError
 from prhsim._io import OutputError, check_out_folder, staged_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.config import (
+    LEARNER_CHOICES,
     WORLD_KINDS,
     ConfigError,
     RunConfig,
@@ -83,15 +84,16 @@ def _parse_out(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return Path(value)
 
 
-def _resolve(config_file: Path | None, flags: dict, world_flags: dict, sets: tuple[str, ...],
-             notes: list[str]) -> RunConfig:
+def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_flags: dict,
+             sets: tuple[str, ...], notes: list[str]) -> RunConfig:
     file_data = read_config_file(config_file) if config_file else {}
     if config_file and is_run_folder_config(config_file) and "out" in file_data and flags.get("out") is None:
         del file_data["out"]
         notes.append(f"{config_file} is a run's own config: this run writes a new folder (use --out to choose)")
     world_sets = {f"world.{key}": value for key, value in world_flags.items() if value is not None}
+    training_sets = {f"training.{key}": value for key, value in training_flags.items() if value is not None}
     try:
-        return resolve_run_config(file_data, {**flags, **world_sets}, sets, notes)
+        return resolve_run_config(file_data, {**flags, **world_sets, **training_sets}, sets, notes)
     except ConfigError as exc:
         for key, value in world_flags.items():
             if value is not None and f"world.{key}" in exc.unknown_keys:
@@ -116,6 +118,13 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, sets: tup
 @click.option("--n", "n_states", type=int, default=None, help="ring, random: number of states (world.n).")
 @click.option("--shape", callback=_parse_shape, default=None, metavar="A,B,..",
               help="torus, grid: size per axis (world.shape).")
+@click.option("--learner", type=click.Choice(LEARNER_CHOICES), default=None,
+              help="closed: the closed form only (default); whiten, sigreg, all: also train by SGD and "
+                   "compare with it (training.* settings; see docs/learning.md).")
+@click.option("--steps", type=int, default=None, help="SGD steps per learner and modality (training.steps, default 1000).")
+@click.option("--seeds", type=int, default=None, help="SGD seeds per learner and modality (training.seeds, default 2).")
+@click.option("--encoder", type=click.Choice(["tabular", "mlp"]), default=None,
+              help="SGD encoder: one vector per state, or an MLP on the observation (training.encoder).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Any setting, e.g. --set world.laziness=0.3 (values as in TOML; repeatable).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -130,8 +139,8 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, sets: tup
               help="Print the results document to stdout instead of the report.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 if any check disagrees with the theory.")
-def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_states, shape, sets, config_file,
-        out, overwrite, memory_gb, no_figures, as_json, quiet, strict) -> None:
+def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_states, shape, learner, steps, seeds,
+        encoder, sets, config_file, out, overwrite, memory_gb, no_figures, as_json, quiet, strict) -> None:
     """Solve every modality in closed form and check the theorem's predictions.
 
     \b
@@ -139,6 +148,7 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
       prhsim run --world gridscene --modalities 3
       prhsim run --views bad --eps 0.1
       prhsim run --world torus --shape 8,12 --k 2
+      prhsim run --world ring --n 64 --learner all --steps 1000
       prhsim run --config my.toml --set world.laziness=0.3 --out runs/mine
     `prhsim worlds` lists every world kind with its settings, defaults and ranges.
     """
@@ -149,10 +159,11 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
     notes: list[str] = []
     flags = {"world": world, "modalities": modalities, "views": views, "eps": eps, "k": k, "seed": seed,
              "out": out, "centred": False if uncentred else None, "figures": False if no_figures else None,
-             "memory_limit_gb": memory_gb}
+             "memory_limit_gb": memory_gb, "learner": learner}
+    training_flags = {"steps": steps, "seeds": seeds, "encoder": encoder}
     world_flags = {"size": size, "objects": objects, "n": n_states, "shape": shape}
     try:
-        config = _resolve(config_file, flags, world_flags, sets, notes)
+        config = _resolve(config_file, flags, world_flags, training_flags, sets, notes)
         plan = plan_run(config)
         out_dir = config.out or _default_out(config)
         check_out_folder(out_dir, overwrite=overwrite)

@@ -10,6 +10,10 @@ from prhsim.config._merge import (
     parse_assignment as parse_assignment,
     resolve_run_config as resolve_run_config,
 )
+from prhsim.config._training import (
+    LEARNER_CHOICES as LEARNER_CHOICES,
+    TrainingSettings as TrainingSettings,
+)
 from prhsim.config._run import DEFAULT_EPS as DEFAULT_EPS, RunConfig as RunConfig
 from prhsim.config._worlds import (
     GRIDSCENE_MODALITIES as GRIDSCENE_MODALITIES,

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from prhsim.config._training import Learners, TrainingSettings
 from prhsim.config._worlds import GRIDSCENE_MODALITIES, GridSceneWorld, Settings, WorldConfig
 
 #: The bad view's resampling probability when a bad view is asked for without ``eps``.
@@ -31,6 +32,9 @@ class RunConfig(Settings):
         figures: write the PNG figures.
         memory_limit_gb: refuse a run whose estimated peak memory exceeds this many GB
             (unset: half of the machine's memory).
+        learner: "closed" (the closed form only), or also train by SGD and compare with it:
+            "whiten" (hard whitening), "sigreg" (LeJEPA's SIGReg) or "all" (both).
+        training: how the SGD learners are trained (:class:`TrainingSettings`).
     """
 
     world: WorldConfig = Field(default_factory=GridSceneWorld)
@@ -44,6 +48,8 @@ class RunConfig(Settings):
     out: Path | None = Field(None, strict=False)
     figures: bool = True
     memory_limit_gb: float | None = Field(None, gt=0)
+    learner: Learners = "closed"
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
 
     @field_validator("k", mode="before")
     @classmethod
@@ -85,6 +91,11 @@ class RunConfig(Settings):
     def view_names(self) -> list[str]:
         """The view of each modality, in order: "good" or "bad"."""
         return [self.modality_views.get(n, self.views) for n in self.modality_names]
+
+    @property
+    def sgd_learners(self) -> list[str]:
+        """The SGD objectives this run trains, in order ("whiten", "sigreg"); empty for the closed form alone."""
+        return {"closed": [], "whiten": ["whiten"], "sigreg": ["sigreg"], "all": ["whiten", "sigreg"]}[self.learner]
 
     @property
     def bad_eps(self) -> float:

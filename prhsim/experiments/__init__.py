@@ -14,7 +14,8 @@ from prhsim.experiments.report import (
     results_document as results_document,
     write_outputs as write_outputs,
 )
-from prhsim.experiments._results import Check as Check, RunResult as RunResult
+from prhsim.experiments._results import Check as Check, RunResult as RunResult, SweepResult as SweepResult
+from prhsim.experiments._sigreg_sweep import DEFAULT_LAMS as DEFAULT_LAMS, sigreg_weight_sweep as sigreg_weight_sweep
 from prhsim.experiments._run import (
     Setup as Setup,
     WorldBuildError as WorldBuildError,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from prhsim.experiments._results import Check, ModalitySummary, PairSummary
+from prhsim.experiments._results import Check, LearnerSummary, ModalitySummary, PairSummary
 from prhsim.jepa import GAP_TOL
 
 #: ρ_P below this counts as "equal up to rotation"; predictions must match within it (closed forms).
@@ -18,8 +18,14 @@ RHO_ATOL = 1e-8
 LEARNED_RHO_ATOL = 0.05
 
 
+#: A learned representation may undercut L* by rounding only (Ky Fan: no feasible F beats the optimum).
+KY_FAN_RTOL = 1e-9
+
+
 def _tol_text(tol: float) -> str:
     return "1e-8" if tol == RHO_ATOL else f"{tol:g}"
+
+
 #: Eigenvalues, losses and whitening must match within this (relative to max(1, |x|)).
 VALUE_RTOL = 1e-8
 
@@ -125,3 +131,24 @@ def platonic_check(pairs: list[PairSummary], tol: float = RHO_ATOL) -> Check:
                  predicted="yes" if predicted else "no (nuisance features)",
                  observed=f"{'yes' if observed else 'no'} (max {worst.rho_p:.3g})",
                  verdict=_verdict(predicted == observed))
+
+
+def learned_checks(summary: LearnerSummary) -> list[Check]:
+    """Ky Fan for every learned modality: the whitened alignment loss of every seed is at least L* (ratio ≥ 1).
+
+    A seed that collapsed has no whitened loss; a modality whose seeds all collapsed gets N/A.
+    """
+    checks = []
+    for m in summary.modalities:
+        ratios = [r for r in m.alignment_ratio if r is not None]
+        subject = f"{summary.learner}: {m.name}"
+        claim = "Ky Fan: learned loss >= L*"
+        if not ratios:
+            checks.append(Check(claim=claim, subject=subject, predicted="ratio >= 1",
+                                observed="every seed collapsed", verdict="N/A"))
+            continue
+        low = min(ratios)
+        checks.append(Check(claim=claim, subject=subject, predicted="ratio >= 1",
+                            observed=f"min ratio {low:.6f} over {len(ratios)} seed(s)",
+                            verdict=_verdict(low >= 1.0 - KY_FAN_RTOL)))
+    return checks

@@ -33,6 +33,12 @@ BASELINE_BYTES = 150e6
 DENSE_FACTOR_UP_TO = 2_000
 #: Float operations per second assumed for the time class (a rough figure for one core).
 FLOPS = 1e9
+#: Peak of an SGD learner in tables of seeds x n_m x k floats (params, Adam's moments, gradients, features, copies).
+LEARNER_TABLE_COPIES = 12
+#: Float operations per element of a learner's step, forward and backward (measured on this project's
+#: 2-core CPU: about 6 ns per table element and factor for exact whitening, 20 ns per
+#: characteristic-function term for SIGReg), for the time class.
+WHITEN_FLOPS_PER_ELEMENT, SIGREG_FLOPS_PER_ELEMENT = 6, 20
 #: Time classes by estimated seconds.
 TIME_CLASSES = ((1.0, "under a second"), (60.0, "seconds"), (3600.0, "minutes"), (math.inf, "hours"))
 
@@ -136,6 +142,26 @@ def _solve_seconds(config: RunConfig, n: int, m: int) -> float:
     return total / FLOPS
 
 
+def _learner_cost(config: RunConfig, objective: str, n_m: int, k: int, obs_bytes: int,
+                  factors: int) -> tuple[float, float]:
+    """Peak bytes and float operations of one SGD learner on one modal world (rough, for refusals and the time class)."""
+    t = config.training
+    nbytes = LEARNER_TABLE_COPIES * FLOAT * float(t.seeds) * n_m * k
+    if t.encoder == "mlp":
+        nbytes += 3 * FLOAT * float(n_m) * obs_bytes
+    exact = t.data == "exact" or (t.data == "auto" and (objective == "whiten" or
+                                                         n_m**2 * t.num_directions <= t.exact_sigreg_work))
+    if exact and objective == "sigreg":
+        per_step = SIGREG_FLOPS_PER_ELEMENT * float(n_m) ** 2 * t.num_directions
+    elif exact:
+        per_step = WHITEN_FLOPS_PER_ELEMENT * float(n_m) * k * (factors + k)
+    elif objective == "sigreg":
+        per_step = SIGREG_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * t.num_directions * 17
+    else:
+        per_step = WHITEN_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * k * k
+    return nbytes, per_step * t.steps * t.seeds
+
+
 def plan_run(config: RunConfig) -> RunPlan:
     """Cost ``config`` before running it.
 
@@ -180,6 +206,12 @@ def plan_run(config: RunConfig) -> RunPlan:
         # tables: O(n_m·m) per pass over a few dozen passes, and O(n_m·m²) for QR/SVD-like products
         seconds += (float(n_m) * m * (factors + 20 + 2 * m) + float(rows) * size * 20) / FLOPS
     seconds += _solve_seconds(config, n, m)
+    for objective in config.sgd_learners:
+        for name, n_m, size in zip(names, modal.values(), obs):
+            nbytes, work = _learner_cost(config, objective, n_m, k_max, size, len(w.factor_sizes) + 1)
+            stages.append(Stage(f"{name}: learner {objective} ({config.training.seeds} seed(s) x {n_m:,} states)",
+                                nbytes, "lower training.seeds, or use a smaller world"))
+            seconds += work / FLOPS
     plan = RunPlan(n, modal, k_max, tuple(stages), seconds, limit)
     worst = plan.peak
     if plan.peak_bytes > limit:

@@ -71,6 +71,53 @@ class PairSummary(_Record):
     predicted_rho_p: float | None
 
 
+class LearnedModality(_Record):
+    """One modality learned by SGD, per seed, against its closed form (None where a seed collapsed).
+
+    ``distance[s][j]`` is seed s's ``s_Θ`` to the closed form after ``logged[j]`` steps, and
+    ``loss[s][j]`` its training loss there.
+    """
+
+    name: str
+    data: Literal["exact", "minibatch"]
+    lr: float
+    s_theta: list[float | None]
+    rho_p: list[float | None]
+    cov_error: list[float | None]
+    alignment_ratio: list[float | None]
+    trace_cov: list[float]
+    collapsed: list[bool]
+    seed_rho_p_max: float | None
+    logged: list[int]
+    distance: list[list[float]]
+    loss: list[list[float]]
+    seconds: float
+
+
+class LearnedPair(_Record):
+    """Two modalities' learned representations compared through the pairs sharing z, per seed."""
+
+    a: str
+    b: str
+    rho_p: list[float | None]
+    predicted_rho_p: float | None
+    closed_form_rho_p: float
+
+
+class LearnerSummary(_Record):
+    """One SGD objective trained on every modality (``prhsim run --learner``)."""
+
+    learner: Literal["whiten", "sigreg"]
+    encoder: Literal["tabular", "mlp"]
+    steps: int
+    seeds: list[int]
+    lam: float | None
+    convention: Literal["lejepa", "additive"] | None
+    modalities: list[LearnedModality]
+    pairs: list[LearnedPair]
+    seconds: float
+
+
 class Check(_Record):
     """A prediction of the theory next to what was observed."""
 
@@ -91,7 +138,23 @@ class RunResult(_Record):
     pairs: list[PairSummary]
     checks: list[Check]
     seconds: float
+    learned: list[LearnerSummary] = []
 
     @property
     def failures(self) -> list[Check]:
         return [c for c in self.checks if c.verdict == "FAIL"]
+
+
+class SweepResult(_Record):
+    """``prhsim sweep sigreg-weight``: one SIGReg learner per weight λ (``cells[i]`` was trained at ``lams[i]``)."""
+
+    prhsim_version: str
+    world: str
+    n_states: int
+    k: int
+    views: list[str]
+    convention: Literal["lejepa", "additive"]
+    lams: list[float]
+    cells: list[LearnerSummary]
+    closed_form_rho_p: dict[str, float]
+    seconds: float

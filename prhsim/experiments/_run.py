@@ -19,6 +19,7 @@ from prhsim.config import RunConfig
 from prhsim.experiments._checks import (
     LEARNED_RHO_ATOL,
     RHO_ATOL,
+    learned_checks,
     modality_checks,
     pair_checks,
     platonic_check,
@@ -124,7 +125,8 @@ def run(config: RunConfig, *, progress: Progress | None = None) -> RunResult:
 def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
           progress: Progress | None = None) -> RunResult:
     """Represent every modality of a built ``setup`` by ``learner`` (default: the closed form),
-    compare every pair, check the theory."""
+    compare every pair, check the theory; then train ``config.learner``'s SGD objectives on
+    every modality beside the closed form (:func:`prhsim.experiments._learning.learn`)."""
     say = progress or (lambda message: None)
     start = time.perf_counter()
     outcome = rotation_uniqueness(setup.base, setup.modalities, setup.views, config.k,
@@ -151,5 +153,12 @@ def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
     collapsed = {o.name for o in outcome.modalities if o.collapsed}
     for p in pairs:
         checks += pair_checks(p, k, tol, whitened=not {p.a, p.b} & collapsed)
+    learned = []
+    if config.sgd_learners and closed:
+        from prhsim.experiments._learning import learn
+
+        learned = learn(config, outcome, config.sgd_learners, progress=say)
+        for summary in learned:
+            checks += learned_checks(summary)
     return RunResult(prhsim_version=__version__, world=world, centred=config.centred, modalities=modalities,
-                     pairs=pairs, checks=checks, seconds=time.perf_counter() - start)
+                     pairs=pairs, checks=checks, seconds=time.perf_counter() - start, learned=learned)

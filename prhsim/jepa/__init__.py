@@ -65,6 +65,7 @@ from prhsim.jepa._sigreg import (
     sigreg as sigreg,
 )
 from prhsim.jepa._sigreg_torch import epps_pulley_torch as epps_pulley_torch, sigreg_torch as sigreg_torch
+from prhsim.jepa._train_torch import TorchLearner as TorchLearner, train_torch as train_torch
 from prhsim.jepa._spectrum import (
     DENSE_UP_TO as DENSE_UP_TO,
     choose_backend as choose_backend,

@@ -11,12 +11,12 @@ Randomness, per seed s (independent of how seeds are grouped and of ``log_every`
 
 * init: ``jax.random.key(s)``;
 * minibatch pairs at step t: the (t+1)-th of consecutive ``pair_sampler(world).pairs(B, rng=gen)``
-  calls on seed s's one generator ``gen = default_rng([s, 1])`` (each call takes the next 2·B
-  uniforms per factor of the world; the final loss, at step ``steps``, takes the next ones).
-  They are drawn on the host in numpy, one chunk of ``log_every`` steps at a time: one
-  ``gen.random`` call per seed and one inverse-CDF lookup for all the seeds per factor (the
-  same pairs as the consecutive calls, without a Python call per seed and step), then fed to
-  one jitted ``lax.scan`` over that chunk;
+  calls on seed s's one generator ``gen = default_rng([s, 1])`` (the final loss, at step
+  ``steps``, takes the next call's). They are drawn on the host in numpy, one chunk of
+  ``log_every`` steps at a time (:meth:`prhsim.worlds.PairSampler.batches_for`: one
+  ``gen.random`` call per seed and one alias-table lookup for all the seeds; the same pairs
+  as the consecutive calls), the next chunk while the current one runs, and fed to one
+  jitted ``lax.scan`` over each chunk;
 * SIGReg directions at step t: ``draw_directions(k, M, seed=s, step=t)`` (numpy, outside
   jit, passed in with the chunk); with ``directions="fixed"`` step 0's for every step.
 
@@ -196,14 +196,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     import jax.numpy as jnp
 
     start = time.perf_counter()
-    config = replace(config or TrainConfig(), **overrides) if overrides else (config or TrainConfig())
-    seeds = _check_seeds(seeds)
-    if isinstance(k, bool) or int(k) != k or not 1 <= k < world.n:
-        raise ValueError(f"k must be an integer in 1..{world.n - 1} for a world of {world.n} states, got {k!r}")
-    k = int(k)
-    if reference is not None and (reference.n != world.n or reference.k != k):
-        raise ValueError(f"the reference has {reference.n} states x {reference.k} features, "
-                         f"the training {world.n} x {k}")
+    config, seeds, k = check_request(world, k, config, seeds, reference, overrides)
     law = exact_law(world, k) if config.data == "exact" else None
     spec = config.spec(law.shape if isinstance(law, FactorLaw) else None)
     run = runner(spec)
@@ -213,7 +206,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     shared: dict[str, Any] = {"inputs": jnp.asarray(encoder.inputs, dtype=None if encoder.kind == "tabular" else dtype),
                               "lam": jnp.asarray(config.lam, dtype=dtype)}
     if law is not None:
-        shared.update(jax.tree.map(lambda a: jnp.asarray(a, dtype=a.dtype if a.dtype.kind == "i" else dtype),
+        shared.update(jax.tree.map(lambda a: jnp.asarray(a) if a.dtype.kind == "i" else jnp.asarray(a, dtype=dtype),
                                    exact_tables(law)))
         shared.update(p=jnp.asarray(p, dtype=dtype), nominal_n=jnp.asarray(config.batch_size, dtype=dtype))
         sampler = None
@@ -223,32 +216,37 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     sigreg = config.objective == "sigreg"
     resample = config.directions == "resample"
 
-    def step_data(steps: np.ndarray) -> dict[str, Any]:
-        data: dict[str, Any] = {"t": jnp.asarray(steps)}
+    def host_data(steps: np.ndarray) -> dict[str, np.ndarray]:
+        data: dict[str, np.ndarray] = {"t": steps}
         if sampler is not None:
-            z, z2 = draw_pairs(sampler, config.batch_size, len(steps), gens)
-            data["z"], data["z2"] = jnp.asarray(z), jnp.asarray(z2)
+            data["z"], data["z2"] = draw_pairs(sampler, config.batch_size, len(steps), gens)
         if sigreg:  # (S, L, k, M): step t's directions of each seed (step 0's when fixed)
-            data["dirs"] = jnp.asarray(np.array([[draw_directions(k, config.num_directions, seed=s,
-                                                                  step=int(t) if resample else 0)
-                                                  for t in steps] for s in seeds]), dtype=dtype)
+            data["dirs"] = np.array([[draw_directions(k, config.num_directions, seed=s, step=int(t) if resample else 0)
+                                      for t in steps] for s in seeds])
         return data
+
+    def device_data(data: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {key: jnp.asarray(value, dtype=dtype if key == "dirs" else None) for key, value in data.items()}
 
     params = _initial_params(encoder, seeds, init_params, dtype)
     state = run.init_state(params)
     reference_F = reference.features() if reference is not None else None
     logged, losses, distances = [], [], []
-    for first in range(0, config.steps, config.log_every):
-        chunk = np.arange(first, min(config.steps, first + config.log_every))
+    chunks = [np.arange(first, min(config.steps, first + config.log_every))
+              for first in range(0, config.steps, config.log_every)]
+    final_step = np.array([config.steps])
+    drawn = host_data(chunks[0])
+    for i, chunk in enumerate(chunks):
         if reference_F is not None:
             distances.append(_distances(run.embed(params, shared["inputs"]), p, reference_F, reference.centred))
-        params, state, values = run.run(params, state, step_data(chunk), shared)
+        params, state, values = run.run(params, state, device_data(drawn), shared)
+        # the next chunk's data (after the last chunk, the final step's) is drawn while this chunk runs
+        drawn = host_data(chunks[i + 1] if i + 1 < len(chunks) else final_step)
         values = np.asarray(values)
         _check_finite(values, chunk, seeds, config.lr)
-        logged.append(first)
+        logged.append(int(chunk[0]))
         losses.append(values[:, 0])
-    final_step = np.array([config.steps])
-    last = {key: value[0] if key == "t" else value[:, 0] for key, value in step_data(final_step).items()}
+    last = device_data({key: value[0] if key == "t" else value[:, 0] for key, value in drawn.items()})
     final = np.asarray(run.loss(params, last, shared))
     _check_finite(final[:, None], final_step, seeds, config.lr)
     features = np.asarray(run.embed(params, shared["inputs"]), dtype=np.float64)
@@ -304,10 +302,24 @@ def draw_pairs(sampler: PairSampler, B: int, steps: int, gens: Sequence[np.rando
     """The next ``steps`` minibatches of B pairs of every generator: anchors and views, each (S, steps, B) int64.
 
     Row ``[s, j]`` is what the j-th of ``steps`` consecutive ``sampler.pairs(B, rng=gens[s])`` calls
-    returns (:meth:`prhsim.worlds.PairSampler.batches`), one draw per generator.
+    returns (:meth:`prhsim.worlds.PairSampler.batches_for`: one ``random`` call per generator, one
+    table lookup for all of them).
     """
-    drawn = [sampler.batches(B, steps, rng=gen) for gen in gens]
-    return np.stack([a for a, _ in drawn]), np.stack([v for _, v in drawn])
+    return sampler.batches_for(B, steps, gens)
+
+
+def check_request(world: World, k: Any, config: TrainConfig | None, seeds: Sequence[int],
+                  reference: Optimum | None, overrides: dict[str, Any]) -> tuple[TrainConfig, tuple[int, ...], int]:
+    """The checked arguments of a training call (JAX or torch): the config with its overrides, the seeds, k."""
+    config = replace(config or TrainConfig(), **overrides) if overrides else (config or TrainConfig())
+    seeds = _check_seeds(seeds)
+    if isinstance(k, bool) or int(k) != k or not 1 <= k < world.n:
+        raise ValueError(f"k must be an integer in 1..{world.n - 1} for a world of {world.n} states, got {k!r}")
+    k = int(k)
+    if reference is not None and (reference.n != world.n or reference.k != k):
+        raise ValueError(f"the reference has {reference.n} states x {reference.k} features, "
+                         f"the training {world.n} x {k}")
+    return config, seeds, k
 
 
 def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:

@@ -1,4 +1,4 @@
-"""The files of a run: results.json, config.json and the two figures, written into its staging folder."""
+"""The files of a run: results.json, config.json and the figures, written into its staging folder."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def results_document(result: RunResult, *, git_revision: str | None) -> dict:
 
 
 def write_outputs(result: RunResult, config: RunConfig, folder: Path, *, git_revision: str | None) -> list[Path]:
-    """Write results.json, config.json and (if asked) the two PNG figures into ``folder``.
+    """Write results.json, config.json and (if asked) the PNG figures into ``folder`` (convergence.png with learners).
 
     ``folder`` is a run's staging folder (:func:`prhsim._io.staged_folder`), renamed into
     place whole once every file is written; the files are written directly.
@@ -29,4 +29,8 @@ def write_outputs(result: RunResult, config: RunConfig, folder: Path, *, git_rev
 
         written.append(save_png(spectrum_figure(result), folder / "spectrum.png"))
         written.append(save_png(residual_figure(result), folder / "residuals.png"))
+        if result.learned:
+            from prhsim.experiments.report._convergence import convergence_figure
+
+            written.append(save_png(convergence_figure(result), folder / "convergence.png"))
     return written

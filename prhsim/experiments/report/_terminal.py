@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -13,6 +14,44 @@ _VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "N/A": "yellow"}
 
 def _fmt(x: float | None, digits: int = 4) -> str:
     return "n/a" if x is None else f"{x:.{digits}g}"
+
+
+def _spread(values: list[float | None], digits: int = 3) -> str:
+    """``median [min, max]`` over seeds, or "collapsed" when no seed has a value."""
+    have = sorted(v for v in values if v is not None)
+    if not have:
+        return "[red]collapsed[/]"
+    missing = len(values) - len(have)
+    median = float(np.median(have))
+    text = f"{median:.{digits}g}" if len(have) == 1 else \
+        f"{median:.{digits}g} \\[{have[0]:.{digits}g}, {have[-1]:.{digits}g}]"
+    return text + (f" [red]({missing} collapsed)[/]" if missing else "")
+
+
+def render_learned(result: RunResult, console: Console) -> None:
+    """The "learned vs closed form" section: per learner and modality, medians [min, max] over seeds."""
+    table = Table(title="learned vs closed form (median \\[min, max] over seeds)", title_justify="left")
+    for col in ("learner", "modality", "data", "s_Theta", "rho_P", "||Cov - I||", "loss / L*", "seed rho_P", "time"):
+        table.add_column(col, justify="left" if col in ("learner", "modality", "data") else "right")
+    for summary in result.learned:
+        label = summary.learner if summary.lam is None else f"{summary.learner} (lam {summary.lam:g})"
+        for m in summary.modalities:
+            table.add_row(label, escape(m.name), f"{m.data}, {summary.encoder}", _spread(m.s_theta),
+                          _spread(m.rho_p), _spread(m.cov_error), _spread(m.alignment_ratio, 5),
+                          _fmt(m.seed_rho_p_max, 3), f"{m.seconds:.1f} s")
+    console.print(table)
+    pairs = Table(title="learned cross-modal rho_P (median \\[min, max] over seeds)", title_justify="left")
+    for col in ("learner", "pair", "learned", "closed form", "predicted"):
+        pairs.add_column(col, justify="left" if col in ("learner", "pair") else "right")
+    for summary in result.learned:
+        for p in summary.pairs:
+            pairs.add_row(summary.learner, escape(f"{p.a} vs {p.b}"), _spread(p.rho_p), f"{p.closed_form_rho_p:.3g}",
+                          _fmt(p.predicted_rho_p, 3))
+    if any(summary.pairs for summary in result.learned):
+        console.print(pairs)
+    steps = {s.steps for s in result.learned}
+    console.print(f"{'/'.join(map(str, sorted(steps)))} steps; s_Theta and rho_P after whitening under p; "
+                  "loss / L* >= 1 by Ky Fan, = 1 on the optimal orbit\n", highlight=False)
 
 
 def render_report(result: RunResult, console: Console) -> None:
@@ -52,6 +91,9 @@ def render_report(result: RunResult, console: Console) -> None:
                 cells.append("-" if p is None else f"{p.rho_p:.3g} ({_fmt(p.predicted_rho_p, 3)})")
             matrix.add_row(a, *cells)
         console.print(matrix)
+
+    if result.learned:
+        render_learned(result, console)
 
     checks = Table(title="theory vs observation", title_justify="left")
     checks.add_column("check / subject", overflow="fold")

@@ -1,0 +1,46 @@
+"""Settings of the SGD learners that ``prhsim run --learner`` trains beside the closed form (docs/learning.md)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from prhsim.config._worlds import Settings
+
+#: ``--learner`` choices: the closed form alone, one SGD objective beside it, or both.
+LEARNER_CHOICES = ("closed", "whiten", "sigreg", "all")
+Learners = Literal["closed", "whiten", "sigreg", "all"]
+
+
+class TrainingSettings(Settings):
+    """How each SGD learner is trained (``training.*`` keys; flags --steps, --seeds, --encoder).
+
+    Attributes:
+        steps: optimiser steps per learner and modality.
+        seeds: seeds trained together (``vmap``) per learner and modality; seed s is ``seed + s``.
+        encoder: "tabular" (one vector per state, the encoder the theorem assumes) or "mlp"
+            (on the rendered observation ``g_m(z, n)``).
+        data: "exact" (every pair of π, full batch), "minibatch" (``batch_size`` sampled pairs
+            per step), or "auto": exact for hard whitening when π can be applied, and for
+            SIGReg when its exact regulariser is cheap enough (it costs n² per
+            direction: up to ``exact_sigreg_work`` = n²·num_directions per step), minibatches
+            otherwise.
+        batch_size: pairs per minibatch; also the N that scales SIGReg's exact regulariser.
+        lr: peak learning rate (unset: 0.1 for an exact table, 0.01 otherwise).
+        lam: SIGReg's weight λ.
+        convention: "lejepa" ``λ·SIGReg + (1 − λ)·invariance`` or "additive" ``invariance + λ·SIGReg``.
+        num_directions: SIGReg's random directions per step.
+        exact_sigreg_work: under "auto", SIGReg runs on exact data when n²·num_directions is at most this.
+    """
+
+    steps: int = Field(1000, ge=1, le=1_000_000)
+    seeds: int = Field(2, ge=1, le=64)
+    encoder: Literal["tabular", "mlp"] = "tabular"
+    data: Literal["auto", "exact", "minibatch"] = "auto"
+    batch_size: int = Field(256, ge=2, le=1_000_000)
+    lr: float | None = Field(None, gt=0, le=10)
+    lam: float = Field(0.02, ge=0)
+    convention: Literal["lejepa", "additive"] = "lejepa"
+    num_directions: int = Field(64, ge=1, le=65_536)
+    exact_sigreg_work: int = Field(2**18, ge=1)

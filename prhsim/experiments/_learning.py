@@ -1,0 +1,135 @@
+"""Learned versus closed form: train each modality by SGD and measure how close it gets (docs/theory.md §1.1, §2, §7).
+
+For each SGD objective ("whiten": hard whitening, the objective the theorem covers;
+"sigreg": LeJEPA's SIGReg, where uniqueness is not proven) and each modality, S seeds
+are trained on the modality's world (:func:`prhsim.jepa.train`) and compared with that
+world's whitened closed form: ``s_Θ`` and ``ρ_P`` after centring and whitening under p,
+``‖Cov_p f − I‖``, the whitened alignment loss over L* (≥ 1 for every feasible
+representation, by Ky Fan), the seed-to-seed ``ρ_P``, and, for every pair of
+modalities, the cross-modal ``ρ_P`` of the learned representations (the same coupled
+comparison as the closed form's, :func:`prhsim.metrics.coupled_comparison`) beside the
+closed form's prediction. The distance to the closed form is logged along training for
+the convergence figure.
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import combinations
+from typing import Callable, Sequence
+
+import numpy as np
+
+from prhsim.config import RunConfig, TrainingSettings
+from prhsim.experiments._results import LearnedModality, LearnedPair, LearnerSummary
+from prhsim.experiments._rotation import RotationUniqueness
+from prhsim.jepa._learned import evaluate_learned, seed_spread
+from prhsim.metrics import coupled_comparison, whiten
+from prhsim.worlds import World
+
+Progress = Callable[[str], None]
+#: Default peak learning rates: an exact table tolerates a large one.
+EXACT_TABLE_LR, DEFAULT_LR = 0.1, 1e-2
+
+
+def data_mode(objective: str, world: World, k: int, training: TrainingSettings) -> str:
+    """The data mode ``training.data`` resolves to for this objective and world ("exact" or "minibatch")."""
+    if training.data != "auto":
+        return training.data
+    if objective == "sigreg":
+        return "exact" if world.n**2 * training.num_directions <= training.exact_sigreg_work else "minibatch"
+    from prhsim.jepa._losses import exact_law
+
+    try:
+        exact_law(world, k)
+    except ValueError:  # too many pairs to list, and no factors to apply
+        return "minibatch"
+    return "exact"
+
+
+def train_config(objective: str, data: str, training: TrainingSettings, centred: bool):
+    """The :class:`prhsim.jepa.TrainConfig` of one learner."""
+    from prhsim.jepa import TrainConfig
+
+    lr = training.lr or (EXACT_TABLE_LR if data == "exact" and training.encoder == "tabular" else DEFAULT_LR)
+    return TrainConfig(objective=objective, encoder=training.encoder, data=data, steps=training.steps,
+                       batch_size=training.batch_size, lr=lr, log_every=max(1, training.steps // 50),
+                       centred=centred, lam=training.lam, convention=training.convention,
+                       num_directions=training.num_directions)
+
+
+def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[str], *,
+          progress: Progress | None = None) -> list[LearnerSummary]:
+    """Train every objective on every modality of a closed-form ``outcome`` and compare (see the module docstring)."""
+    from prhsim.jepa import train
+
+    say = progress or (lambda message: None)
+    training = config.training
+    seeds = tuple(config.seed + s for s in range(training.seeds))
+    k = outcome.k
+    summaries = []
+    for objective in objectives:
+        start = time.perf_counter()
+        modalities, whitened = [], {}
+        for o in outcome.modalities:
+            data = data_mode(objective, o.world, k, training)
+            say(f"learner {objective}: {o.name} ({data}, {training.encoder}, {training.seeds} seed(s), "
+                f"{training.steps} steps)")
+            result = train(o.world, k, train_config(objective, data, training, outcome.centred), seeds=seeds,
+                           reference=o.optimum)
+            modalities.append(_modality(o.name, data, result, o.world, o.optimum, outcome.centred))
+            whitened[o.name] = _whitened(result.features, result.collapsed, o.world.p, outcome.centred)
+        pairs = []
+        closed_pairs = {(p.a, p.b): p for p in outcome.pairs}
+        by_name = {o.name: o for o in outcome.modalities}
+        base_p = outcome.modalities[0].world.base.p
+        for a, b in combinations([o.name for o in outcome.modalities], 2):
+            rho = [None if Fa is None or Fb is None else
+                   coupled_comparison(Fa, by_name[a].world.modality.nuisance, Fb,
+                                      by_name[b].world.modality.nuisance, base_p).rho_p
+                   for Fa, Fb in zip(whitened[a], whitened[b])]
+            pairs.append(LearnedPair(a=a, b=b, rho_p=rho, predicted_rho_p=closed_pairs[(a, b)].predicted_rho,
+                                     closed_form_rho_p=closed_pairs[(a, b)].comparison.rho_p))
+        summaries.append(LearnerSummary(
+            learner=objective, encoder=training.encoder, steps=training.steps, seeds=list(seeds),
+            lam=training.lam if objective == "sigreg" else None,
+            convention=training.convention if objective == "sigreg" else None,
+            modalities=modalities, pairs=pairs, seconds=time.perf_counter() - start))
+    return summaries
+
+
+def _whitened(features: np.ndarray, collapsed: np.ndarray, p: np.ndarray, centred: bool) -> list[np.ndarray | None]:
+    """Each seed's features whitened under p, or None for a collapsed seed (no cross-modal ρ_P then)."""
+    out = []
+    for F, dead in zip(features, collapsed):
+        if dead:
+            out.append(None)
+            continue
+        try:
+            out.append(whiten(F, p, centre=centred))
+        except ValueError:  # a singular covariance: collapsed
+            out.append(None)
+    return out
+
+
+def _modality(name: str, data: str, result, world: World, optimum, centred: bool) -> LearnedModality:
+    evaluations = []
+    for F, collapsed in zip(result.features, result.collapsed):
+        try:
+            evaluations.append(None if collapsed else evaluate_learned(F, world, optimum, ep=False))
+        except ValueError:  # cannot be whitened: collapsed
+            evaluations.append(None)
+    whole = [e for e in evaluations if e is not None]
+    spread = seed_spread(result.features, world.p, centred=centred) if len(whole) == len(evaluations) > 1 else None
+
+    def per_seed(field: str) -> list[float | None]:
+        return [None if e is None else float(getattr(e, field)) for e in evaluations]
+
+    return LearnedModality(
+        name=name, data=data, lr=result.config.lr, s_theta=per_seed("s_theta"), rho_p=per_seed("rho_p"),
+        cov_error=per_seed("cov_error"), alignment_ratio=per_seed("alignment_ratio"),
+        trace_cov=[float(t) for t in result.trace_cov],
+        collapsed=[bool(c) or e is None for c, e in zip(result.collapsed, evaluations)],
+        seed_rho_p_max=None if spread is None else float(np.max(spread.rho_p)),
+        logged=[int(t) for t in result.logged], distance=[[float(d) for d in row] for row in result.distance],
+        loss=[[float(v) for v in row] for row in result.loss], seconds=result.seconds)

@@ -1,0 +1,80 @@
+"""The SIGReg weight sweep: where SIGReg collapses, where the modalities align, how far it sits from the closed form.
+
+For each weight λ of a grid, SIGReg (LeJEPA's objective, docs/theory.md §7) is trained
+on every modality of one world with the run's training settings
+(:func:`prhsim.experiments._learning.learn`), and measured against the whitened closed
+form: the fraction of collapsed seeds, ``s_Θ`` to the closed form after whitening
+under p, ``‖Cov_p f − I‖`` before whitening, and the cross-modal ``ρ_P`` of every pair.
+The closed form is solved once; the cells differ only in λ.
+
+What λ means: in the "lejepa" convention the loss is ``λ·SIGReg + (1 − λ)·invariance``,
+in the "additive" one ``invariance + λ·SIGReg``; in both data modes SIGReg carries the
+factor N of a batch of N = ``training.batch_size`` pairs (the exact regulariser is
+scaled by it), so one λ means one balance whether the data are exact or sampled.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from prhsim import __version__
+from prhsim._budget import memory_limit
+from prhsim.config import RunConfig
+from prhsim.experiments._learning import learn
+from prhsim.experiments._plan import plan_run
+from prhsim.experiments._results import LearnerSummary, SweepResult
+from prhsim.experiments._rotation import rotation_uniqueness
+from prhsim.experiments._run import build
+
+Progress = Callable[[str], None]
+#: The default grid of λ: 9 points from 1e-4 to 0.5, log-spaced (the "lejepa" convention's range).
+DEFAULT_LAMS = tuple(float(x) for x in np.geomspace(1e-4, 0.5, 9))
+
+
+def check_lams(lams: Sequence[float], convention: str) -> tuple[float, ...]:
+    """λ values: positive, finite, distinct, below 1 in the "lejepa" convention; returned sorted."""
+    values = tuple(float(x) for x in lams)
+    if not values:
+        raise ValueError("the sweep needs at least one value of lam")
+    for x in values:
+        if not np.isfinite(x) or x <= 0:
+            raise ValueError(f"lam must be a positive finite number, got {x}")
+        if convention == "lejepa" and x >= 1:
+            raise ValueError(f"lam must be below 1 in the lejepa convention (lam·SIGReg + (1 − lam)·invariance), "
+                             f"got {x}; use training.convention=\"additive\" for larger weights")
+    if len(set(values)) != len(values):
+        raise ValueError(f"lam values must be distinct, got {list(values)}")
+    return tuple(sorted(values))
+
+
+def sigreg_weight_sweep(config: RunConfig, lams: Sequence[float] = DEFAULT_LAMS, *,
+                        progress: Progress | None = None) -> SweepResult:
+    """Train SIGReg at every λ on every modality of ``config``'s world and measure it (see the module docstring).
+
+    Raises:
+        ValueError: on a bad λ grid.
+        ResourceError: the run would not fit in memory (as :func:`prhsim.experiments.plan_run`).
+    """
+    say = progress or (lambda message: None)
+    lams = check_lams(lams, config.training.convention)
+    config = config.model_copy(update={"learner": "sigreg"})
+    plan = plan_run(config)
+    start = time.perf_counter()
+    with memory_limit(plan.limit):
+        say("building the world")
+        setup = build(config)
+        outcome = rotation_uniqueness(setup.base, setup.modalities, setup.views, config.k, centred=config.centred,
+                                      progress=say, rng=config.seed)
+        cells: list[LearnerSummary] = []
+        for i, lam in enumerate(lams):
+            say(f"lam = {lam:.3g} ({i + 1} of {len(lams)})")
+            cell = config.model_copy(update={"training": config.training.model_copy(update={"lam": lam})})
+            cells.extend(learn(cell, outcome, ["sigreg"], progress=say))
+    return SweepResult(prhsim_version=__version__, world=setup.name, n_states=setup.base.n, k=outcome.k,
+                       views=[v.label for v in setup.views], convention=config.training.convention,
+                       lams=list(lams), cells=cells, closed_form_rho_p={f"{p.a} vs {p.b}": p.comparison.rho_p
+                                                                        for p in outcome.pairs},
+                       seconds=time.perf_counter() - start)

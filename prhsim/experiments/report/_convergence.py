@@ -1,0 +1,55 @@
+"""The convergence figure of ``prhsim run --learner``: distance to the closed form against step.
+
+One panel per modality; in each, one curve per learner (the median ``s_Θ`` over
+seeds) with a band from the smallest to the largest seed. ``s_Θ`` is the subspace
+distance between the learned features, centred and whitened under p, and the
+modality's closed-form optimum (docs/theory.md §2). A log scale, floored at 1e-16
+(an exact run reaches rounding).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from prhsim.experiments._results import RunResult
+from prhsim.experiments.report._figures import _new_figure
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
+    from matplotlib.figure import Figure
+
+#: Learner colours (stable across panels).
+LEARNER_COLOURS = {"whiten": "tab:blue", "sigreg": "tab:orange"}
+#: Floor of the log axis.
+FLOOR = 1e-16
+#: gid prefix by which tests find each learner's median curve ("convergence-<learner>-<modality>").
+CURVE_GID = "convergence"
+
+
+def convergence_figure(result: RunResult) -> Figure:
+    """Median and min–max band over seeds of ``s_Θ`` to the closed form against step, per learner and modality."""
+    if not result.learned:
+        raise ValueError("this run trained no learner: there is no convergence to draw")
+    names = [m.name for m in result.learned[0].modalities]
+    fig = _new_figure((3.6 * len(names) + 0.6, 3.4))
+    axes = fig.subplots(1, len(names), squeeze=False, sharey=True)[0]
+    for ax, name in zip(axes, names):
+        for summary in result.learned:
+            m = next(x for x in summary.modalities if x.name == name)
+            steps = np.asarray(m.logged)
+            d = np.maximum(np.asarray(m.distance, dtype=float), FLOOR)  # (seeds, logged)
+            colour = LEARNER_COLOURS.get(summary.learner, "tab:gray")
+            label = summary.learner if summary.lam is None else f"{summary.learner} (lam {summary.lam:g})"
+            ax.fill_between(steps, d.min(axis=0), d.max(axis=0), color=colour, alpha=0.2, linewidth=0)
+            ax.plot(steps, np.median(d, axis=0), color=colour, label=f"{label}, {m.data}",
+                    gid=f"{CURVE_GID}-{summary.learner}-{name}")
+        ax.set_yscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("step")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel(r"$s_\Theta$ to the closed form")
+    seeds = len(result.learned[0].seeds)
+    fig.suptitle(f"learned vs closed form: median over {seeds} seed(s), band min-max", fontsize="medium")
+    return fig

@@ -1,0 +1,305 @@
+"""The torch training loop: the JAX learner's loop in torch, over the same losses (docs/theory.md §1.1, §7).
+
+:func:`train_torch` trains a table or an MLP on the objectives of
+:func:`prhsim.jepa._losses.make_loss`, hard whitening (docs/theory.md §1.1) or
+LeJEPA's SIGReg (§7), exact or on minibatches, called on torch tensors: the
+objectives are written once against the array API and nothing here restates them.
+It mirrors :func:`prhsim.jepa._learn_jax.train` step for step:
+
+* the same :class:`TrainConfig` and :class:`TrainResult`, logging, collapse flag and errors;
+* the same data per seed s: the minibatch pairs of one generator ``default_rng([s, DATA_STREAM])``
+  drawn a chunk of ``log_every`` steps at a time (:func:`draw_pairs`), the SIGReg directions
+  ``draw_directions(k, M, seed=s, step=t)`` (step 0's when fixed); the final loss, at step
+  ``steps``, takes the next batch and step ``steps``' directions;
+* the same optimiser: the gradient clipped by its global norm as optax does it
+  (``g·clip/norm`` unless ``norm < clip``), then AdamW (β = 0.9, 0.999, ε = 1e-8, decoupled
+  weight decay) at the learning rate of optax's ``warmup_cosine_decay_schedule`` at the
+  update's step index (:func:`learning_rate`).
+
+From the same initial parameters both loops follow the same trajectory up to rounding.
+Seeds are trained one after another, one Python step at a time. Without ``init_params``
+seed s starts from ``torch.Generator().manual_seed(s)`` (a table of N(0, init_scale²)
+entries, or LeCun-normal weights and zero biases), not from JAX's init.
+torch is imported when :func:`train_torch` runs, never at module import; jax is never imported.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from prhsim._rng import RngLike, check_rng
+from prhsim.jepa import _losses
+from prhsim.jepa._closed_form import Optimum
+from prhsim.jepa._encoders_jax import Encoder, tabular_apply
+from prhsim.jepa._learn_jax import (DATA_STREAM, TrainConfig, TrainResult, _check_finite, check_request,
+                                    _distances, build_encoder, draw_pairs)
+from prhsim.jepa._learned import trace_covariance
+from prhsim.jepa._learner import Representation
+from prhsim.jepa._sigreg import draw_directions
+from prhsim.worlds import World, pair_sampler
+
+#: Adam's decay rates and ε: optax's ``adamw`` defaults.
+BETAS = (0.9, 0.999)
+EPS = 1e-8
+
+
+def learning_rate(config: TrainConfig, t: int) -> float:
+    """optax's ``warmup_cosine_decay_schedule`` (from 0 to ``lr`` over ``round(warmup·steps)`` steps,
+    cosine to ``end_lr·lr`` at ``steps``) at step t, with optax's order of operations and rounding.
+
+    With a warmup, optax's value is float32 even under ``jax_enable_x64``: the warmup line divides
+    the int32 step count in float32, and joining it with the (weakly typed) cosine keeps float32.
+    The same rounding here keeps the two loops on one trajectory (otherwise they part by ~1e-8).
+    """
+    warmup = int(round(config.warmup * config.steps))
+    peak, end = float(config.lr), float(config.end_lr * config.lr)
+    if t < warmup:
+        frac = np.float32(1) - np.float32(min(max(t, 0), warmup)) / np.float32(warmup)
+        return float(np.float32(0.0 - peak) * frac + np.float32(peak))
+    decay = float(config.steps - warmup)
+    alpha = 0.0 if peak == 0.0 else end / peak
+    cosine = 0.5 * (1 + math.cos(math.pi * min(float(t - warmup), decay) / decay))
+    value = peak * ((1 - alpha) * cosine + alpha)
+    return float(np.float32(value)) if warmup > 0 else value
+
+
+def train_torch(world: World, k: int, config: TrainConfig | None = None, *, seeds: Sequence[int] = (0,),
+                reference: Optimum | None = None, init_params: Any = None, device: Any = "cpu",
+                dtype: Any = None, **overrides: Any) -> TrainResult:
+    """Train an encoder of k features on ``world`` for each seed in turn (see the module docstring).
+
+    Args:
+        world, k, config, seeds, reference, overrides: as :func:`prhsim.jepa._learn_jax.train`.
+        init_params: start here instead of the seeded init: the encoder's params in the JAX
+            layout stacked on a leading seed axis (``{"table": (S, n, k)}`` or
+            ``{"layers": ((W_1, b_1), …)}`` with W (S, fan_in, fan_out); e.g. ``TrainResult.params``).
+        device: the torch device the training runs on.
+        dtype: the floating dtype of the parameters and the data (default ``torch.float32``).
+
+    Returns:
+        A :class:`TrainResult`; its ``params`` are numpy arrays in the JAX layout.
+
+    Raises:
+        ValueError: on a bad argument, or when the loss or the parameters stop being finite:
+            the message names the step and the seed.
+    """
+    import torch
+
+    start = time.perf_counter()
+    config, seeds, k = check_request(world, k, config, seeds, reference, overrides)
+    dtype = torch.float32 if dtype is None else dtype
+    device = torch.device(device)
+    encoder = build_encoder(world, k, config)
+    expected = _param_shapes(encoder, len(seeds))
+    if init_params is not None and _shapes(init_params) != expected:
+        raise ValueError(f"init_params must match the encoder's params stacked over {len(seeds)} seed(s): "
+                         f"{expected}, got {_shapes(init_params)}")
+
+    def tensor(a: Any) -> Any:  # a writable copy: integer tables stay int64
+        a = np.array(a)
+        return torch.tensor(a, dtype=torch.int64 if a.dtype.kind in "iu" else dtype, device=device)
+
+    law = _losses.exact_law(world, k) if config.data == "exact" else None
+    p = np.asarray(world.p, dtype=np.float64)
+    shared: dict[str, Any] = {"inputs": tensor(encoder.inputs), "lam": tensor(float(config.lam))}
+    if law is not None:
+        shared.update({key: _tree_map(tensor, value) for key, value in _losses.exact_tables(law).items()})
+        shared.update(p=tensor(p), nominal_n=tensor(float(config.batch_size)))
+    apply = _torch_apply(encoder.kind)
+    loss = _losses.make_loss(config.objective, config.data, centred=config.centred, convention=config.convention,
+                             apply=apply,
+                             factor_shape=law.shape if isinstance(law, _losses.FactorLaw) else None)
+    runs = []
+    for i, seed in enumerate(seeds):
+        params = _initial_params(encoder, seed, config.init_scale) if init_params is None else \
+            _tree_map(lambda a: np.array(a[i], dtype=np.float64), init_params)
+        params = _tree_map(lambda a: tensor(a).requires_grad_(True), params)
+        runs.append(_train_seed(world, k, config, seed, params, loss, apply, shared, reference, p))
+    features = np.stack([r[1] for r in runs])
+    if not np.all(np.isfinite(features)):
+        s, z = np.argwhere(~np.isfinite(features))[0][:2]
+        raise ValueError(f"training diverged: features of state {z} are not finite after step {config.steps} "
+                         f"for seed {seeds[s]} (lr={config.lr:g})")
+    trace = np.array([trace_covariance(F, p) for F in features])
+    return TrainResult(
+        config=config, k=k, seeds=seeds, params=_stack([r[0] for r in runs]), features=features,
+        logged=np.array([*range(0, config.steps, config.log_every), config.steps]),
+        loss=np.stack([r[2] for r in runs]),
+        distance=np.stack([r[3] for r in runs]) if reference is not None else None,
+        trace_cov=trace, collapsed=trace < config.collapse_tol * k, seconds=time.perf_counter() - start)
+
+
+def _train_seed(world: World, k: int, config: TrainConfig, seed: int, params: Any, loss: Callable[..., Any],
+                apply: Callable[..., Any], shared: dict[str, Any], reference: Optimum | None, p: np.ndarray
+                ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray | None]:
+    """One seed's run: (numpy params, features (n, k), logged losses (L,), logged distances (L,) or None)."""
+    import torch
+
+    device, dtype = shared["lam"].device, shared["lam"].dtype
+    leaves: list[Any] = []
+    _tree_map(leaves.append, params)
+    opt = torch.optim.AdamW(leaves, lr=0.0, betas=BETAS, eps=EPS, weight_decay=config.weight_decay)
+    sampler = pair_sampler(world) if config.data == "minibatch" else None
+    gens = [np.random.default_rng([seed, DATA_STREAM])]
+    sigreg, resample = config.objective == "sigreg", config.directions == "resample"
+
+    def step_data(steps: np.ndarray) -> list[dict[str, Any]]:
+        data: dict[str, Any] = {}
+        if sampler is not None:
+            z, z2 = draw_pairs(sampler, config.batch_size, len(steps), gens)
+            data["z"], data["z2"] = torch.tensor(z[0], device=device), torch.tensor(z2[0], device=device)
+        if sigreg:  # (L, k, M): step t's directions (step 0's when fixed)
+            data["dirs"] = torch.tensor(np.array([draw_directions(k, config.num_directions, seed=seed,
+                                                                  step=int(t) if resample else 0)
+                                                  for t in steps]), dtype=dtype, device=device)
+        return [{key: value[j] for key, value in data.items()} for j in range(len(steps))]
+
+    def features() -> np.ndarray:
+        with torch.no_grad():
+            return apply(params, shared["inputs"]).to(torch.float64).cpu().numpy()
+
+    def evaluate(step: dict[str, Any], t: int, values: list[Any], steps: np.ndarray) -> Any:
+        try:
+            return loss(params, step, shared)
+        except torch.linalg.LinAlgError as err:  # a singular covariance: JAX's solve returns non-finite values
+            if values:  # an earlier non-finite loss of the chunk is named first
+                _check_finite(torch.stack(values).cpu().numpy()[None], steps, (seed,), config.lr)
+            raise ValueError(f"training diverged: the loss is undefined at step {t} for seed {seed} "
+                             f"(lr={config.lr:g}): {err}") from err
+
+    reference_F = reference.features() if reference is not None else None
+    losses, distances = [], []
+    for first in range(0, config.steps, config.log_every):
+        chunk = np.arange(first, min(config.steps, first + config.log_every))
+        if reference_F is not None:
+            distances.append(_distances(features()[None], p, reference_F, reference.centred)[0])
+        values = []
+        for t, step in zip(chunk, step_data(chunk)):
+            opt.param_groups[0]["lr"] = learning_rate(config, int(t))
+            opt.zero_grad(set_to_none=True)
+            value = evaluate(step, int(t), values, chunk)
+            value.backward()
+            _clip_by_global_norm(leaves, config.clip)
+            opt.step()
+            values.append(value.detach())
+        values = torch.stack(values).cpu().numpy().astype(np.float64)
+        _check_finite(values[None], chunk, (seed,), config.lr)
+        losses.append(values[0])
+    final_step = np.array([config.steps])
+    with torch.no_grad():
+        final = np.array([float(evaluate(step_data(final_step)[0], config.steps, [], final_step))])
+    _check_finite(final[None], final_step, (seed,), config.lr)
+    losses.append(final[0])
+    F = features()
+    if reference_F is not None:
+        distances.append(_distances(F[None], p, reference_F, reference.centred)[0])
+    numpy_params = _tree_map(lambda a: a.detach().cpu().numpy(), params)
+    return numpy_params, F, np.array(losses), np.array(distances) if reference_F is not None else None
+
+
+def _clip_by_global_norm(leaves: list[Any], clip: float) -> None:
+    """optax's ``clip_by_global_norm``: ``g`` when ``‖g‖ < clip``, else ``(g / ‖g‖)·clip`` (no ε)."""
+    import torch
+
+    grads = [leaf.grad for leaf in leaves]
+    norm = torch.sqrt(sum(torch.sum(g * g) for g in grads))
+    keep = norm < clip
+    for leaf, g in zip(leaves, grads):
+        leaf.grad = torch.where(keep, g, (g / norm) * clip)
+
+
+def _torch_apply(kind: str) -> Callable[[Any, Any], Any]:
+    """The encoder's forward pass on torch tensors: the table lookup, or :func:`mlp_apply`'s MLP (tanh GELU)."""
+    import torch.nn.functional as tf
+
+    if kind == "tabular":
+        return tabular_apply
+
+    def mlp_apply(params: Any, x: Any) -> Any:
+        layers = params["layers"]
+        for W, b in layers[:-1]:
+            x = tf.gelu(x @ W + b, approximate="tanh")  # jax.nn.gelu's default
+        W, b = layers[-1]
+        return x @ W + b
+
+    return mlp_apply
+
+
+def _initial_params(encoder: Encoder, seed: int, scale: float) -> Any:
+    """Seed s's init (float64 numpy, JAX layout) from ``torch.Generator().manual_seed(s)``."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    if encoder.kind == "tabular":
+        return {"table": scale * torch.randn(encoder.n, encoder.k, generator=gen, dtype=torch.float64).numpy()}
+    widths = (int(encoder.inputs.shape[1]), *encoder.hidden, encoder.k)
+    return {"layers": tuple((torch.randn(fan_in, fan_out, generator=gen, dtype=torch.float64).numpy()
+                             / np.sqrt(fan_in), np.zeros(fan_out))
+                            for fan_in, fan_out in zip(widths[:-1], widths[1:]))}
+
+
+def _param_shapes(encoder: Encoder, S: int) -> Any:
+    if encoder.kind == "tabular":
+        return {"table": (S, encoder.n, encoder.k)}
+    widths = (int(encoder.inputs.shape[1]), *encoder.hidden, encoder.k)
+    return {"layers": tuple(((S, a, b), (S, b)) for a, b in zip(widths[:-1], widths[1:]))}
+
+
+def _shapes(tree: Any) -> Any:
+    return _tree_map(lambda a: tuple(np.shape(a)), tree)
+
+
+def _tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
+    """``fn`` on every leaf of nested dicts, tuples and lists (lists come back as tuples)."""
+    if isinstance(tree, dict):
+        return {key: _tree_map(fn, value) for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return tuple(_tree_map(fn, value) for value in tree)
+    return fn(tree)
+
+
+def _stack(trees: list[Any]) -> Any:
+    first = trees[0]
+    if isinstance(first, dict):
+        return {key: _stack([t[key] for t in trees]) for key in first}
+    if isinstance(first, tuple):
+        return tuple(_stack([t[i] for t in trees]) for i in range(len(first)))
+    return np.stack(trees)
+
+
+@dataclass(frozen=True)
+class TorchLearner:
+    """The torch loop as a learner (``learner(world, k, centred=…, rng=…) -> Representation``), as
+    :class:`prhsim.jepa.SGDLearner`: ``rng`` picks the seed, ``info`` holds the steps, the seconds,
+    the final loss, ``tr Cov``, the collapse flag and the device.
+
+    Attributes:
+        config: the hyperparameters (``centred`` is taken from the call).
+        name: the learner's name (default: the objective, "whiten" or "sigreg").
+        device: the torch device.
+        dtype: the torch dtype (default float32).
+    """
+
+    config: TrainConfig = TrainConfig()
+    name: str = ""
+    device: Any = "cpu"
+    dtype: Any = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.config.objective)
+
+    def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None) -> Representation:
+        seed = rng if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else \
+            int(check_rng(rng).integers(2**31))
+        result = train_torch(world, k, replace(self.config, centred=bool(centred)), seeds=(int(seed),),
+                             device=self.device, dtype=self.dtype)
+        info = {"steps": result.config.steps, "seconds": result.seconds, "seed": int(seed),
+                "loss": float(result.loss[0, -1]), "trace_cov": float(result.trace_cov[0]),
+                "collapsed": bool(result.collapsed[0]), "device": str(self.device)}
+        return Representation(self.name, result.features[0], info=info)
