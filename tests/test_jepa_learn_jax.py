@@ -209,3 +209,12 @@ def test_minibatch_pairs_are_consecutive_sampler_calls_per_seed():
             for j in range(2):  # anchors, views
                 drawn = np.concatenate([first[j][i], second[j][i]])
                 np.testing.assert_array_equal(drawn, np.array([e[j] for e in expected]))
+
+
+def test_exact_sigreg_is_refused_when_its_gradient_would_not_fit():
+    """The exact SIGReg's gradient keeps every block's n x n x M terms: 512² x 64 x 3 floats x 4 seeds = 1.6 GB."""
+    from prhsim import ResourceError, memory_limit
+
+    world = ring(512)
+    with memory_limit(int(1e9)), pytest.raises(ResourceError, match="the gradient of the exact SIGReg over 512 states"):
+        train(world, 2, objective="sigreg", num_directions=64, seeds=(0, 1, 2, 3))

@@ -96,3 +96,16 @@ def _converter(library):
             return tuple(to_torch(value) for value in tree)
         return torch.tensor(np.array(tree))
     return to_torch
+
+
+def test_exact_sigreg_invariance_averaged_over_dims_is_lejepas():
+    """``dims="mean"``: the invariance is E_π‖f − f'‖²/(4k), LeJEPA's code's per-coordinate mean."""
+    k = 3
+    F = np.random.default_rng(3).standard_normal((MODAL.n, k))
+    law = exact_law(MODAL, k)
+    shared = {"inputs": np.arange(MODAL.n), "p": MODAL.p, "lam": 0.0, "nominal_n": 1.0, **exact_tables(law)}
+    loss = make_loss("sigreg", "exact", centred=True, convention="additive", apply=lookup, factor_shape=law.shape,
+                     dims="mean")
+    assert_close(float(loss({"table": F}, {"dirs": np.eye(k)}, shared)), alignment_loss(MODAL, F) / (4 * k))
+    with pytest.raises(ValueError, match="unknown objective, data mode or dims"):
+        make_loss("sigreg", "exact", centred=True, convention="additive", apply=lookup, dims="max")

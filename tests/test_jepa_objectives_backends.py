@@ -141,6 +141,10 @@ def _cases() -> list[Case]:
     return [
         Case("invariance", lambda e: invariance(e, n_global=2), (e,), lambda e: naive_invariance(e, 2)),
         Case("pairwise_invariance", pairwise_invariance, (a, b), naive_pairwise),
+        Case("invariance_mean_dims", lambda e: invariance(e, n_global=2, dims="mean"), (e,),
+             lambda e: naive_invariance(e, 2) / e.shape[-1]),
+        Case("lejepa_loss_mean_dims", lambda e, A: lejepa_loss(e, A, n_global=2, dims="mean"), (e, A),
+             lambda e, A: 0.02 * np.mean([naive_sigreg(v, A) for v in e]) + 0.98 * naive_invariance(e, 2) / 4),
         Case("sigreg", sigreg, (e[0], A), naive_sigreg),
         Case("epps_pulley", weighted(lambda x: epps_pulley(x, n_total=10), R_ep), (e[0] @ A,),
              lambda x: float(np.sum(R_ep * [naive_sigreg(x[:, [j]], np.eye(1), 10) for j in range(5)]))),

@@ -30,6 +30,8 @@ class TrainingSettings(Settings):
         lr: peak learning rate (unset: 0.1 for an exact table, 0.01 otherwise).
         lam: SIGReg's weight λ.
         convention: "lejepa" ``λ·SIGReg + (1 − λ)·invariance`` or "additive" ``invariance + λ·SIGReg``.
+        invariance_dims: SIGReg's invariance summed over the k coordinates ("sum", unbiased for the
+            alignment loss) or averaged ("mean", LeJEPA's code: k times weaker against SIGReg).
         num_directions: SIGReg's random directions per step.
         exact_sigreg_work: under "auto", SIGReg runs on exact data when n²·num_directions is at most this.
     """
@@ -42,5 +44,6 @@ class TrainingSettings(Settings):
     lr: float | None = Field(None, gt=0, le=10)
     lam: float = Field(0.02, ge=0)
     convention: Literal["lejepa", "additive"] = "lejepa"
+    invariance_dims: Literal["sum", "mean"] = "sum"
     num_directions: int = Field(64, ge=1, le=65_536)
     exact_sigreg_work: int = Field(2**18, ge=1)

@@ -55,6 +55,7 @@ def train_config(objective: str, data: str, training: TrainingSettings, centred:
     return TrainConfig(objective=objective, encoder=training.encoder, data=data, steps=training.steps,
                        batch_size=training.batch_size, lr=lr, log_every=max(1, training.steps // 50),
                        centred=centred, lam=training.lam, convention=training.convention,
+                       invariance_dims=training.invariance_dims,
                        num_directions=training.num_directions)
 
 

@@ -31,6 +31,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim.jepa._closed_form import Optimum
 from prhsim.jepa._encoders_jax import Encoder, mlp_encoder, observation_inputs, tabular_encoder
@@ -42,6 +43,8 @@ from prhsim.jepa._losses import Data, FactorLaw, Objective, exact_law, exact_tab
 from prhsim.jepa._train_jax import Spec, runner
 from prhsim.worlds import PairSampler, World, pair_sampler
 
+#: Float arrays of n² x M that reverse-mode autodiff of the exact SIGReg keeps per seed (differences, exponentials).
+EXACT_SIGREG_COPIES = 3
 #: Stream tag of the minibatch pairs: one generator ``default_rng([seed, DATA_STREAM])`` per seed.
 DATA_STREAM = 1
 
@@ -65,6 +68,8 @@ class TrainConfig:
         centred: whiten after centring (the centred optimum, §1.1); also the closed form compared against.
         lam: SIGReg weight λ (LeJEPA: 0.02).
         convention: "lejepa" ``λ·SIGReg + (1 − λ)·inv`` or "additive" ``inv + λ·SIGReg``.
+        invariance_dims: SIGReg's invariance summed over the k coordinates ("sum") or averaged
+            ("mean": LeJEPA's code, which makes the regulariser k times stronger at a given λ).
         num_directions: M, SIGReg's directions.
         directions: "resample" (new directions every step, LeJEPA) or "fixed" (step 0's throughout).
         hidden: the MLP's hidden widths.
@@ -86,6 +91,7 @@ class TrainConfig:
     centred: bool = True
     lam: float = LAMBDA
     convention: Convention = "lejepa"
+    invariance_dims: Literal["sum", "mean"] = "sum"
     num_directions: int = 256
     directions: Literal["resample", "fixed"] = "resample"
     hidden: tuple[int, ...] = (128, 128)
@@ -95,6 +101,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name, allowed in (("objective", ("whiten", "sigreg")), ("encoder", ("tabular", "mlp")),
                               ("data", ("exact", "minibatch")), ("convention", ("lejepa", "additive")),
+                              ("invariance_dims", ("sum", "mean")),
                               ("directions", ("resample", "fixed"))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -121,7 +128,7 @@ class TrainConfig:
         return Spec(self.objective, self.data, self.encoder, bool(self.centred), self.convention,
                     float(self.lr), int(self.steps),
                     int(round(self.warmup * self.steps)), float(self.end_lr), float(self.weight_decay),
-                    float(self.clip), factor_shape)
+                    float(self.clip), factor_shape, self.invariance_dims)
 
 
 @dataclass(frozen=True)
@@ -288,13 +295,24 @@ class SGDLearner:
             object.__setattr__(self, "name", self.config.objective)
 
     def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None) -> Representation:
-        seed = rng if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else \
-            int(check_rng(rng).integers(2**31))
-        result = train(world, k, replace(self.config, centred=bool(centred)), seeds=(int(seed),))
-        info = {"steps": result.config.steps, "seconds": result.seconds, "seed": int(seed),
-                "loss": float(result.loss[0, -1]), "trace_cov": float(result.trace_cov[0]),
-                "collapsed": bool(result.collapsed[0])}
-        return Representation(self.name, result.features[0], info=info)
+        seed = learner_seed(rng)
+        result = train(world, k, replace(self.config, centred=bool(centred)), seeds=(seed,))
+        return representation(self.name, result)
+
+
+def learner_seed(rng: RngLike) -> int:
+    """The seed a learner trains with: ``rng`` itself when it is an int, else a draw from ``check_rng(rng)``."""
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return int(rng)
+    return int(check_rng(rng).integers(2**31))
+
+
+def representation(name: str, result: TrainResult, **info: Any) -> Representation:
+    """The first seed of a training result as a :class:`Representation` (its info: steps, seconds, loss, collapse)."""
+    return Representation(name, result.features[0], info={
+        "steps": result.config.steps, "seconds": result.seconds, "seed": result.seeds[0],
+        "loss": float(result.loss[0, -1]), "trace_cov": float(result.trace_cov[0]),
+        "collapsed": bool(result.collapsed[0]), **info})
 
 
 def draw_pairs(sampler: PairSampler, B: int, steps: int, gens: Sequence[np.random.Generator]
@@ -319,6 +337,10 @@ def check_request(world: World, k: Any, config: TrainConfig | None, seeds: Seque
     if reference is not None and (reference.n != world.n or reference.k != k):
         raise ValueError(f"the reference has {reference.n} states x {reference.k} features, "
                          f"the training {world.n} x {k}")
+    if config.objective == "sigreg" and config.data == "exact":  # autodiff keeps every block's (rows, n, M) terms
+        ensure_fits(EXACT_SIGREG_COPIES * FLOAT * float(world.n) ** 2 * config.num_directions * len(seeds),
+                    f"the gradient of the exact SIGReg over {world.n:,} states x {config.num_directions} directions "
+                    f"x {len(seeds)} seed(s)", "use data='minibatch', fewer directions or fewer seeds")
     return config, seeds, k
 
 

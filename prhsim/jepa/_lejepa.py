@@ -5,7 +5,7 @@
   use this form with β in place of λ).
 
 Invariance is :func:`prhsim.jepa.invariance` (squared norm summed over D, mean
-over views and anchors; LeJEPA's code also averages over D, see that module),
+over views and anchors; ``dims="mean"`` also averages over D as LeJEPA's code does),
 SIGReg is :func:`prhsim.jepa.sigreg` averaged over all V views and M directions.
 
     >>> import numpy as np
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from prhsim.jepa._invariance import invariance
+from prhsim.jepa._invariance import Dims, invariance
 from prhsim.jepa._sigreg import KNOTS, T_MAX, Reduce, sigreg
 
 Convention = Literal["lejepa", "additive"]
@@ -28,7 +28,7 @@ LAMBDA = 0.02
 
 def lejepa_loss(embeddings: Any, directions: Any, *, lam: float = LAMBDA, convention: Convention = "lejepa",
                 n_global: int | None = None, n_total: int | None = None, reduce: Reduce | None = None,
-                knots: int = KNOTS, t_max: float = T_MAX) -> Any:
+                knots: int = KNOTS, t_max: float = T_MAX, dims: Dims = "sum") -> Any:
     """``λ·SIGReg + (1 − λ)·invariance`` (``"lejepa"``) or ``invariance + λ·SIGReg`` (``"additive"``).
 
     Args:
@@ -39,8 +39,9 @@ def lejepa_loss(embeddings: Any, directions: Any, *, lam: float = LAMBDA, conven
         convention: which weighting; see the module docstring.
         n_global: see :func:`prhsim.jepa.invariance`.
         n_total, reduce, knots, t_max: see :func:`prhsim.jepa.epps_pulley`.
+        dims: the invariance's squared norm summed ("sum") or averaged ("mean", LeJEPA's code) over D.
     """
-    inv = invariance(embeddings, n_global=n_global)
+    inv = invariance(embeddings, n_global=n_global, dims=dims)
     reg = sigreg(embeddings, directions, n_total=n_total, reduce=reduce, knots=knots, t_max=t_max)
     if convention == "lejepa":
         return lam * reg + (1.0 - lam) * inv

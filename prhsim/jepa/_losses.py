@@ -38,6 +38,7 @@ import scipy.sparse as sp
 from array_api_compat import array_namespace
 
 from prhsim._budget import FLOAT, ensure_fits
+from prhsim.jepa._invariance import Dims
 from prhsim.jepa._lejepa import Convention, lejepa_loss
 from prhsim.jepa._population_sigreg import population_sigreg
 from prhsim.jepa._whitened_loss import whitened_alignment, whitened_invariance
@@ -154,17 +155,18 @@ def combine(inv: Any, reg: Any, lam: Any, convention: Convention) -> Any:
 
 
 def make_loss(objective: Objective, data: Data, *, centred: bool, convention: Convention,
-              apply: Callable[[Any, Any], Any],
-              factor_shape: tuple[int, ...] | None = None) -> Callable[[Any, Any, Any], Any]:
+              apply: Callable[[Any, Any], Any], factor_shape: tuple[int, ...] | None = None,
+              dims: Dims = "sum") -> Callable[[Any, Any, Any], Any]:
     """``loss(params, step, shared) -> scalar`` for one seed (see the module docstring).
 
     ``shared`` holds the inputs of every state ("inputs"), λ ("lam") and, in exact mode,
     the law p ("p"), the nominal batch size ("nominal_n") and π (:func:`exact_tables`;
     for a factor law, its shape is ``factor_shape``, static under jit); ``step`` holds the step's sampled
-    states ("z", "z2") in minibatch mode and its SIGReg directions ("dirs").
+    states ("z", "z2") in minibatch mode and its SIGReg directions ("dirs"). ``dims`` is SIGReg's
+    invariance convention ("mean" divides the squared norm by k, as LeJEPA's code does).
     """
-    if objective not in ("whiten", "sigreg") or data not in ("exact", "minibatch"):
-        raise ValueError(f"unknown objective or data mode: {objective!r}, {data!r}")
+    if objective not in ("whiten", "sigreg") or data not in ("exact", "minibatch") or dims not in ("sum", "mean"):
+        raise ValueError(f"unknown objective, data mode or dims: {objective!r}, {data!r}, {dims!r}")
 
     def exact(params: Any, step: Any, shared: Any) -> Any:
         E = apply(params, shared["inputs"])  # (n, k): every state
@@ -173,6 +175,8 @@ def make_loss(objective: Objective, data: Data, *, centred: bool, convention: Co
         C, A = exact_moments(E, shared, centred=False, factor_shape=factor_shape)
         xp = array_namespace(E)
         inv = (xp.sum(xp.linalg.diagonal(C)) - xp.sum(xp.linalg.diagonal(A))) / 2.0
+        if dims == "mean":
+            inv = inv / E.shape[-1]
         reg = shared["nominal_n"] * population_sigreg(E, shared["p"], step["dirs"])
         return combine(inv, reg, shared["lam"], convention)
 
@@ -181,7 +185,7 @@ def make_loss(objective: Objective, data: Data, *, centred: bool, convention: Co
         a, b = apply(params, inputs[step["z"]]), apply(params, inputs[step["z2"]])
         if objective == "sigreg":
             xp = array_namespace(a)
-            return lejepa_loss(xp.stack([a, b]), step["dirs"], lam=shared["lam"], convention=convention)
+            return lejepa_loss(xp.stack([a, b]), step["dirs"], lam=shared["lam"], convention=convention, dims=dims)
         return whitened_invariance(a, b, centred=centred)
 
     return exact if data == "exact" else minibatch

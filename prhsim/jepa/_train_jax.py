@@ -38,13 +38,14 @@ class Spec:
     weight_decay: float
     clip: float
     factor_shape: tuple[int, ...] | None = None
+    dims: Literal["sum", "mean"] = "sum"
 
 
 def make_loss(spec: Spec):
     """``loss(params, step_data, shared) -> scalar`` for one seed, on JAX arrays."""
     apply = tabular_apply if spec.encoder == "tabular" else mlp_apply
     return losses.make_loss(spec.objective, spec.data, centred=spec.centred, convention=spec.convention,
-                            apply=apply, factor_shape=spec.factor_shape)
+                            apply=apply, factor_shape=spec.factor_shape, dims=spec.dims)
 
 
 def make_optimizer(spec: Spec):

@@ -32,12 +32,22 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from prhsim._rng import RngLike, check_rng
+from prhsim._rng import RngLike
 from prhsim.jepa import _losses
 from prhsim.jepa._closed_form import Optimum
 from prhsim.jepa._encoders_jax import Encoder, tabular_apply
-from prhsim.jepa._learn_jax import (DATA_STREAM, TrainConfig, TrainResult, _check_finite, check_request,
-                                    _distances, build_encoder, draw_pairs)
+from prhsim.jepa._learn_jax import (
+    DATA_STREAM,
+    TrainConfig,
+    TrainResult,
+    _check_finite,
+    _distances,
+    build_encoder,
+    check_request,
+    draw_pairs,
+    learner_seed,
+    representation,
+)
 from prhsim.jepa._learned import trace_covariance
 from prhsim.jepa._learner import Representation
 from prhsim.jepa._sigreg import draw_directions
@@ -113,7 +123,8 @@ def train_torch(world: World, k: int, config: TrainConfig | None = None, *, seed
     apply = _torch_apply(encoder.kind)
     loss = _losses.make_loss(config.objective, config.data, centred=config.centred, convention=config.convention,
                              apply=apply,
-                             factor_shape=law.shape if isinstance(law, _losses.FactorLaw) else None)
+                             factor_shape=law.shape if isinstance(law, _losses.FactorLaw) else None,
+                             dims=config.invariance_dims)
     runs = []
     for i, seed in enumerate(seeds):
         params = _initial_params(encoder, seed, config.init_scale) if init_params is None else \
@@ -295,11 +306,6 @@ class TorchLearner:
             object.__setattr__(self, "name", self.config.objective)
 
     def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None) -> Representation:
-        seed = rng if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else \
-            int(check_rng(rng).integers(2**31))
-        result = train_torch(world, k, replace(self.config, centred=bool(centred)), seeds=(int(seed),),
+        result = train_torch(world, k, replace(self.config, centred=bool(centred)), seeds=(learner_seed(rng),),
                              device=self.device, dtype=self.dtype)
-        info = {"steps": result.config.steps, "seconds": result.seconds, "seed": int(seed),
-                "loss": float(result.loss[0, -1]), "trace_cov": float(result.trace_cov[0]),
-                "collapsed": bool(result.collapsed[0]), "device": str(self.device)}
-        return Representation(self.name, result.features[0], info=info)
+        return representation(self.name, result, device=str(self.device))
