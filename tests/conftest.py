@@ -14,7 +14,9 @@ SOLVER_ATOL = 1e-8
 
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("ci", deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("ci" if os.environ.get("CI") else "default")
+settings.register_profile("thorough", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# PRHSIM_HYPOTHESIS names a profile ("thorough": ten times the examples); otherwise CI=true selects "ci"
+settings.load_profile(os.environ.get("PRHSIM_HYPOTHESIS") or ("ci" if os.environ.get("CI") else "default"))
 
 
 def assert_close(actual, expected, *, atol: float = ATOL, rtol: float = RTOL, what: str = "") -> None:

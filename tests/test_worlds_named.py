@@ -52,3 +52,11 @@ def test_sparse_random_world_marginals():
 def test_bad_parameters(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_an_unreachable_sinkhorn_target_is_one_clear_error():
+    """p(z) > 1/2 without self-pairs has no symmetric scaling; the overflow on the way is not a warning."""
+    from prhsim.worlds import sinkhorn_world
+
+    with pytest.raises(ValueError, match="Sinkhorn scaling diverged"):
+        sinkhorn_world(np.ones((3, 3)) - np.eye(3), [0.6, 0.2, 0.2])

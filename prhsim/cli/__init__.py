@@ -2,7 +2,8 @@
 
 Commands: ``prhsim run`` (solve, compare, check, write a run folder; ``--learner``
 trains SGD learners beside the closed form), ``prhsim sweep sigreg-weight`` (SIGReg
-over a grid of weights) and ``prhsim worlds`` (every world kind with its settings). Usage errors are one
+over a grid of weights), ``prhsim prh`` (the PRH alignment protocol on feature files) and
+``prhsim worlds`` (every world kind with its settings). Usage errors are one
 line and exit 2; an unexpected exception is a bug and ends with its traceback
 (exit 1); Ctrl-C exits 130.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import click
 
 from prhsim import __version__
+from prhsim.cli._prh import prh
 from prhsim.cli._run import run
 from prhsim.cli._sweep import sweep
 from prhsim.cli._worlds import worlds
@@ -24,5 +26,6 @@ def main() -> None:
 
 
 main.add_command(run)
+main.add_command(prh)
 main.add_command(sweep)
 main.add_command(worlds)

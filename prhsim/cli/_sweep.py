@@ -1,5 +1,7 @@
 """``prhsim sweep``: one experiment over a grid of one setting, written to one folder.
 
+The theorem sweeps (bad-view, kernel-mismatch, gap-sensitivity, restricted-encoder,
+metric-bridge) are registered from :mod:`prhsim.cli._theorem_sweeps`.
 ``prhsim sweep sigreg-weight`` trains SIGReg at every weight λ of a grid on every
 modality of one world and charts collapse, the distance to the whitened closed form
 and the cross-modal alignment against λ. It follows ``prhsim run``'s conventions: the
@@ -136,3 +138,12 @@ def sigreg_weight(lams, world, modalities, views, eps, k, seed, size, objects, n
         render_sweep(result, out_console)
         files = ", ".join(p.name for p in sorted(Path(out_dir).iterdir()))
         out_console.print(escape(f"wrote {out_dir}/ ({files})"), highlight=False)
+
+
+def _register() -> None:
+    from prhsim.cli._theorem_sweeps import add_theorem_sweeps
+
+    add_theorem_sweeps(sweep)
+
+
+_register()

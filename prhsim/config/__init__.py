@@ -9,6 +9,14 @@ from prhsim.config._merge import (
     format_validation_error as format_validation_error,
     parse_assignment as parse_assignment,
     resolve_run_config as resolve_run_config,
+    resolve_settings as resolve_settings,
+)
+from prhsim.config._sweeps import (
+    BadViewSweepSettings as BadViewSweepSettings,
+    GapSensitivitySettings as GapSensitivitySettings,
+    KernelMismatchSweepSettings as KernelMismatchSweepSettings,
+    MetricBridgeSettings as MetricBridgeSettings,
+    RestrictedEncoderSettings as RestrictedEncoderSettings,
 )
 from prhsim.config._training import (
     LEARNER_CHOICES as LEARNER_CHOICES,

@@ -10,7 +10,7 @@ import copy
 import tomllib
 from typing import Any, Iterable
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from prhsim.config._files import ConfigError
 from prhsim.config._run import RunConfig
@@ -118,3 +118,23 @@ def resolve_run_config(
         if implicit_kind and any(k.startswith("world.") for k in unknown):
             message += " (world.kind is not set, so the world is gridscene; set world.kind or --world)"
         raise ConfigError(message, unknown) from None
+
+
+def resolve_settings(model: type[BaseModel], file_data: dict[str, Any] | None = None, sets: Iterable[str] = ()) -> Any:
+    """Defaults <- file <- ``sets`` for any settings model (the sweeps'); errors as :func:`resolve_run_config`'s.
+
+    Raises:
+        ConfigError: naming every key that is wrong.
+    """
+    data: dict[str, Any] = copy.deepcopy(dict(file_data or {}))
+    for text in sets:
+        _assign(data, *parse_assignment(text))
+    if isinstance(data.get("world"), str):
+        data["world"] = {"kind": data["world"]}
+    if isinstance(data.get("world"), dict) and "kind" not in data["world"]:
+        data["world"] = {"kind": "gridscene", **data["world"]}
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        unknown = tuple(_key(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden")
+        raise ConfigError(format_validation_error(exc), unknown) from None

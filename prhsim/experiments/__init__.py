@@ -23,3 +23,14 @@ from prhsim.experiments._run import (
     run as run_experiment,
     solve as solve,
 )
+from prhsim.experiments._metric_bridge import MetricBridge as MetricBridge, metric_bridge as metric_bridge
+from prhsim.experiments._sweep_bad_view import BadViewSweep as BadViewSweep, bad_view_sweep as bad_view_sweep
+from prhsim.experiments._sweep_gap import GapSensitivity as GapSensitivity, gap_sensitivity as gap_sensitivity
+from prhsim.experiments._sweep_kernel_mismatch import (
+    KernelMismatchSweep as KernelMismatchSweep,
+    kernel_mismatch_sweep as kernel_mismatch_sweep,
+)
+from prhsim.experiments._sweep_restricted import (
+    RestrictedEncoder as RestrictedEncoder,
+    restricted_encoder as restricted_encoder,
+)

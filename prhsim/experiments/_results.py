@@ -60,7 +60,8 @@ class ModalitySummary(_Record):
 
 
 class PairSummary(_Record):
-    """Two modalities compared through the pairs sharing z (whitened, p-weighted)."""
+    """Two modalities compared through the pairs sharing z (whitened, p-weighted), and the PRH sample
+    metrics on sampled paired observations (``samples`` rows; None on worlds too small to sample)."""
 
     a: str
     b: str
@@ -69,6 +70,12 @@ class PairSummary(_Record):
     mean_correlation: float
     det_q: float
     predicted_rho_p: float | None
+    samples: int | None = None
+    knn_k: int | None = None
+    mutual_knn: float | None = None
+    knn_chance: float | None = None
+    linear_cka: float | None = None
+    r1: float | None = None
 
 
 class LearnedModality(_Record):

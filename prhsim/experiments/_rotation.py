@@ -89,6 +89,8 @@ def merge_rule(base_values: np.ndarray | World, view: View, n_nuisance: int, k: 
     descending; −inf pads a spectrum shorter than that), or the world over Z itself.
     Nuisance-free candidates: ``λ_i`` (``i ≥ 2`` centred, ``i ≥ 1`` uncentred);
     nuisance candidates: ``(1−ε)·λ_i``, ``i ≥ 1``, each repeated ``|N| − 1`` times.
+    k_Z is undetermined (None) when a tie straddles k and its block of equal candidates holds
+    both kinds: the optimum may then take any of them. A tie among one kind leaves k_Z fixed.
 
     Raises:
         ValueError: if ``base_values`` is not an uncentred spectrum (a centred one,
@@ -110,8 +112,10 @@ def merge_rule(base_values: np.ndarray | World, view: View, n_nuisance: int, k: 
     order = np.argsort(-values, kind="stable")
     top = values[order[: k + 1]]
     kz = int(np.sum(is_free[order[:k]]))
-    boundary_types = is_free[order[k - 1]] != is_free[order[k]]
-    ambiguous = boundary_types and abs(top[k - 1] - top[k]) <= GAP_TOL
+    ambiguous = False
+    if abs(top[k - 1] - top[k]) <= GAP_TOL:  # a tie straddles k: which of its candidates enter is arbitrary
+        block = np.abs(values - top[k - 1]) <= GAP_TOL
+        ambiguous = bool(np.any(is_free[block]) and not np.all(is_free[block]))
     return MergePrediction(top, None if ambiguous else kz)
 
 

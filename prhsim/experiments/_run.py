@@ -24,6 +24,7 @@ from prhsim.experiments._checks import (
     pair_checks,
     platonic_check,
 )
+from prhsim.experiments._pair_metrics import pair_metrics
 from prhsim.experiments._plan import plan_run
 from prhsim.experiments._results import (
     InjectivitySummary,
@@ -37,6 +38,8 @@ from prhsim.jepa import Learner, alignment_loss, describe_tie, top_eigenpairs
 from prhsim.metrics import principal_angles
 from prhsim.worlds import Modality, View, World, bad, good
 
+#: Stream tag of the states drawn for the PRH sample metrics: ``default_rng([seed, 2])``.
+PAIR_METRICS_STREAM = 2
 #: Eigenvalues of K_Z shown in the report and figure (at least k + 4 when k is larger).
 SPECTRUM_HEAD = 24
 
@@ -142,9 +145,19 @@ def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
         if o.optimum is not None and not o.optimum.unique:
             say(f"tie at k: a second optimum of {o.name}")
         modalities.append(_modality_summary(o))
-    pairs = [PairSummary(a=p.a, b=p.b, rho_p=p.comparison.rho_p, s_theta=p.comparison.s_theta,
-                         mean_correlation=p.comparison.mean_correlation, det_q=p.comparison.det_q,
-                         predicted_rho_p=p.predicted_rho) for p in outcome.pairs]
+    pairs = []
+    by_name = {o.name: o for o in outcome.modalities}
+    streams = np.random.default_rng([config.seed, PAIR_METRICS_STREAM]).spawn(max(1, len(outcome.pairs)))
+    for p, stream in zip(outcome.pairs, streams):
+        say(f"PRH metrics: {p.a} vs {p.b}")
+        a, b = by_name[p.a], by_name[p.b]
+        sample = None if a.collapsed or b.collapsed else pair_metrics(
+            a.features, a.world.modality.nuisance, b.features, b.world.modality.nuisance, setup.base.p, rng=stream)
+        extra = {} if sample is None else {f: getattr(sample, f) for f in (
+            "samples", "knn_k", "mutual_knn", "knn_chance", "linear_cka", "r1")}
+        pairs.append(PairSummary(a=p.a, b=p.b, rho_p=p.comparison.rho_p, s_theta=p.comparison.s_theta,
+                                 mean_correlation=p.comparison.mean_correlation, det_q=p.comparison.det_q,
+                                 predicted_rho_p=p.predicted_rho, **extra))
     closed = all(o.optimum is not None for o in outcome.modalities)
     tol = RHO_ATOL if closed else LEARNED_RHO_ATOL
     checks = [platonic_check(pairs, tol)]

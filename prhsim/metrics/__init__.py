@@ -1,4 +1,10 @@
-"""How two representations are compared: p-weighted Procrustes, principal angles, CCA, coupling."""
+"""How two representations are compared.
+
+Population metrics (p-weighted, the theory's): Procrustes ρ_P, principal angles s_Θ, CCA, the
+coupled comparison of modal features. Sample metrics (unweighted over N rows, the PRH
+literature's; numpy, torch or JAX inputs, computed where the data is): mutual and cycle
+k-NN, CKNNA, linear / RBF / unbiased CKA, SVCCA, retrieval, and the PRH layer-pair protocol.
+"""
 
 from prhsim.metrics._coupling import (
     Comparison as Comparison,
@@ -14,3 +20,12 @@ from prhsim.metrics._procrustes import (
     procrustes as procrustes,
 )
 from prhsim.metrics._whitening import canonical_correlations as canonical_correlations, whiten as whiten
+from prhsim.metrics._cka import linear_cka as linear_cka, rbf_cka as rbf_cka, unbiased_cka as unbiased_cka
+from prhsim.metrics._protocol import (
+    METRICS as PRH_METRICS,
+    ProtocolScore as ProtocolScore,
+    clip_stack as clip_stack,
+    prh_protocol as prh_protocol,
+)
+from prhsim.metrics._retrieval import Retrieval as Retrieval, chance_recall as chance_recall, retrieval as retrieval
+from prhsim.metrics._svcca import svcca as svcca

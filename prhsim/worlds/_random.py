@@ -38,7 +38,8 @@ def _sinkhorn(A, target: np.ndarray, tol: float, max_iter: int):
         err = np.max(np.abs(x * Ax - target))
         if err < tol:
             break
-        x = np.sqrt(x * target / Ax)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # divergence is checked just below
+            x = np.sqrt(x * target / Ax)
         if not np.all(np.isfinite(x)):
             raise ValueError("Sinkhorn scaling diverged: no symmetric scaling of this affinity matches the target p")
     else:

@@ -91,6 +91,16 @@ def render_report(result: RunResult, console: Console) -> None:
                 cells.append("-" if p is None else f"{p.rho_p:.3g} ({_fmt(p.predicted_rho_p, 3)})")
             matrix.add_row(a, *cells)
         console.print(matrix)
+        sampled = [p for p in result.pairs if p.mutual_knn is not None]
+        if sampled:
+            prh = Table(title="PRH sample metrics (paired observations of sampled states)", title_justify="left")
+            for col in ("pair", "states", "mutual k-NN (chance)", "linear CKA", "R@1", "rho_P"):
+                prh.add_column(col, justify="left" if col == "pair" else "right")
+            for p in sampled:
+                prh.add_row(escape(f"{p.a} vs {p.b}"), f"{p.samples:,}",
+                            f"{p.mutual_knn:.3f} ({p.knn_chance:.3f}, k={p.knn_k})", f"{p.linear_cka:.3f}",
+                            f"{p.r1:.3f}", f"{p.rho_p:.3g}")
+            console.print(prh)
 
     if result.learned:
         render_learned(result, console)

@@ -1,0 +1,100 @@
+"""Feature files as the PRH benchmark writes them: read, checked, as N x L x D float arrays.
+
+Formats (by suffix):
+
+* ``.npy``: an array (N, D) (one layer) or (N, L, D);
+* ``.safetensors``: the tensor named "feats", or the file's only tensor (needs ``safetensors``);
+* ``.pt`` / ``.pth``: a dict holding "feats" (N x L x D, as the public PRH code saves it) or a
+  tensor, read with ``torch.load(..., weights_only=True)`` (needs torch; nothing executable
+  is unpickled).
+
+Every problem is a :class:`FeatureFileError` naming the file: unreadable, unknown format,
+no "feats", a shape that is not (N, D) or (N, L, D), fewer than 2 rows, NaN or inf.
+Features are returned in float32 (bf16/f16 are widened; float64 is kept).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+#: Suffixes read as feature files.
+SUFFIXES = (".npy", ".safetensors", ".pt", ".pth")
+
+
+class FeatureFileError(ValueError):
+    """A feature file that cannot be used; the message names the file and the problem."""
+
+
+def load_features(path: Path | str) -> np.ndarray:
+    """The features in ``path`` as an (N, L, D) array (see the module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FeatureFileError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            raw = np.load(path, allow_pickle=False)
+        elif suffix == ".safetensors":
+            raw = _safetensors(path)
+        elif suffix in (".pt", ".pth"):
+            raw = _torch(path)
+        else:
+            raise FeatureFileError(f"{path}: unknown feature format {suffix or '(no suffix)'!r}; "
+                                   f"expected one of {', '.join(SUFFIXES)}")
+    except FeatureFileError:
+        raise
+    except Exception as exc:  # any reader failure is the file's problem, said in one line
+        raise FeatureFileError(f"{path}: cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    return _checked(path, raw)
+
+
+def _safetensors(path: Path) -> np.ndarray:
+    try:
+        from safetensors.numpy import load_file
+    except ImportError:
+        raise FeatureFileError(f"{path}: reading .safetensors needs the safetensors package "
+                               "(pip install 'prhsim[prh]')") from None
+    tensors = load_file(str(path))
+    return _pick(path, tensors)
+
+
+def _torch(path: Path) -> np.ndarray:
+    try:
+        import torch
+    except ImportError:
+        raise FeatureFileError(f"{path}: reading .pt files needs torch (pip install 'prhsim[torch]')") from None
+    data = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(data, dict):
+        data = _pick(path, data)
+    if not isinstance(data, torch.Tensor):
+        raise FeatureFileError(f"{path}: expected a tensor or a dict with 'feats', got {type(data).__name__}")
+    if data.dtype in (torch.bfloat16, torch.float16):
+        data = data.float()
+    return data.detach().numpy()
+
+
+def _pick(path: Path, tensors: dict) -> object:
+    if "feats" in tensors:
+        return tensors["feats"]
+    if len(tensors) == 1:
+        return next(iter(tensors.values()))
+    names = ", ".join(sorted(map(str, tensors))) or "none"
+    raise FeatureFileError(f"{path}: no tensor named 'feats' (tensors: {names})")
+
+
+def _checked(path: Path, raw: object) -> np.ndarray:
+    x = np.asarray(raw)
+    if x.dtype.kind not in "fiu":
+        raise FeatureFileError(f"{path}: features must be numbers, got dtype {x.dtype}")
+    if x.ndim == 2:
+        x = x[:, None, :]
+    if x.ndim != 3 or min(x.shape) < 1:
+        raise FeatureFileError(f"{path}: features must have shape (N, D) or (N, L, D), got {x.shape}")
+    if x.shape[0] < 2:
+        raise FeatureFileError(f"{path}: needs at least 2 samples, got {x.shape[0]}")
+    x = x.astype(np.float64 if x.dtype == np.float64 else np.float32, copy=False)
+    if not np.all(np.isfinite(x)):
+        raise FeatureFileError(f"{path}: features contain NaN or inf")
+    return x

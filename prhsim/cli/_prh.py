@@ -1,0 +1,167 @@
+"""``prhsim prh``: the Platonic Representation Hypothesis protocol on feature files.
+
+``prhsim prh score A B`` prints the protocol's best score of two feature files (clip at
+the 95th percentile of |x|, L2-normalise, score every layer pair, keep the best), its
+layer pair and the chance level; ``prhsim prh table DIR`` scores every pair of files in
+a folder (or rows x columns chosen by glob patterns, e.g. language models against vision
+models as the WIT-1024 table does) and writes results.json, table.csv and table.png.
+Feature formats: :mod:`prhsim.cli._feature_files`. Every problem is one line naming the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+from rich.markup import escape
+from rich.table import Table
+
+from prhsim._io import OutputError, check_out_folder, json_text, staged_folder
+from prhsim.cli._console import UsageProblem, console, stage_reporter
+from prhsim.cli._feature_files import SUFFIXES, FeatureFileError, load_features
+from prhsim.cli._run import _parse_out, git_revision
+
+#: Metric names of the protocol (prhsim.metrics.PRH_METRICS).
+METRIC_NAMES = ("mutual_knn", "cycle_knn", "cknna", "linear_cka", "unbiased_cka", "rbf_cka", "svcca")
+
+
+def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, k: int):
+    from prhsim.metrics._protocol import prh_protocol
+
+    if a.shape[0] != b.shape[0]:
+        raise UsageProblem(f"{name_a} has {a.shape[0]:,} samples and {name_b} {b.shape[0]:,}: "
+                           "the protocol compares the same samples in both")
+    if metric in ("mutual_knn", "cycle_knn", "cknna") and not 1 <= k < a.shape[0]:
+        raise UsageProblem(f"--k must be in 1..{a.shape[0] - 1} for {a.shape[0]:,} samples, got {k}")
+    try:
+        return prh_protocol(a, b, metric=metric, k=k)
+    except ValueError as exc:
+        raise UsageProblem(f"{name_a} vs {name_b}: {exc}") from None
+
+
+def _load(path: Path) -> np.ndarray:
+    try:
+        return load_features(path)
+    except FeatureFileError as exc:
+        raise UsageProblem(str(exc)) from None
+
+
+@click.group()
+def prh() -> None:
+    """The PRH alignment protocol on feature files (npy, safetensors, PRH-style .pt)."""
+
+
+_metric = click.option("--metric", type=click.Choice(METRIC_NAMES), default="mutual_knn", show_default=True,
+                       help="Alignment metric scored on every layer pair.")
+_k = click.option("--k", "k", type=int, default=10, show_default=True, help="Neighbours of the kNN metrics.")
+
+
+@prh.command()
+@click.argument("a", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("b", type=click.Path(path_type=Path, dir_okay=False))
+@_metric
+@_k
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print the result as JSON.")
+def score(a: Path, b: Path, metric: str, k: int, as_json: bool) -> None:
+    """Best layer-pair score of two feature files, its layer pair and the chance level.
+
+    \b
+    Example:
+      prhsim prh score llama.pt dinov2.npy --metric mutual_knn --k 10
+    """
+    fa, fb = _load(a), _load(b)
+    result = _score(fa, fb, str(a), str(b), metric, k)
+    doc = {"a": str(a), "b": str(b), "metric": metric, "k": k if metric in ("mutual_knn", "cycle_knn", "cknna") else None,
+           "n": int(fa.shape[0]), "layers_a": int(fa.shape[1]), "layers_b": int(fb.shape[1]),
+           "best": float(result.best), "layer_pair": [int(i) for i in result.layers],
+           "chance": None if result.chance is None else float(result.chance),
+           "table": np.asarray(result.table, dtype=float).tolist()}
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    out = console()
+    chance = "" if result.chance is None else f" (chance {result.chance:.4g})"
+    out.print(f"{escape(metric)} = {result.best:.4f}{chance} at layers {result.layers[0]} (A) x {result.layers[1]} (B); "
+              f"N = {fa.shape[0]:,}, layers {fa.shape[1]} x {fb.shape[1]}", highlight=False)
+
+
+@prh.command()
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--rows", default=None, metavar="GLOB", help="Files for the rows (default: every feature file).")
+@click.option("--cols", default=None, metavar="GLOB", help="Files for the columns (default: every feature file).")
+@_metric
+@_k
+@click.option("--out", callback=_parse_out, default=None, metavar="DIR",
+              help="Output folder (default runs/<time>-prh-table); must be new or empty.")
+@click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder holding results.json.")
+@click.option("--no-figures", is_flag=True, default=False, help="Skip the heatmap.")
+@click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
+def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int, out: Path | None, overwrite: bool,
+          no_figures: bool, quiet: bool) -> None:
+    """Score every row file against every column file of FOLDER; write results.json, table.csv, table.png.
+
+    \b
+    Examples:
+      prhsim prh table features/
+      prhsim prh table features/ --rows 'llm-*' --cols 'vit-*' --metric cknna
+    """
+    if not folder.is_dir():
+        raise UsageProblem(f"{folder}: no such folder")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
+    row_files = sorted(folder.glob(rows)) if rows else files
+    col_files = sorted(folder.glob(cols)) if cols else files
+    row_files = [p for p in row_files if p.suffix.lower() in SUFFIXES]
+    col_files = [p for p in col_files if p.suffix.lower() in SUFFIXES]
+    if not row_files or not col_files:
+        which = "--rows" if not row_files else "--cols"
+        raise UsageProblem(f"{folder}: no feature files ({', '.join(SUFFIXES)}) match {which if rows or cols else 'the folder'}")
+    out_dir = out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-prh-table")
+    try:
+        check_out_folder(out_dir, overwrite=overwrite)
+    except OutputError as exc:
+        raise UsageProblem(str(exc)) from None
+    features = {p: _load(p) for p in dict.fromkeys([*row_files, *col_files])}
+    scores = np.full((len(row_files), len(col_files)), np.nan)
+    pairs = np.zeros((len(row_files), len(col_files), 2), dtype=int)
+    chance = None
+    with stage_reporter("prhsim prh table", quiet=quiet) as say:
+        for i, r in enumerate(row_files):
+            for j, c in enumerate(col_files):
+                say(f"{r.name} vs {c.name}")
+                result = _score(features[r], features[c], str(r), str(c), metric, k)
+                scores[i, j], pairs[i, j], chance = result.best, result.layers, result.chance
+        say(f"writing {out_dir}")
+        names_r, names_c = [p.name for p in row_files], [p.name for p in col_files]
+        document = {"git_revision": git_revision(), "folder": str(folder), "metric": metric, "k": k,
+                    "rows": names_r, "cols": names_c, "scores": scores.tolist(), "layer_pairs": pairs.tolist(),
+                    "chance": chance}
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(["", *names_c])
+        for name, values in zip(names_r, scores):
+            writer.writerow([name, *[f"{v:.6f}" for v in values]])
+        with staged_folder(out_dir, overwrite=overwrite) as stage:
+            (stage / "results.json").write_text(json_text(document))
+            (stage / "table.csv").write_text(text.getvalue())
+            if not no_figures:
+                from prhsim.experiments.report._figures import save_png
+                from prhsim.experiments.report._prh_figure import prh_table_figure
+
+                save_png(prh_table_figure(scores, names_r, names_c, metric=metric, chance=chance), stage / "table.png")
+    if not quiet:
+        view = Table(title=f"{metric}: best layer pair" + ("" if chance is None else f" (chance {chance:.3g})"),
+                     title_justify="left")
+        view.add_column("")
+        for name in names_c:
+            view.add_column(escape(name), justify="right")
+        for name, values, layer_pairs in zip(names_r, scores, pairs):
+            view.add_row(escape(name), *[f"{v:.3f} ({a},{b})" for v, (a, b) in zip(values, layer_pairs)])
+        out_console = console()
+        out_console.print(view)
+        out_console.print(escape(f"wrote {out_dir}/ (results.json, table.csv{'' if no_figures else ', table.png'})"),
+                          highlight=False)

@@ -1,0 +1,224 @@
+"""``prhsim sweep NAME`` for the theorem experiments: settings from --config / --set, one folder per sweep.
+
+Every sweep here follows one pattern: resolve its settings model (``prhsim.config``:
+defaults <- file <- ``--set``), check the output folder, run the library function,
+write results.json, config.json and ``NAME.png`` into a staged folder renamed whole into
+place, and print a few summary lines (or the results document with ``--json``).
+Usage errors are one line and exit 2, before any work.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from pydantic import BaseModel
+from rich.markup import escape
+
+from prhsim._budget import ResourceError
+from prhsim._io import OutputError, check_out_folder, json_text, staged_folder
+from prhsim.cli._console import UsageProblem, console, stage_reporter
+from prhsim.cli._run import _parse_out, git_revision
+from prhsim.config import (
+    BadViewSweepSettings,
+    ConfigError,
+    GapSensitivitySettings,
+    KernelMismatchSweepSettings,
+    MetricBridgeSettings,
+    RestrictedEncoderSettings,
+    read_config_file,
+    resolve_settings,
+)
+
+
+@dataclass(frozen=True)
+class TheoremSweep:
+    """One sweep: its settings model, how to run it, draw it and summarise it."""
+
+    name: str
+    settings: type[BaseModel]
+    run: Callable[[Any], Any]
+    figure: Callable[[Any], Any]
+    summary: Callable[[Any], list[str]]
+    help: str
+
+
+def _bad_view(s: BadViewSweepSettings):
+    from prhsim.config import RunConfig
+    from prhsim.experiments import build, plan_run
+    from prhsim.experiments._sweep_bad_view import DEFAULT_EPS, bad_view_sweep
+
+    config = RunConfig(world=s.world, modalities=s.modalities, seed=s.seed, figures=False)
+    plan_run(config)
+    setup = build(config)
+    return bad_view_sweep(setup.base, setup.modalities, eps=s.eps or DEFAULT_EPS, k=s.k, rng=s.seed,
+                          name=s.world.describe())
+
+
+def _bad_view_summary(r) -> list[str]:
+    lines = [f"{r.world}: {r.n_states:,} states, k = {r.k}, {len(r.eps)} values of eps from {r.eps[0]:g} to {r.eps[-1]:g}"]
+    for p in r.pairs:
+        determined = sum(x is not None for x in p.predicted_rho_p)
+        lines.append(f"{p.a} vs {p.b}: rho_P from {p.observed_rho_p[0]:.4f} (eps {r.eps[0]:g}) to "
+                     f"{p.observed_rho_p[-1]:.2g} (eps {r.eps[-1]:g}); predicted in {determined}/{len(r.eps)} cells")
+    err = "n/a" if r.max_error is None else f"{r.max_error:.1e}"
+    lines.append(f"largest |observed - predicted| rho_P: {err}")
+    return lines
+
+
+def _kernel_mismatch(s: KernelMismatchSweepSettings):
+    from prhsim.experiments._sweep_kernel_mismatch import DEFAULT_SIZES, kernel_mismatch_sweep
+
+    return kernel_mismatch_sweep(n=s.n, sizes=s.sizes or DEFAULT_SIZES, k=s.k, worlds=s.worlds, rng=s.seed)
+
+
+def _kernel_mismatch_summary(r) -> list[str]:
+    lines = [f"{r.worlds} random worlds of {r.n} states, k = {r.k}, {len(r.sizes)} perturbation sizes"]
+    for bound, worst in r.worst_ratio.items():
+        median = r.median_ratio.get(bound)
+        lines.append(f"{bound}: worst observed/bound {'n/a' if worst is None else f'{worst:.3g}'}, median "
+                     f"{'n/a' if median is None else f'{median:.3g}'} (a bound holds when the worst is <= 1)")
+    return lines
+
+
+def _gap(s: GapSensitivitySettings):
+    from prhsim.experiments._sweep_gap import DEFAULT_GAPS, gap_sensitivity
+
+    return gap_sensitivity(gaps=s.gaps or DEFAULT_GAPS, size=s.size, n=s.n, move=s.move, rng=s.seed)
+
+
+def _gap_summary(r) -> list[str]:
+    lines = [f"path({r.n}) x path({r.n}), k = {r.k}, perturbation t = {r.size:g}, {len(r.gaps)} gaps"]
+    for c in r.cells:
+        lines.append(f"gap {c.gap:.2e}{' (tie)' if c.tie else ''}: perturbed s_Theta {c.perturbed_s_theta:.3g}, "
+                     f"solver vs solver {c.solver_s_theta:.2g}, start vs start {c.start_s_theta:.2g}")
+    return lines
+
+
+def _restricted(s: RestrictedEncoderSettings):
+    from prhsim.experiments._sweep_restricted import restricted_encoder
+    from prhsim.worlds import bad, good, gridscene
+
+    try:
+        scene = gridscene(s.size, objects=s.objects)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    view = good() if s.views == "good" else bad(s.eps)
+    return restricted_encoder(scene, s.k, views=[view] * 3, inputs=s.inputs, rng=s.seed)
+
+
+def _restricted_summary(r) -> list[str]:
+    lines = [f"{r.world}: {r.n_states:,} states, k = {r.k}"]
+    for m in r.modalities:
+        fraction = "n/a" if m.ky_fan_fraction is None else f"{m.ky_fan_fraction:.3f}"
+        lines.append(f"{m.name} ({m.inputs}, rank {m.rank}): Ky Fan fraction {fraction}, "
+                     f"s_Theta to the unrestricted optimum {m.s_theta:.3g}")
+    for p in r.pairs:
+        lines.append(f"{p.a} vs {p.b}: rho_P {p.rho_p:.3g} restricted, {p.unrestricted_rho_p:.2g} unrestricted")
+    return lines
+
+
+def _bridge(s: MetricBridgeSettings):
+    from prhsim.experiments._metric_bridge import metric_bridge
+
+    return metric_bridge(s.size, s.objects, levels=s.levels, samples=s.samples, knn_k=s.knn_k, k=s.k, rng=s.seed)
+
+
+def _bridge_summary(r) -> list[str]:
+    lines = [f"{r.world}, k = {r.k}: {r.samples} sampled states, mutual k-NN with k = {r.knn_k} "
+             f"(chance {r.knn_chance:.3g})", "rho_P where mutual k-NN equals:"]
+    for family, table in r.rho_at_mutual_knn.items():
+        cells = ", ".join(f"{x}: {'-' if v is None else f'{v:.3f}'}" for x, v in table.items())
+        lines.append(f"  {family}: {cells}")
+    return lines
+
+
+def _bridge_figure(result):
+    from prhsim.experiments.report._bridge_figure import metric_bridge_figure
+
+    return metric_bridge_figure(result)
+
+
+def _figure(name: str) -> Callable[[Any], Any]:
+    def draw(result: Any) -> Any:
+        from prhsim.experiments.report import _theorem_figures
+
+        return getattr(_theorem_figures, name)(result)
+    return draw
+
+
+SWEEPS: dict[str, TheoremSweep] = {s.name: s for s in (
+    TheoremSweep("bad-view", BadViewSweepSettings, _bad_view, _figure("bad_view_figure"), _bad_view_summary,
+                 "Bad views: the merge rule's predicted k_Z and rho_P against the closed form's, over eps."),
+    TheoremSweep("kernel-mismatch", KernelMismatchSweepSettings, _kernel_mismatch, _figure("kernel_mismatch_figure"),
+                 _kernel_mismatch_summary,
+                 "Kernel mismatch: observed drift against the Yu-Wang-Samworth and Davis-Kahan bounds."),
+    TheoremSweep("gap-sensitivity", GapSensitivitySettings, _gap, _figure("gap_figure"), _gap_summary,
+                 "Alignment error against the spectral gap; solvers disagree only at a tie."),
+    TheoremSweep("restricted-encoder", RestrictedEncoderSettings, _restricted, _figure("restricted_figure"),
+                 _restricted_summary,
+                 "Encoders linear in each rendering: how much Platonic alignment survives."),
+    TheoremSweep("metric-bridge", MetricBridgeSettings, _bridge, _bridge_figure, _bridge_summary,
+                 "The theory's rho_P against mutual k-NN, CKA, CKNNA and R@1 over controlled misalignment."),
+)}
+
+
+def _command(sweep: TheoremSweep) -> click.Command:
+    @click.command(sweep.name, help=f"{sweep.help}\n\nSettings: {', '.join(sweep.settings.model_fields)} "
+                                    "(--config FILE, --set key=value).")
+    @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                  help="JSON or TOML file of this sweep's settings; --set overrides it.")
+    @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting (values as in TOML; repeatable).")
+    @click.option("--out", callback=_parse_out, default=None, metavar="DIR",
+                  help=f"Output folder (default runs/<time>-{sweep.name}); must be new or empty.")
+    @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder holding results.json.")
+    @click.option("--no-figures", is_flag=True, default=False, help="Skip the PNG figure.")
+    @click.option("--json", "as_json", is_flag=True, default=False, help="Print results.json to stdout instead.")
+    @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
+    def command(config_file, sets, out, overwrite, no_figures, as_json, quiet) -> None:
+        try:
+            settings = resolve_settings(sweep.settings, read_config_file(config_file) if config_file else {}, sets)
+            out_dir = out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{sweep.name}")
+            check_out_folder(out_dir, overwrite=overwrite)
+        except (ConfigError, OutputError) as exc:
+            raise UsageProblem(str(exc)) from None
+        try:
+            with stage_reporter(f"prhsim sweep {sweep.name}", quiet=quiet) as say:
+                say("computing")
+                result = sweep.run(settings)
+                say(f"writing {out_dir}")
+                document = {"git_revision": git_revision(), **result.model_dump(mode="json")}
+                with staged_folder(out_dir, overwrite=overwrite) as stage:
+                    (stage / "results.json").write_text(json_text(document))
+                    (stage / "config.json").write_text(json_text({**settings.model_dump(mode="json"),
+                                                                  "out": str(out_dir)}))
+                    if not no_figures:
+                        from prhsim.experiments.report import save_png
+
+                        save_png(sweep.figure(result), stage / f"{sweep.name}.png")
+        except (ConfigError, ResourceError, OutputError, ValueError) as exc:
+            raise UsageProblem(str(exc).splitlines()[0]) from None
+        except KeyboardInterrupt:
+            click.echo(f"prhsim sweep {sweep.name}: interrupted; nothing was written", err=True)
+            sys.exit(130)
+        if as_json:
+            click.echo(json.dumps(document, indent=2))
+        elif not quiet:
+            out_console = console()
+            for line in sweep.summary(result):
+                out_console.print(escape(line), highlight=False)
+            files = ", ".join(p.name for p in sorted(Path(out_dir).iterdir()))
+            out_console.print(escape(f"{result.seconds:.2f} s; wrote {out_dir}/ ({files})"), highlight=False)
+
+    return command
+
+
+def add_theorem_sweeps(group: click.Group) -> None:
+    """Register every theorem sweep as a subcommand of ``group``."""
+    for sweep in SWEEPS.values():
+        group.add_command(_command(sweep))

@@ -1,0 +1,181 @@
+"""The metric bridge: the theory's distance ρ_P against the numbers PRH papers report (docs/theory.md §2, §10).
+
+Pairs of representations with a controlled amount of misalignment are scored both ways:
+by the population distances of the theory (``ρ_P``, ``s_Θ``: p-weighted, after whitening
+under p) and by the sample metrics of the Platonic-Representation literature (mutual
+k-NN, linear CKA, CKNNA, retrieval R@1), computed on N states drawn from p without
+replacement (each row one state; the metrics weigh rows equally).
+
+Families, each a path from "the same representation up to rotation" to "unrelated":
+
+* ``noise``: the closed form F* of a gridscene world and ``whiten(F* Q + σ G)`` for a random
+  rotation Q and i.i.d. Gaussian noise G of size σ;
+* ``kernel``: F* and the closed form of a perturbed world ``Π_t = (1 − t)Π + tΠ'`` on the same
+  p (Π' a Sinkhorn world; docs/theory.md §3);
+* ``bad-view``: the pixels modality's closed form under the good view and under bad(ε)
+  (docs/theory.md §4), on the modal world Z x N. Under a good view the optimum is
+  nuisance-free, so the |N| rows of one z are identical: retrieval among them is a tie
+  (broken uniformly), which caps R@1 below 1 even for identical representations.
+
+The summary answers "what does a mutual k-NN of x mean in ρ_P": per family, ρ_P
+interpolated at a few mutual k-NN values (None outside the family's range).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Literal
+
+import numpy as np
+
+from prhsim import __version__
+from prhsim._rng import RngLike, check_rng
+from prhsim.experiments._results import _Record
+from prhsim.jepa import TieWarning, closed_form
+from prhsim.metrics import principal_angles, procrustes, whiten
+from prhsim.worlds import FiniteWorld, World, bad, good, gridscene, sinkhorn_world, view_world
+
+Family = Literal["noise", "kernel", "bad-view"]
+FAMILIES: tuple[Family, ...] = ("noise", "kernel", "bad-view")
+#: Mutual k-NN values at which ρ_P is read off each family's curve.
+READ_AT = (0.1, 0.2, 0.4, 0.6, 0.8)
+
+
+class BridgeCell(_Record):
+    """One pair of representations, scored by the theory's distances and the sample metrics."""
+
+    family: Family
+    level: float
+    rho_p: float
+    s_theta: float
+    mutual_knn: float
+    linear_cka: float
+    cknna: float | None
+    r1: float
+
+
+class MetricBridge(_Record):
+    """Result of :func:`metric_bridge`; ``rho_at_mutual_knn[family][x]`` is ρ_P where mutual k-NN = x."""
+
+    prhsim_version: str
+    world: str
+    k: int
+    samples: int
+    knn_k: int
+    knn_chance: float
+    seed: int | None
+    cells: list[BridgeCell]
+    rho_at_mutual_knn: dict[str, dict[str, float | None]]
+    seconds: float
+
+
+def _levels(family: Family, levels: int) -> np.ndarray:
+    if family == "noise":
+        return np.concatenate([[0.0], np.geomspace(0.02, 3.0, levels - 1)])
+    if family == "kernel":
+        return np.concatenate([[0.0], np.geomspace(1e-3, 1.0, levels - 1)])
+    return np.linspace(1.0, 0.05, levels)
+
+
+def _sample_metrics(A: np.ndarray, B: np.ndarray, knn_k: int, fit: np.ndarray) -> tuple[float, float, float | None, float]:
+    from prhsim.metrics._cka import linear_cka
+    from prhsim.metrics._knn import mutual_knn
+    from prhsim.metrics._retrieval import retrieval
+
+    try:
+        from prhsim.metrics._cknna import cknna
+    except ImportError:  # pragma: no cover - CKNNA is optional in this bridge
+        cknna = None
+    r = retrieval(A, B, fit=fit, ks=(1,))
+    return (float(mutual_knn(A, B, k=knn_k)), float(linear_cka(A, B)),
+            None if cknna is None else float(cknna(A, B, k=knn_k)), (r.a_to_b[1] + r.b_to_a[1]) / 2)
+
+
+def metric_bridge(size: int = 4, objects: int = 1, *, levels: int = 8, samples: int = 1000, knn_k: int = 10,
+                  k: int | Literal["auto"] = "auto", rng: RngLike = 0) -> MetricBridge:
+    """Score the three families of misaligned pairs by ρ_P, s_Θ and the PRH sample metrics (module docstring).
+
+    Args:
+        size, objects: the gridscene (default 4x4, one object: 144 states; pixels: 576 modal states).
+        levels: points per family (at least 2; the first is the aligned pair).
+        samples: N, states drawn per pair (capped at the world's size).
+        knn_k: the k of mutual k-NN and CKNNA.
+        k: number of features, or "auto".
+        rng: seeds the rotations, noise, Π', the drawn states and the retrieval split.
+
+    Raises:
+        ValueError: on a bad argument.
+    """
+    with warnings.catch_warnings():  # a bad view's tie is part of the family's path, not a problem of the call
+        warnings.simplefilter("ignore", TieWarning)
+        return _metric_bridge(size, objects, levels, samples, knn_k, k, rng)
+
+
+def _metric_bridge(size: int, objects: int, levels: int, samples: int, knn_k: int, k: int | Literal["auto"],
+                   rng: RngLike) -> MetricBridge:
+    start = time.perf_counter()
+    if int(levels) != levels or levels < 2:
+        raise ValueError(f"levels must be an integer >= 2, got {levels}")
+    if int(samples) != samples or samples < 4:
+        raise ValueError(f"samples must be an integer >= 4, got {samples}")
+    scene = gridscene(size, objects=objects)
+    base = scene.world.to_finite()
+    gen = check_rng(rng)
+    seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
+    opt = closed_form(base, k)
+    k_used = opt.k
+    pixels = scene.modalities(rng=gen.spawn(1)[0])[0]
+    cells: list[BridgeCell] = []
+    for family, stream in zip(FAMILIES, gen.spawn(len(FAMILIES))):
+        world: World = base if family != "bad-view" else view_world(scene.world, pixels, good())
+        reference = closed_form(world, k_used).features()
+        n = world.n
+        if not 2 * knn_k < min(samples, n):
+            raise ValueError(f"knn_k = {knn_k} needs more than {2 * knn_k} samples; the {family} world has {n} states "
+                             f"and samples = {samples}")
+        rows = np.sort(stream.choice(n, size=min(samples, n), replace=False, p=world.p))
+        fit = np.zeros(rows.size, dtype=bool)
+        fit[stream.permutation(rows.size)[: rows.size // 2]] = True
+        other = None
+        if family == "kernel":
+            affinity = stream.uniform(size=(n, n))
+            affinity = (affinity + affinity.T) / 2
+            other = sinkhorn_world(affinity, world.p).Pi
+        Q, _ = np.linalg.qr(stream.standard_normal((k_used, k_used)))
+        noise = stream.standard_normal((n, k_used))
+        for level in _levels(family, levels):
+            if family == "noise":
+                B = whiten(reference @ Q + level * noise, world.p)
+            elif family == "kernel":
+                B = closed_form(FiniteWorld(world.p, (1.0 - level) * world.Pi + level * other), k_used).features()
+            else:
+                bad_world = view_world(scene.world, pixels, good() if level >= 1.0 else bad(float(level)))
+                B = closed_form(bad_world, k_used).features()
+            mk, cka, cknna, r1 = _sample_metrics(reference[rows], B[rows], knn_k, fit)
+            cells.append(BridgeCell(family=family, level=float(level), rho_p=float(procrustes(B, reference, world.p).rho),
+                                    s_theta=float(principal_angles(B, reference, world.p).s_theta), mutual_knn=mk,
+                                    linear_cka=cka, cknna=cknna, r1=r1))
+    from prhsim.metrics._knn import knn_chance
+
+    n_rows = min(samples, base.n)
+    return MetricBridge(prhsim_version=__version__, world=f"gridscene({size}, objects={objects})", k=k_used,
+                        samples=int(samples), knn_k=int(knn_k), knn_chance=float(knn_chance(n_rows, knn_k)), seed=seed,
+                        cells=cells, rho_at_mutual_knn={f: _read_off([c for c in cells if c.family == f])
+                                                        for f in FAMILIES},
+                        seconds=time.perf_counter() - start)
+
+
+def _read_off(cells: list[BridgeCell]) -> dict[str, float | None]:
+    """ρ_P at each mutual k-NN value of READ_AT, linearly interpolated along the family's path (None outside it)."""
+    out: dict[str, float | None] = {}
+    for x in READ_AT:
+        value = None
+        for c0, c1 in zip(cells, cells[1:]):
+            lo, hi = sorted((c0.mutual_knn, c1.mutual_knn))
+            if lo <= x <= hi and hi > lo:
+                w = (x - c0.mutual_knn) / (c1.mutual_knn - c0.mutual_knn)
+                value = float(c0.rho_p + w * (c1.rho_p - c0.rho_p))
+                break
+        out[f"{x:g}"] = value
+    return out

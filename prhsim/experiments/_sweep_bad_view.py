@@ -1,0 +1,188 @@
+"""The bad-view sweep: the merge rule's k_Z and ρ_P against ε, beside the closed form (docs/theory.md §4).
+
+Every modality m observes ``(z, n)`` under the bad(ε) view ``π = π_Z ⊗ ρ_ε`` with
+``ρ_ε = (1 − ε) diag(q) + ε qqᵀ`` (ε = 1 is the good view), so ``K = K_Z ⊗ K_N`` and
+the modal spectrum is the merge of the nuisance-free candidates ``λ_i(K_Z)`` (i ≥ 2,
+centred) with the nuisance candidates ``(1 − ε) λ_i(K_Z)`` (i ≥ 1, each ``|N_m| − 1``
+times). For every ε of the grid and every modality this records the merge rule's
+predicted k_Z (:func:`prhsim.experiments.merge_rule`) and the observed one (the rank of
+``E_p[m mᵀ]``, ``m(z) = E[f | z]``); for every pair the prediction
+
+``ρ_P = sqrt(2(k − min(k_Z,a, k_Z,b))/k)``
+
+and the closed form's observed ``ρ_P`` (coupled comparison through the pairs sharing z).
+
+When is the prediction determined? k_Z is undetermined when a tied block at k mixes
+nuisance-free and nuisance candidates (the solver may then pick either kind). A tie
+inside one kind leaves k_Z determined: nuisance features have ``E[h | z] = 0`` whichever
+are picked, and nuisance-free ones are functions of z. ρ_P then needs the top
+``m = min(k_Z)`` slow features to be one subspace, i.e. ``m = 0`` or a gap of K_Z at m;
+every choice of the other modality's slow features contains them (docs/theory.md §1.2,
+sandwich). This is finer than :func:`prhsim.experiments.rotation_uniqueness`, which
+predicts nothing for a pair whose optimum is not one orbit; on the default world every
+ε < 0.24 puts a tie into some modality's nuisance block, and the prediction holds there.
+
+Default: ``gridscene(3, objects=1)`` (81 states; pixels 4, caption 8, symbolic 3 nuisance
+values), k = 3 by ``k="auto"``, 25 values of ε: about 0.25 s (2-core CPU, one BLAS thread).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from itertools import combinations
+from typing import Literal, Sequence
+
+import numpy as np
+
+from prhsim import __version__
+from prhsim._rng import RngLike, check_rng
+from prhsim.experiments._results import _Record
+from prhsim.experiments._rotation import base_spectrum, merge_rule, predicted_rho, rotation_uniqueness
+from prhsim.jepa import GAP_TOL, TieWarning, closed_form
+from prhsim.worlds import Modality, World, bad, good, gridscene
+
+#: The default ε grid: 25 points from 0.02 to 1 (the good view).
+DEFAULT_EPS = tuple(float(x) for x in np.linspace(0.02, 1.0, 25))
+
+
+class BadViewModality(_Record):
+    """One modality across the ε grid (``predicted_kz[i]`` at ``eps[i]``; None: undetermined)."""
+
+    name: str
+    n_nuisance: int
+    predicted_kz: list[int | None]
+    observed_kz: list[int]
+    unique: list[bool]
+
+
+class BadViewPair(_Record):
+    """One pair across the ε grid: predicted ρ_P (None: undetermined) and the closed form's ρ_P, s_Θ."""
+
+    a: str
+    b: str
+    predicted_rho_p: list[float | None]
+    observed_rho_p: list[float]
+    observed_s_theta: list[float]
+
+
+class BadViewSweep(_Record):
+    """Result of :func:`bad_view_sweep`; ``max_error`` is the largest ``|observed − predicted|`` ρ_P."""
+
+    prhsim_version: str
+    world: str
+    n_states: int
+    k: int
+    k_auto: bool
+    base_gap: float
+    base_spectrum: list[float]
+    eps: list[float]
+    seed: int | None
+    modalities: list[BadViewModality]
+    pairs: list[BadViewPair]
+    max_error: float | None
+    seconds: float
+
+
+def _check_eps(eps: Sequence[float]) -> tuple[float, ...]:
+    values = tuple(float(x) for x in np.atleast_1d(np.asarray(eps, dtype=float)))
+    if not values:
+        raise ValueError("bad_view_sweep needs at least one value of eps")
+    bad_values = [x for x in values if not 0.0 < x <= 1.0]
+    if bad_values:
+        raise ValueError(f"every eps must lie in (0, 1], got {bad_values[0]}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"eps values must be distinct, got {list(values)}")
+    return tuple(sorted(values))
+
+
+def determined_kz(base_values: np.ndarray, eps: float, n_nuisance: int, k: int) -> int | None:
+    """The merge rule's k_Z (None when a tied block at k mixes nuisance-free and nuisance candidates)."""
+    return merge_rule(base_values, good() if eps == 1.0 else bad(eps), n_nuisance, k).nuisance_free
+
+
+def determined_rho(base_values: np.ndarray, k: int, kz_a: int | None, kz_b: int | None) -> float | None:
+    """``sqrt(2(k − m)/k)`` with ``m = min(k_Z)``, when both k_Z and the top-m slow subspace are determined."""
+    rho = predicted_rho(k, kz_a, kz_b)
+    if rho is None:
+        return None
+    m = min(kz_a, kz_b)
+    mu = base_values[1:]  # centred
+    return rho if m == 0 or mu[m - 1] - mu[m] > GAP_TOL else None
+
+
+def bad_view_sweep(
+    base: World | None = None,
+    modalities: Sequence[Modality] | None = None,
+    eps: Sequence[float] = DEFAULT_EPS,
+    k: int | Literal["auto"] = "auto",
+    rng: RngLike = 0,
+    *,
+    name: str | None = None,
+) -> BadViewSweep:
+    """Predicted and observed k_Z and ρ_P for bad(ε) views of every modality, for each ε (module docstring).
+
+    Args:
+        base: the world over Z; None: ``gridscene(3, objects=1)`` (then ``modalities`` must be None too).
+        modalities: the modalities (all under the same view in a cell); None: the gridscene's three.
+        eps: the grid; 1 is the good view.
+        k: number of features, or "auto" (K_Z's k, :func:`prhsim.jepa.pick_k`).
+        rng: seeds the symbolic modality's maps (default world) and, one stream per ε, the cells.
+        name: the world's name in the record (default: the gridscene's, or ``repr(base)``).
+
+    Raises:
+        ValueError: on a bad grid, a base without modalities (or modalities without a base), or bad k.
+    """
+    start = time.perf_counter()
+    eps = _check_eps(eps)
+    gen = check_rng(rng)
+    seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
+    if (base is None) != (modalities is None):
+        raise ValueError("pass both base and modalities, or neither (the default gridscene(3, objects=1))")
+    streams = gen.spawn(len(eps) + 1)
+    if base is None:
+        scene = gridscene(3, objects=1)
+        base, modalities = scene.world, scene.modalities(rng=streams[0])
+        name = name or "gridscene(3, objects=1)"
+    else:
+        name = name or repr(base)
+    modalities = tuple(modalities)
+    if len(modalities) < 2:
+        raise ValueError(f"bad_view_sweep needs at least two modalities to compare, got {len(modalities)}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TieWarning)
+        base_opt = closed_form(base, k)
+    k_used = base_opt.k
+    base_values = base_spectrum(base, k_used + 2)
+    kz_pred = {m.name: [] for m in modalities}
+    kz_obs = {m.name: [] for m in modalities}
+    unique = {m.name: [] for m in modalities}
+    pairs = {(a.name, b.name): ([], [], []) for a, b in combinations(modalities, 2)}
+    for e, stream in zip(eps, streams[1:]):
+        view = good() if e == 1.0 else bad(e)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TieWarning)
+            outcome = rotation_uniqueness(base, modalities, [view] * len(modalities), k_used, rng=stream)
+        cell_kz = {}
+        for m in outcome.modalities:
+            cell_kz[m.name] = determined_kz(base_values, e, m.world.n_nuisance, k_used)
+            kz_pred[m.name].append(cell_kz[m.name])
+            kz_obs[m.name].append(int(m.nuisance_free))
+            unique[m.name].append(bool(m.unique))
+        for pair in outcome.pairs:
+            pred, obs, s_theta = pairs[(pair.a, pair.b)]
+            pred.append(determined_rho(base_values, k_used, cell_kz[pair.a], cell_kz[pair.b]))
+            obs.append(float(pair.comparison.rho_p))
+            s_theta.append(float(pair.comparison.s_theta))
+    errors = [abs(o - p) for pred, obs, _ in pairs.values() for p, o in zip(pred, obs) if p is not None]
+    return BadViewSweep(
+        prhsim_version=__version__, world=name, n_states=base.n, k=k_used, k_auto=k == "auto",
+        base_gap=float(base_opt.gap), base_spectrum=[float(v) for v in base_opt.eigenvalues], eps=list(eps),
+        seed=seed,
+        modalities=[BadViewModality(name=m.name, n_nuisance=m.n_nuisance, predicted_kz=kz_pred[m.name],
+                                    observed_kz=kz_obs[m.name], unique=unique[m.name]) for m in modalities],
+        pairs=[BadViewPair(a=a, b=b, predicted_rho_p=pred, observed_rho_p=obs, observed_s_theta=s_theta)
+               for (a, b), (pred, obs, s_theta) in pairs.items()],
+        max_error=max(errors) if errors else None,
+        seconds=time.perf_counter() - start,
+    )

@@ -1,0 +1,280 @@
+"""Centred kernel alignment on N paired samples: linear, RBF and unbiased (docs/theory.md §10).
+
+Rows ``a_n`` (of ``a``, N x d_a) and ``b_n`` (of ``b``, N x d_b) describe the same
+N inputs. Every sample is weighted 1/N (the p-weighted population metrics are
+:mod:`prhsim.metrics._procrustes`). Kernels ``K = k(a_i, a_j)``, ``L = l(b_i, b_j)``,
+centring ``H = I − 11ᵀ/N``:
+
+* biased HSIC ``HSIC(K, L) = tr(K H L H)/(N − 1)²`` and
+  ``CKA(K, L) = HSIC(K, L)/sqrt(HSIC(K, K)·HSIC(L, L))`` (Kornblith et al. 2019);
+* linear CKA (``K = a aᵀ``) in feature space, with column-centred ``ã``, ``b̃``:
+  ``‖ãᵀb̃‖_F² / (‖ãᵀã‖_F ‖b̃ᵀb̃‖_F)``; memory O(N·d + d²), or O(N²) through the
+  centred Gram matrices ``ããᵀ`` when that is smaller (the same number);
+* RBF CKA: ``k(x, y) = exp(−‖x − y‖²/(2σ²))`` with, per side,
+  ``σ² = sigma² · median(D²)``, the median over all N² entries of the squared-distance
+  matrix D² (its N zero diagonal entries included; for even N² the mean of the two
+  middle values): the bandwidth heuristic of Kornblith et al.'s reference code, so σ is
+  ``sigma`` times the median distance;
+* unbiased CKA: Song et al. (2012)'s unbiased HSIC on linear kernels with zeroed
+  diagonals ``K̃``, ``L̃``:
+  ``HSIC_u = [tr(K̃L̃) + (1ᵀK̃1)(1ᵀL̃1)/((N−1)(N−2)) − 2/(N−2)·1ᵀK̃L̃1] / (N(N−3))``,
+  computed in feature space (``s_i = ‖a_i‖²``, ``t_i = ‖b_i‖²``):
+  ``tr(K̃L̃) = ‖aᵀb‖_F² − Σ s_i t_i``, ``1ᵀK̃1 = ‖aᵀ1‖² − Σ s_i``,
+  ``1ᵀK̃L̃1 = (K̃1)·(L̃1)`` with ``K̃1 = a(aᵀ1) − s``. HSIC_u is unchanged by a
+  translation of either side, so the columns are centred first (fewer cancellations).
+
+Inputs are numpy arrays, torch tensors (any device) or JAX arrays; the statistic is
+computed in the input's library and device, in float32 or wider. A representation
+whose rows are all equal (zero variance) has no CKA: that is a ValueError, never an
+epsilon in the denominator (which would bias small values).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from array_api_compat import array_namespace, device as array_device, is_torch_array
+
+from prhsim._budget import ensure_fits
+
+#: Elements of one N x N block (a Gram matrix and its temporaries) counted per side by the guards.
+_GRAM_COPIES = 4
+
+
+def to_host(x: Any) -> np.ndarray:
+    """A numpy copy of an array of any supported library (torch: detached, on the CPU)."""
+    if is_torch_array(x):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def as_array(name: str, x: Any) -> tuple[Any, Any]:
+    """``(xp, x)``: x in its own library as a real float (float32 or wider; ints become float64)."""
+    try:
+        xp = array_namespace(x)
+    except TypeError:
+        x = np.asarray(x)
+        xp = array_namespace(x)
+    if xp.isdtype(x.dtype, "bool") or xp.isdtype(x.dtype, "integral"):
+        return xp, xp.astype(x, xp.float64)
+    if not xp.isdtype(x.dtype, "real floating"):
+        raise ValueError(f"{name} must hold real numbers, got dtype {x.dtype}")
+    if xp.finfo(x.dtype).bits < 32:
+        x = xp.astype(x, xp.float32)
+    return xp, x
+
+
+def check_finite(xp: Any, name: str, x: Any) -> None:
+    """Raise ``ValueError("a contains NaN or inf")`` when x has a non-finite entry."""
+    if not bool(xp.all(xp.isfinite(x))):
+        raise ValueError(f"{name} contains NaN or inf")
+
+
+def sample_pair(a: Any, b: Any, *, min_rows: int = 2, what: str = "this metric") -> tuple[Any, Any, Any]:
+    """Validate two paired samples; return ``(xp, a, b)`` in one library and one float dtype.
+
+    Errors (ValueError, one line): different libraries, not 2-D, different N,
+    fewer than ``min_rows`` rows, NaN or inf.
+    """
+    xp, a = as_array("a", a)
+    xp_b, b = as_array("b", b)
+    if xp_b is not xp:
+        raise ValueError(f"a and b must be arrays of one library, got {xp.__name__} and {xp_b.__name__}")
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"a and b must be 2-D (samples x features), got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"a and b must have the same number of rows N, got {a.shape[0]} and {b.shape[0]}")
+    if a.shape[0] < min_rows:
+        raise ValueError(f"{what} needs at least {min_rows} rows, got N = {a.shape[0]}")
+    check_finite(xp, "a", a)
+    check_finite(xp, "b", b)
+    if a.dtype != b.dtype:
+        dtype = xp.result_type(a.dtype, b.dtype)
+        a, b = xp.astype(a, dtype), xp.astype(b, dtype)
+    return xp, a, b
+
+
+def constant_rows(xp: Any, x: Any) -> bool:
+    """Whether every row of x equals the first (a representation with zero variance)."""
+    return bool(xp.all(x == x[0:1, :]))
+
+
+def require_variance(xp: Any, name: str, x: Any, what: str = "CKA") -> None:
+    """Raise ``ValueError("a has zero variance: CKA is undefined")`` for a constant representation."""
+    if constant_rows(xp, x):
+        raise ValueError(f"{name} has zero variance: {what} is undefined")
+
+
+def centre(xp: Any, x: Any) -> Any:
+    """x with each column's mean subtracted."""
+    return x - xp.mean(x, axis=0, keepdims=True)
+
+
+def _itemsize(xp: Any, x: Any) -> int:
+    return xp.finfo(x.dtype).bits // 8
+
+
+def _gram_route(n: int, da: int, db: int) -> bool:
+    """Use the N x N Gram matrices when they are smaller than the d x d cross-products."""
+    return 3 * n * n < da * db + da * da + db * db
+
+
+def _guard(n: int, da: int, db: int, itemsize: int, what: str) -> None:
+    elements = 3.0 * n * n if _gram_route(n, da, db) else float(da * db + da * da + db * db)
+    ensure_fits(itemsize * (elements + 2.0 * n * (da + db)), what, "use fewer samples N")
+
+
+def _ratio(xp: Any, num: Any, saa: Any, sbb: Any, lo: float) -> float:
+    """``num/sqrt(saa·sbb)`` as a float clipped to [lo, 1] (rounding can leave 1 + ε)."""
+    for name, s in (("a", saa), ("b", sbb)):
+        if not float(s) > 0.0:  # underflow of a nearly constant representation
+            raise ValueError(f"{name} has zero variance: CKA is undefined")
+    value = float(num) / (math.sqrt(float(saa)) * math.sqrt(float(sbb)))
+    return min(max(value, lo), 1.0)
+
+
+def linear_cka(a: Any, b: Any) -> float:
+    """Linear CKA ``‖ãᵀb̃‖_F² / (‖ãᵀã‖_F ‖b̃ᵀb̃‖_F)`` of two paired samples (docs/theory.md §10).
+
+    Args:
+        a: (N, d_a) representation, numpy, torch or JAX.
+        b: (N, d_b) representation of the same N inputs, same library.
+
+    Returns:
+        CKA ∈ [0, 1]; invariant to an orthogonal map or an isotropic scaling of either side.
+
+    Raises:
+        ValueError: N mismatch, not 2-D, N < 2, NaN/inf, or a constant side (zero variance).
+
+    Example:
+        >>> import numpy as np
+        >>> a = np.random.default_rng(0).normal(size=(50, 4))
+        >>> round(linear_cka(a, 3.0 * a[:, ::-1]), 12)
+        1.0
+    """
+    xp, a, b = sample_pair(a, b, what="CKA")
+    require_variance(xp, "a", a)
+    require_variance(xp, "b", b)
+    n, da, db = a.shape[0], a.shape[1], b.shape[1]
+    _guard(n, da, db, _itemsize(xp, a), f"linear CKA of {n:,} samples x ({da:,}, {db:,}) features")
+    ac, bc = centre(xp, a), centre(xp, b)
+    mt = xp.matrix_transpose
+    if _gram_route(n, da, db):
+        K, L = ac @ mt(ac), bc @ mt(bc)  # centred Grams: H K H = ã ãᵀ
+        num, saa, sbb = xp.sum(K * L), xp.sum(K * K), xp.sum(L * L)
+    else:
+        cross, gaa, gbb = mt(ac) @ bc, mt(ac) @ ac, mt(bc) @ bc
+        num, saa, sbb = xp.sum(cross * cross), xp.sum(gaa * gaa), xp.sum(gbb * gbb)
+    return _ratio(xp, num, saa, sbb, 0.0)
+
+
+def _median(xp: Any, x: Any) -> Any:
+    """Median of all entries (mean of the two middle values for an even count)."""
+    flat = xp.sort(xp.reshape(x, (-1,)))
+    m = flat.shape[0]
+    return flat[m // 2] if m % 2 else (flat[m // 2 - 1] + flat[m // 2]) / 2.0
+
+
+def _rbf_gram(xp: Any, name: str, x: Any, sigma: float) -> Any:
+    """The centred Gaussian Gram matrix of x, bandwidth ``σ² = sigma²·median(D²)``."""
+    xc = centre(xp, x)
+    n = xc.shape[0]
+    sq = xp.sum(xc * xc, axis=1)
+    d2 = sq[:, None] + sq[None, :] - 2.0 * (xc @ xp.matrix_transpose(xc))
+    off = 1.0 - xp.eye(n, dtype=x.dtype, device=array_device(x))
+    d2 = xp.clip(d2, 0.0, None) * off  # rounding: no negative squared distances, zero diagonal
+    med = _median(xp, d2)
+    if not float(med) > 0.0:
+        raise ValueError(f"{name} has median pairwise distance 0 (most rows coincide): the RBF bandwidth is undefined")
+    K = xp.exp(-d2 / (2.0 * sigma * sigma * med))
+    return K - xp.mean(K, axis=0, keepdims=True) - xp.mean(K, axis=1, keepdims=True) + xp.mean(K)
+
+
+def rbf_cka(a: Any, b: Any, *, sigma: float | None = None) -> float:
+    """CKA with Gaussian kernels ``exp(−‖x − y‖²/(2σ²))``, σ = ``sigma`` x median distance per side.
+
+    The bandwidth follows Kornblith et al. (2019)'s reference code: ``σ² = sigma² ·
+    median(D²)`` over all N² entries of the squared-distance matrix of that side,
+    diagonal zeros included. Memory is O(N²), refused up front by the memory guard.
+
+    Args:
+        a: (N, d_a) representation.
+        b: (N, d_b) representation of the same N inputs.
+        sigma: bandwidth as a multiple of the median distance; None means 1.0.
+
+    Returns:
+        CKA ∈ [0, 1]; invariant to an orthogonal map, an isotropic scaling (σ scales
+        along) and a common row permutation.
+
+    Raises:
+        ValueError: the errors of :func:`linear_cka`, ``sigma <= 0``, or a side whose
+            median squared distance is 0.
+    """
+    sigma = 1.0 if sigma is None else float(sigma)
+    if not (sigma > 0.0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be a positive multiple of the median distance, got {sigma}")
+    xp, a, b = sample_pair(a, b, what="CKA")
+    require_variance(xp, "a", a)
+    require_variance(xp, "b", b)
+    n = a.shape[0]
+    ensure_fits(_itemsize(xp, a) * 2.0 * _GRAM_COPIES * n * n, f"RBF CKA of {n:,} samples (N x N kernels)",
+                "use fewer samples N")
+    K = _rbf_gram(xp, "a", a, sigma)
+    L = _rbf_gram(xp, "b", b, sigma)
+    return _ratio(xp, xp.sum(K * L), xp.sum(K * K), xp.sum(L * L), 0.0)
+
+
+def _hsic_u(n: int, tr: Any, one_k: Any, one_l: Any, kl: Any) -> Any:
+    """Song et al.'s unbiased HSIC from ``tr(K̃L̃)``, ``1ᵀK̃1``, ``1ᵀL̃1`` and ``1ᵀK̃L̃1``."""
+    return (tr + one_k * one_l / ((n - 1) * (n - 2)) - 2.0 * kl / (n - 2)) / (n * (n - 3))
+
+
+def unbiased_cka(a: Any, b: Any) -> float:
+    """CKA from Song et al. (2012)'s unbiased HSIC on linear kernels (docs/theory.md §10).
+
+    Args:
+        a: (N, d_a) representation, N >= 4.
+        b: (N, d_b) representation of the same N inputs.
+
+    Returns:
+        ``HSIC_u(K, L)/sqrt(HSIC_u(K, K)·HSIC_u(L, L))`` ∈ [−1, 1] (it can be negative:
+        the estimator is unbiased for HSIC, not non-negative).
+
+    Raises:
+        ValueError: the errors of :func:`linear_cka`, N < 4, or a side whose unbiased
+            self-HSIC is not positive (zero up to rounding counts: at most N·eps times
+            the size of its terms); the ratio is then undefined, and no NaN is returned.
+    """
+    xp, a, b = sample_pair(a, b, min_rows=4, what="unbiased CKA")
+    require_variance(xp, "a", a)
+    require_variance(xp, "b", b)
+    n, da, db = a.shape[0], a.shape[1], b.shape[1]
+    _guard(n, da, db, _itemsize(xp, a), f"unbiased CKA of {n:,} samples x ({da:,}, {db:,}) features")
+    a, b = centre(xp, a), centre(xp, b)  # HSIC_u is translation invariant
+    mt = xp.matrix_transpose
+    s, t = xp.sum(a * a, axis=1), xp.sum(b * b, axis=1)
+    if _gram_route(n, da, db):
+        off = 1.0 - xp.eye(n, dtype=a.dtype, device=array_device(a))
+        K, L = (a @ mt(a)) * off, (b @ mt(b)) * off
+        tr_kl, tr_kk, tr_ll = xp.sum(K * L), xp.sum(K * K), xp.sum(L * L)
+        k1, l1 = xp.sum(K, axis=1), xp.sum(L, axis=1)
+    else:
+        cross, gaa, gbb = mt(a) @ b, mt(a) @ a, mt(b) @ b
+        tr_kl = xp.sum(cross * cross) - xp.sum(s * t)
+        tr_kk = xp.sum(gaa * gaa) - xp.sum(s * s)
+        tr_ll = xp.sum(gbb * gbb) - xp.sum(t * t)
+        k1 = a @ xp.sum(a, axis=0) - s  # K̃1
+        l1 = b @ xp.sum(b, axis=0) - t
+    one_k, one_l = xp.sum(k1), xp.sum(l1)
+    kk, ll = xp.sum(k1 * k1), xp.sum(l1 * l1)
+    hkl = _hsic_u(n, tr_kl, one_k, one_l, xp.sum(k1 * l1))
+    eps = float(xp.finfo(a.dtype).eps)
+    for name, tr, one, sq in (("a", tr_kk, one_k, kk), ("b", tr_ll, one_l, ll)):
+        h = float(_hsic_u(n, tr, one, one, sq))
+        # the terms' size: below n·eps of it, a self-HSIC is zero up to rounding
+        size = (abs(float(tr)) + float(one) ** 2 / ((n - 1) * (n - 2)) + 2.0 * float(sq) / (n - 2)) / (n * (n - 3))
+        if not h > n * eps * size:
+            raise ValueError(f"{name} has a non-positive unbiased self-HSIC ({h:.3g}): unbiased CKA is undefined")
+    return _ratio(xp, hkl, _hsic_u(n, tr_kk, one_k, one_k, kk), _hsic_u(n, tr_ll, one_l, one_l, ll), -1.0)

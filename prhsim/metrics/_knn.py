@@ -1,0 +1,426 @@
+"""Exact k-nearest neighbours in tiles, and the kNN sample alignment metrics (docs/theory.md §10).
+
+Sample metrics compare two representations ``a`` (N, d_a) and ``b`` (N, d_b) of
+the same N samples, every sample with weight 1/N (unlike the p-weighted
+population metrics of :mod:`prhsim.metrics`). Inputs are numpy arrays, torch
+tensors (any device) or JAX arrays; the work runs in the input's library and on
+its device, in float32 or wider (16-bit floats are upcast), and the results are
+Python floats.
+
+Neighbours. For rows x_1..x_N, ``N_k(i)`` is the set of the k rows j ≠ i with
+the largest inner products ⟨x_i, x_j⟩. Tie rule: the candidates j ≠ i are
+ranked by the key (−⟨x_i, x_j⟩, j), so among equal inner products the smaller
+index wins; the set, and the order of :func:`knn_indices`' rows, are then
+determined by the data alone and agree across numpy, torch and JAX whenever
+the inner products agree (exactly-representable data, float64). A duplicate
+row is a neighbour like any other, at the inner product of equal rows.
+
+Metrics (rows first L2-normalised: x̂_i = x_i / ‖x_i‖, so inner products are cosines):
+
+* mutual kNN (Huh et al. 2024, "The Platonic Representation Hypothesis")::
+
+      mutual_knn(a, b; k) = (1 / N) Σ_i |N_k^a(i) ∩ N_k^b(i)| / k
+
+  Chance level (independent representations): E = k / (N − 1), :func:`knn_chance`.
+* cycle kNN (the PRH code's ``cycle_knn``): step to the k neighbours j of i in b,
+  then ask whether i is among the k neighbours of some such j in a::
+
+      cycle_knn(a, b; k) = (1 / N) Σ_i 1[∃ j ∈ N_k^b(i) : i ∈ N_k^a(j)]
+
+Cost. :func:`knn_indices` forms the N x N inner products in square tiles of
+side ``block`` (B), using the symmetry ⟨x_i, x_j⟩ = ⟨x_j, x_i⟩: each pair of
+row blocks is multiplied once, about N²d/2 multiply-adds in all. The diagonal
+tiles give every row a first k-list by partial selection (``np.partition``,
+``torch.topk``, ``jax.lax.top_k``; never a full sort); an off-diagonal tile
+then only offers each row the entries at or above its current k-th inner
+product, and candidate lists are merged by the key above. Memory: a few B x B
+tiles plus O(N·k), never an N x N array; the default B keeps one tile near
+64 MB. The metrics add O(N·k) (mutual kNN) and O(N·k²) time (cycle kNN).
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+from array_api_compat import (
+    array_namespace,
+    device as array_device,
+    is_jax_array,
+    is_numpy_array,
+    is_torch_array,
+)
+
+from prhsim._budget import ensure_fits
+
+#: Bytes of one similarity tile (B x B) with the default block size.
+TILE_BYTES = 64 * 2**20
+#: Elements of one gathered (rows x k x d) or (rows x k x k) block in the metrics.
+GATHER_ELEMENTS = 2**22
+#: Most candidates per row an off-diagonal tile may offer before the tile is selected from in full.
+PRUNE_SLACK = 64
+
+
+# --------------------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------------------
+def _as_compute(x: Any, name: str) -> tuple[Any, Any]:
+    """``(xp, x)``: a 2-D, finite, real floating array in its compute dtype (16-bit floats to float32)."""
+    xp = array_namespace(x)
+    if is_torch_array(x):
+        x = x.detach()
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array of shape (N, d), got shape {tuple(x.shape)}")
+    if not xp.isdtype(x.dtype, "real floating"):
+        raise TypeError(f"{name} must hold real floating-point values, got {x.dtype}")
+    if xp.finfo(x.dtype).bits < 32:
+        x = xp.astype(x, xp.float32)
+    if x.shape[0] and x.shape[1] and not bool(xp.all(xp.isfinite(x))):
+        raise ValueError(f"{name} contains NaN or inf")
+    return xp, x
+
+
+def _check_k(k: Any, n: int) -> int:
+    """k as an int with 1 <= k < N, or a one-line error."""
+    if isinstance(k, bool) or not isinstance(k, Integral):
+        raise TypeError(f"k must be an integer, got {k!r}")
+    k = int(k)
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if k >= n:
+        raise ValueError(f"k must be below the number of samples N = {n}, got k = {k}")
+    return k
+
+
+def _check_block(block: Any) -> int | None:
+    if block is None:
+        return None
+    if isinstance(block, bool) or not isinstance(block, Integral):
+        raise TypeError(f"block must be an integer or None, got {block!r}")
+    if block < 1:
+        raise ValueError(f"block must be at least 1, got {block}")
+    return int(block)
+
+
+def _normalise(xp: Any, x: Any, name: str) -> Any:
+    """Rows divided by their L2 norms (after scaling by their largest |entry|, so no square overflows)."""
+    scale = xp.max(xp.abs(x), axis=1, keepdims=True) if x.shape[1] else xp.zeros((x.shape[0], 1), dtype=x.dtype)
+    zero = xp.reshape(scale == 0, (-1,))
+    if bool(xp.any(zero)):
+        row = int(xp.argmax(xp.astype(zero, xp.int32)))
+        raise ValueError(f"row {row} of {name} is zero: it cannot be L2-normalised")
+    y = x / scale
+    return y / xp.sqrt(xp.sum(y * y, axis=1, keepdims=True))
+
+
+def _pair(a: Any, b: Any) -> tuple[Any, Any, Any]:
+    """``(xp, â, b̂)``: both inputs validated, in one library, with L2-normalised rows."""
+    array_namespace(a, b)  # a TypeError when the two come from different libraries
+    xp, a = _as_compute(a, "a")
+    _, b = _as_compute(b, "b")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"a and b must have the same number of rows N, got {a.shape[0]} and {b.shape[0]}")
+    return xp, a, b
+
+
+def _index_dtype(xp: Any, x: Any) -> Any:
+    return xp.arange(1, device=array_device(x)).dtype
+
+
+def _guard_lists(n: int, k: int, lists: int, what: str) -> None:
+    """Refuse neighbour lists that cannot fit (k close to N makes them N x N)."""
+    ensure_fits(lists * 3.0 * n * k * 8, f"{lists} k-nearest-neighbour lists {what} (N = {n}, k = {k})",
+                "lower k or N")
+
+
+# --------------------------------------------------------------------------------------
+# selection in one tile
+# --------------------------------------------------------------------------------------
+def _default_block(n: int, d: int, itemsize: int) -> int:
+    """Tile side B with B² + 2·B·d elements near TILE_BYTES (one tile plus its two row blocks), at most N."""
+    elements = TILE_BYTES // itemsize
+    return max(1, min(n, math.isqrt(elements + d * d) - d))
+
+
+def _fill_diagonal(xp: Any, s: Any) -> Any:
+    """A square tile with -inf on its diagonal (in place where the library allows)."""
+    if is_numpy_array(s):
+        np.fill_diagonal(s, -np.inf)
+        return s
+    if is_torch_array(s):
+        return s.fill_diagonal_(-math.inf)
+    r = xp.arange(s.shape[0], device=array_device(s))
+    if is_jax_array(s):
+        return s.at[r, r].set(-math.inf)
+    return xp.where(r[:, None] == r[None, :], xp.asarray(-math.inf, dtype=s.dtype, device=array_device(s)), s)
+
+
+def _top(xp: Any, vals: Any, idx: Any, k: int) -> tuple[Any, Any]:
+    """The first k entries of each row under the key (-value, index), in that order."""
+    order = xp.argsort(idx, axis=1, stable=True)
+    vals, idx = xp.take_along_axis(vals, order, axis=1), xp.take_along_axis(idx, order, axis=1)
+    order = xp.argsort(-vals, axis=1, stable=True)[:, :k]
+    return xp.take_along_axis(vals, order, axis=1), xp.take_along_axis(idx, order, axis=1)
+
+
+def _kth_largest(xp: Any, s: Any, k: int) -> tuple[Any, tuple[Any, Any] | None]:
+    """The k-th largest value of each row (k < width), and the top-k lists when no row ties at the boundary.
+
+    The second item is None when the library has no partial selection with
+    indices (numpy: the values come from ``np.partition``) or when some row's
+    (k+1)-th value equals its k-th (the tie rule then decides membership).
+    """
+    width = s.shape[1]
+    if is_torch_array(s):
+        import torch
+
+        vals, idx = torch.topk(s, k + 1, dim=1)
+        kth = vals[:, k - 1]
+        if not bool(torch.any(vals[:, k] == kth)):
+            return kth, (vals[:, :k], idx[:, :k])
+        return kth, None
+    if is_jax_array(s):
+        from jax import lax
+
+        vals, idx = lax.top_k(s, k + 1)
+        kth = vals[:, k - 1]
+        if not bool(xp.any(vals[:, k] == kth)):
+            return kth, (vals[:, :k], idx[:, :k])
+        return kth, None
+    if is_numpy_array(s):
+        return np.partition(s, width - k, axis=1)[:, width - k].copy(), None
+    return xp.sort(s, axis=1)[:, width - k], None
+
+
+def _select(xp: Any, s: Any, k: int, offset: int, idt: Any) -> tuple[Any, Any]:
+    """Each row's top min(k, width) columns of tile ``s`` under the tie rule, sorted; indices shifted by offset."""
+    rows, width = s.shape
+    dev = array_device(s)
+    if k >= width:
+        idx = xp.broadcast_to(xp.arange(offset, offset + width, dtype=idt, device=dev)[None, :], (rows, width))
+        return _top(xp, s, idx, width)
+    kth, direct = _kth_largest(xp, s, k)
+    if direct is not None:
+        vals, idx = direct
+        return _top(xp, vals, xp.astype(idx, idt) + offset, k)
+    kth = kth[:, None]
+    selected = s >= kth
+    if not bool(xp.all(xp.sum(xp.astype(selected, xp.int32), axis=1) == k)):
+        # a tie at the boundary: every entry above the k-th value, then the lowest-index equal ones
+        above = s > kth
+        need = k - xp.sum(xp.astype(above, xp.int32), axis=1)
+        rank = xp.cumulative_sum(xp.astype(selected & ~above, xp.int32), axis=1)
+        selected = above | ((s == kth) & (rank <= need[:, None]))
+    flat = xp.nonzero(xp.reshape(selected, (-1,)))[0]
+    del selected
+    cols = xp.reshape(xp.astype(flat % width, idt), (rows, k))
+    return _top(xp, xp.take_along_axis(s, cols, axis=1), cols + offset, k)
+
+
+def _offers(xp: Any, s: Any, threshold: Any, offset: int, transposed: bool, sentinel: int, idt: Any,
+            limit: int) -> tuple[Any, Any] | None:
+    """The entries of each row (of s, or of sᵀ when transposed) at or above its threshold, padded to one width.
+
+    Returns (values, indices), padding with (-inf, sentinel), or None when some
+    row offers more than ``limit`` entries (select from the tile in full instead).
+    """
+    dev = array_device(s)
+    mask = s >= (threshold[None, :] if transposed else threshold[:, None])
+    counts = xp.sum(xp.astype(mask, xp.int32), axis=0 if transposed else 1)
+    most = int(xp.max(counts))
+    if most > limit:
+        return None
+    if most == 0:
+        return (xp.zeros((counts.shape[0], 0), dtype=s.dtype, device=dev),
+                xp.zeros((counts.shape[0], 0), dtype=idt, device=dev))
+    flat = xp.astype(xp.nonzero(xp.reshape(mask, (-1,)))[0], idt)
+    del mask
+    vals = xp.take(xp.reshape(s, (-1,)), flat)
+    width = s.shape[1]
+    if transposed:
+        row, col = flat % width, flat // width
+        order = xp.argsort(row, stable=True)  # group by row, columns stay ascending
+        col, vals = xp.take(col, order), xp.take(vals, order)
+    else:
+        col = flat % width
+    counts = xp.astype(counts, idt)
+    starts = xp.cumulative_sum(counts) - counts
+    slot = xp.arange(most, dtype=idt, device=dev)[None, :]
+    valid = slot < counts[:, None]
+    where = xp.reshape(xp.where(valid, starts[:, None] + slot, xp.zeros_like(slot)), (-1,))
+    shape = (counts.shape[0], most)
+    vals = xp.where(valid, xp.reshape(xp.take(vals, where), shape),
+                    xp.asarray(-math.inf, dtype=s.dtype, device=dev))
+    col = xp.where(valid, xp.reshape(xp.take(col, where), shape) + offset,
+                   xp.asarray(sentinel, dtype=idt, device=dev))
+    return vals, col
+
+
+def _update(xp: Any, best: tuple[Any, Any], s: Any, k: int, offset: int, transposed: bool, sentinel: int,
+            idt: Any) -> tuple[Any, Any]:
+    """Merge one tile's offers into the running k-lists ``best`` of its rows."""
+    vals, idx = best
+    if vals.shape[1] == k:
+        threshold = vals[:, k - 1]
+    else:
+        threshold = xp.full((vals.shape[0],), -math.inf, dtype=vals.dtype, device=array_device(vals))
+    new = _offers(xp, s, threshold, offset, transposed, sentinel, idt, limit=k + PRUNE_SLACK)
+    if new is None:
+        if transposed:
+            s = xp.permute_dims(s, (1, 0))
+            s = np.ascontiguousarray(s) if is_numpy_array(s) else (s.contiguous() if is_torch_array(s) else s)
+        new = _select(xp, s, k, offset, idt)
+    if new[0].shape[1] == 0:
+        return best
+    return _top(xp, xp.concat([vals, new[0]], axis=1), xp.concat([idx, new[1]], axis=1), k)
+
+
+def _knn(xp: Any, x: Any, k: int, block: int | None) -> tuple[Any, Any]:
+    """(values, indices), each (N, k): every row's k nearest rows j != i, sorted by (-value, j)."""
+    n, d = x.shape
+    idt = _index_dtype(xp, x)
+    side = _default_block(n, d, xp.finfo(x.dtype).bits // 8) if block is None else min(block, n)
+    starts = list(range(0, n, side))
+    blocks = [x[s:s + side, ...] for s in starts]
+    best = []
+    for i0, xi in zip(starts, blocks):
+        tile = _fill_diagonal(xp, xi @ xp.permute_dims(xi, (1, 0)))
+        best.append(_select(xp, tile, k, i0, idt))
+        del tile
+    for ti, (i0, xi) in enumerate(zip(starts, blocks)):
+        for tj in range(ti + 1, len(starts)):
+            tile = xi @ xp.permute_dims(blocks[tj], (1, 0))
+            best[ti] = _update(xp, best[ti], tile, k, starts[tj], False, n, idt)
+            best[tj] = _update(xp, best[tj], tile, k, i0, True, n, idt)
+            del tile
+    vals = xp.concat([v for v, _ in best], axis=0)
+    idx = xp.concat([i for _, i in best], axis=0)
+    return vals, idx
+
+
+# --------------------------------------------------------------------------------------
+# public functions
+# --------------------------------------------------------------------------------------
+def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
+    """The k nearest rows of each row by inner product, excluding the row itself.
+
+    Row i of the result lists the k rows j != i with the largest ⟨x_i, x_j⟩,
+    ordered by the key (−⟨x_i, x_j⟩, j): among equal inner products the smaller
+    index comes first and wins the last places (the tie rule of docs/theory.md
+    §10). No normalisation is applied (normalise the rows first for cosine
+    neighbours). Exact; the inner products are formed in B x B tiles, B = ``block``.
+
+    Args:
+        x: (N, d) array (numpy, torch or JAX); computed in its library, on its device.
+        k: neighbours per row, 1 <= k < N.
+        block: tile side B; None picks B so that one tile is about 64 MB.
+
+    Returns:
+        (N, k) integer array of ``x``'s library.
+
+    Raises:
+        ValueError: k out of range, x not 2-D, x containing NaN or inf.
+
+    >>> knn_indices(np.array([[0.0], [1.0], [3.0], [1.0]]), 2).tolist()
+    [[1, 2], [2, 3], [1, 3], [2, 1]]
+    """
+    xp, x = _as_compute(x, "x")
+    n = x.shape[0]
+    k = _check_k(k, n)
+    block = _check_block(block)
+    if n and not bool(xp.all(xp.isfinite(xp.sum(x * x, axis=1)))):
+        raise ValueError("x is too large: its squared row norms overflow; scale it down")
+    _guard_lists(n, k, 1, "for knn_indices")
+    return _knn(xp, x, k, block)[1]
+
+
+def knn_chance(n: int, k: int) -> float:
+    """Expected :func:`mutual_knn` of two independent representations: k / (N − 1).
+
+    >>> knn_chance(101, 10)
+    0.1
+    """
+    if isinstance(n, bool) or not isinstance(n, Integral) or n < 2:
+        raise ValueError(f"the number of samples N must be an integer of at least 2, got {n!r}")
+    return _check_k(k, int(n)) / (int(n) - 1)
+
+
+def _mutual_counts(xp: Any, ia: Any, ib: Any) -> Any:
+    """|N^a(i) ∩ N^b(i)| for every i (each list holds distinct indices): equal neighbours sort side by side."""
+    both = xp.sort(xp.concat([ia, ib], axis=1), axis=1)
+    return xp.sum(xp.astype(both[:, 1:] == both[:, :-1], xp.int32), axis=1)
+
+
+def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> float:
+    """Mean fraction of shared k nearest neighbours (cosine similarity) in two representations.
+
+    ``(1/N) Σ_i |N_k^a(i) ∩ N_k^b(i)| / k`` with rows L2-normalised and the tie
+    rule of :func:`knn_indices` (Huh et al. 2024; docs/theory.md §10). 1 when
+    the neighbour sets agree, :func:`knn_chance` in expectation for independent
+    representations. Invariant under orthogonal maps and positive rescalings
+    of either side and under a common permutation of the rows.
+
+    Args:
+        a: (N, d_a) representation (numpy, torch or JAX).
+        b: (N, d_b) representation of the same N samples, same library.
+        k: neighbours per sample, 1 <= k < N.
+        block: tile side of the neighbour search (see :func:`knn_indices`).
+
+    Raises:
+        ValueError: k out of range, inputs not 2-D or of different N, NaN or inf, a zero row.
+
+    >>> x = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+    >>> mutual_knn(x, 3 * x, k=1)
+    1.0
+    """
+    xp, a, b = _pair(a, b)
+    n = a.shape[0]
+    k = _check_k(k, n)
+    block = _check_block(block)
+    _guard_lists(n, k, 2, "for mutual_knn")
+    a, b = _normalise(xp, a, "a"), _normalise(xp, b, "b")
+    ia = _knn(xp, a, k, block)[1]
+    ib = _knn(xp, b, k, block)[1]
+    return float(xp.sum(_mutual_counts(xp, ia, ib))) / (n * k)
+
+
+def cycle_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> float:
+    """Fraction of samples that return to themselves along a neighbour cycle b → a.
+
+    ``(1/N) Σ_i 1[∃ j ∈ N_k^b(i) : i ∈ N_k^a(j)]``: from i, step to each of its
+    k nearest neighbours j in b, then ask whether i is among j's k nearest
+    neighbours in a (the definition of the PRH code's ``cycle_knn``, which
+    indexes a's lists by b's). Rows L2-normalised, the tie rule of
+    :func:`knn_indices`; docs/theory.md §10. O(N·k²) time after the neighbour search.
+
+    Args:
+        a: (N, d_a) representation of the return step.
+        b: (N, d_b) representation of the first step, same library.
+        k: neighbours per sample, 1 <= k < N.
+        block: tile side of the neighbour search.
+
+    Raises:
+        ValueError: k out of range, inputs not 2-D or of different N, NaN or inf, a zero row.
+
+    >>> x = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+    >>> cycle_knn(x, x, k=1)
+    1.0
+    """
+    xp, a, b = _pair(a, b)
+    n = a.shape[0]
+    k = _check_k(k, n)
+    block = _check_block(block)
+    _guard_lists(n, k, 2, "for cycle_knn")
+    a, b = _normalise(xp, a, "a"), _normalise(xp, b, "b")
+    ia = _knn(xp, a, k, block)[1]
+    ib = _knn(xp, b, k, block)[1]
+    rows = max(1, GATHER_ELEMENTS // (k * k))
+    hits = 0
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        back = xp.reshape(xp.take(ia, xp.reshape(ib[r0:r1, ...], (-1,)), axis=0), (r1 - r0, k * k))
+        me = xp.arange(r0, r1, dtype=back.dtype, device=array_device(back))[:, None]
+        hits += int(xp.sum(xp.astype(xp.any(back == me, axis=1), xp.int32)))
+    return hits / n

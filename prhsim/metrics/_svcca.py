@@ -1,0 +1,72 @@
+"""SVCCA on N paired samples (Raghu et al. 2017; docs/theory.md §10).
+
+Per side: centre the columns (``ã = a − 1μᵀ``, sample mean), take the thin SVD
+``ã = U S Vᵀ`` and keep the top r directions ``ã V_r = U_r S_r``, where r is
+
+* ``keep`` a float in (0, 1]: the smallest r whose explained variance
+  ``Σ_{i≤r} s_i² / Σ_i s_i²`` reaches ``keep`` (default 0.99, Raghu et al.'s 99 %);
+* ``keep`` an int: exactly that many directions (it must not exceed the numerical rank).
+
+Then CCA between the two reduced sides: their column spaces are ``span U_r``, so the
+canonical correlations are the singular values ``ρ_1 ≥ … ≥ ρ_m`` of ``U_{r_a}ᵀ U_{r_b}``,
+``m = min(r_a, r_b)`` (no regularisation). SVCCA is their mean ``(1/m) Σ ρ_i`` ∈ [0, 1].
+It is invariant to an orthogonal map and an isotropic scaling of either side and to a
+common row permutation. With ``r_a + r_b`` near N the correlations approach 1 for any
+data (CCA overfits): keep N well above the kept dimensions.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from prhsim.metrics._cka import centre, require_variance, sample_pair, to_host
+
+
+def _kept(s: np.ndarray, keep: float | int, name: str, eps: float) -> int:
+    """How many leading singular values (descending, host numpy) to keep."""
+    rank = int(np.sum(s > s[0] * max(s.size, 1) * eps * 8))
+    if isinstance(keep, numbers.Integral):
+        if keep > rank:
+            raise ValueError(f"keep={keep} exceeds the numerical rank {rank} of {name}")
+        return int(keep)
+    var = s[:rank] ** 2
+    frac = np.cumsum(var) / np.sum(var)
+    return int(min(rank, 1 + np.sum(frac < keep * (1.0 - 64 * eps))))
+
+
+def svcca(a: Any, b: Any, *, keep: float | int = 0.99) -> float:
+    """Mean canonical correlation between the top singular directions of two samples.
+
+    Args:
+        a: (N, d_a) representation, numpy, torch or JAX.
+        b: (N, d_b) representation of the same N inputs, same library.
+        keep: a float in (0, 1], the fraction of variance kept per side, or an int,
+            the number of directions kept per side.
+
+    Returns:
+        The mean of the ``min(r_a, r_b)`` canonical correlations, in [0, 1].
+
+    Raises:
+        ValueError: N mismatch, not 2-D, N < 2, NaN/inf, a constant side, a bad ``keep``.
+    """
+    if isinstance(keep, bool) or not isinstance(keep, numbers.Real):
+        raise ValueError(f"keep must be a fraction in (0, 1] or a positive int, got {keep!r}")
+    if isinstance(keep, numbers.Integral):
+        if keep < 1:
+            raise ValueError(f"keep must be a fraction in (0, 1] or a positive int, got {keep!r}")
+    elif not 0.0 < float(keep) <= 1.0:
+        raise ValueError(f"keep must be a fraction in (0, 1] or a positive int, got {keep!r}")
+    xp, a, b = sample_pair(a, b, what="SVCCA")
+    require_variance(xp, "a", a, "SVCCA")
+    require_variance(xp, "b", b, "SVCCA")
+    eps = float(xp.finfo(a.dtype).eps)
+    bases = []
+    for name, x in (("a", a), ("b", b)):
+        U, s, _ = xp.linalg.svd(centre(xp, x), full_matrices=False)
+        r = _kept(to_host(s), keep, name, eps)
+        bases.append(U[:, :r])
+    rho = xp.linalg.svdvals(xp.matrix_transpose(bases[0]) @ bases[1])
+    return float(np.clip(np.mean(to_host(rho)), 0.0, 1.0))
