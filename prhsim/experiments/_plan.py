@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from prhsim._budget import FLOAT, ResourceError, current_memory_limit, format_bytes
 from prhsim.config import ConfigError, GridSceneWorld, RandomWorld, RunConfig
+from prhsim.experiments._pair_metrics import SAMPLES as PAIR_SAMPLES
 from prhsim.jepa import AUTO_K_MAX, DENSE_UP_TO, FEATURE_LIMIT
 from prhsim.worlds import FULL_CHECK_LIMIT
 
@@ -33,6 +34,8 @@ BASELINE_BYTES = 150e6
 DENSE_FACTOR_UP_TO = 2_000
 #: Float operations per second assumed for the time class (a rough figure for one core).
 FLOPS = 1e9
+#: Peak of the PRH sample metrics of a pair in N x N float tables (similarity blocks, selections, kernels).
+PAIR_METRIC_COPIES = 4
 #: Peak of an SGD learner in tables of seeds x n_m x k floats (params, Adam's moments, gradients, features, copies).
 LEARNER_TABLE_COPIES = 12
 #: Float operations per element of a learner's step, forward and backward (measured on this project's
@@ -206,6 +209,11 @@ def plan_run(config: RunConfig) -> RunPlan:
         # tables: O(n_m·m) per pass over a few dozen passes, and O(n_m·m²) for QR/SVD-like products
         seconds += (float(n_m) * m * (factors + 20 + 2 * m) + float(rows) * size * 20) / FLOPS
     seconds += _solve_seconds(config, n, m)
+    if len(names) > 1:  # the PRH sample metrics of each pair: N x N similarity blocks, N = min(2000, |Z|)
+        rows = min(PAIR_SAMPLES, n)
+        stages.append(Stage(f"PRH sample metrics of {rows:,} paired observations",
+                            PAIR_METRIC_COPIES * FLOAT * float(rows) ** 2, "use fewer modalities"))
+        seconds += len(names) * (len(names) - 1) / 2 * 20.0 * float(rows) ** 2 * k_max / FLOPS
     for objective in config.sgd_learners:
         for name, n_m, size in zip(names, modal.values(), obs):
             nbytes, work = _learner_cost(config, objective, n_m, k_max, size, len(w.factor_sizes) + 1)

@@ -129,6 +129,11 @@ def _index_dtype(xp: Any, x: Any) -> Any:
     return xp.arange(1, device=array_device(x)).dtype
 
 
+def _cast(xp: Any, x: Any, dtype: Any) -> Any:
+    """x as dtype, without a copy when it already is."""
+    return x if x.dtype == dtype else xp.astype(x, dtype)
+
+
 def _guard_lists(n: int, k: int, lists: int, what: str) -> None:
     """Refuse neighbour lists that cannot fit (k close to N makes them N x N)."""
     ensure_fits(lists * 3.0 * n * k * 8, f"{lists} k-nearest-neighbour lists {what} (N = {n}, k = {k})",
@@ -194,7 +199,7 @@ def _kth_largest(xp: Any, s: Any, k: int) -> tuple[Any, tuple[Any, Any] | None]:
     return xp.sort(s, axis=1)[:, width - k], None
 
 
-def _select(xp: Any, s: Any, k: int, offset: int, idt: Any) -> tuple[Any, Any]:
+def _select(xp: Any, s: Any, k: int, offset: int, sentinel: int, idt: Any) -> tuple[Any, Any]:
     """Each row's top min(k, width) columns of tile ``s`` under the tie rule, sorted; indices shifted by offset."""
     rows, width = s.shape
     dev = array_device(s)
@@ -204,19 +209,26 @@ def _select(xp: Any, s: Any, k: int, offset: int, idt: Any) -> tuple[Any, Any]:
     kth, direct = _kth_largest(xp, s, k)
     if direct is not None:
         vals, idx = direct
-        return _top(xp, vals, xp.astype(idx, idt) + offset, k)
-    kth = kth[:, None]
-    selected = s >= kth
-    if not bool(xp.all(xp.sum(xp.astype(selected, xp.int32), axis=1) == k)):
-        # a tie at the boundary: every entry above the k-th value, then the lowest-index equal ones
-        above = s > kth
-        need = k - xp.sum(xp.astype(above, xp.int32), axis=1)
-        rank = xp.cumulative_sum(xp.astype(selected & ~above, xp.int32), axis=1)
-        selected = above | ((s == kth) & (rank <= need[:, None]))
-    flat = xp.nonzero(xp.reshape(selected, (-1,)))[0]
-    del selected
-    cols = xp.reshape(xp.astype(flat % width, idt), (rows, k))
-    return _top(xp, xp.take_along_axis(s, cols, axis=1), cols + offset, k)
+        return _top(xp, vals, _cast(xp, idx, idt) + offset, k)
+    # every entry at or above the k-th value, ranked by the key (-value, index)
+    offered = _offers(xp, s, kth, offset, False, sentinel, idt, limit=k + PRUNE_SLACK)
+    if offered is not None:
+        return _top(xp, *offered, k)
+    # many entries equal to some row's k-th value: the entries above it, then the lowest-index equal ones
+    chunk = max(1, GATHER_ELEMENTS // width)
+    parts = []
+    for r0 in range(0, rows, chunk):
+        part, t = s[r0:r0 + chunk, ...], kth[r0:r0 + chunk, None]
+        above = part > t
+        need = k - xp.sum(above, axis=1)
+        equal = part == t
+        rank = xp.cumulative_sum(xp.astype(equal, xp.int32), axis=1, dtype=xp.int32)
+        selected = above | (equal & (rank <= need[:, None]))
+        del above, equal, rank
+        flat = xp.nonzero(xp.reshape(selected, (-1,)))[0]
+        cols = xp.reshape(_cast(xp, flat % width, idt), (part.shape[0], k))
+        parts.append(_top(xp, xp.take_along_axis(part, cols, axis=1), cols + offset, k))
+    return xp.concat([v for v, _ in parts], axis=0), xp.concat([i for _, i in parts], axis=0)
 
 
 def _offers(xp: Any, s: Any, threshold: Any, offset: int, transposed: bool, sentinel: int, idt: Any,
@@ -228,14 +240,14 @@ def _offers(xp: Any, s: Any, threshold: Any, offset: int, transposed: bool, sent
     """
     dev = array_device(s)
     mask = s >= (threshold[None, :] if transposed else threshold[:, None])
-    counts = xp.sum(xp.astype(mask, xp.int32), axis=0 if transposed else 1)
+    counts = _cast(xp, xp.sum(mask, axis=0 if transposed else 1), idt)
     most = int(xp.max(counts))
     if most > limit:
         return None
     if most == 0:
         return (xp.zeros((counts.shape[0], 0), dtype=s.dtype, device=dev),
                 xp.zeros((counts.shape[0], 0), dtype=idt, device=dev))
-    flat = xp.astype(xp.nonzero(xp.reshape(mask, (-1,)))[0], idt)
+    flat = _cast(xp, xp.nonzero(xp.reshape(mask, (-1,)))[0], idt)
     del mask
     vals = xp.take(xp.reshape(s, (-1,)), flat)
     width = s.shape[1]
@@ -245,7 +257,6 @@ def _offers(xp: Any, s: Any, threshold: Any, offset: int, transposed: bool, sent
         col, vals = xp.take(col, order), xp.take(vals, order)
     else:
         col = flat % width
-    counts = xp.astype(counts, idt)
     starts = xp.cumulative_sum(counts) - counts
     slot = xp.arange(most, dtype=idt, device=dev)[None, :]
     valid = slot < counts[:, None]
@@ -271,7 +282,7 @@ def _update(xp: Any, best: tuple[Any, Any], s: Any, k: int, offset: int, transpo
         if transposed:
             s = xp.permute_dims(s, (1, 0))
             s = np.ascontiguousarray(s) if is_numpy_array(s) else (s.contiguous() if is_torch_array(s) else s)
-        new = _select(xp, s, k, offset, idt)
+        new = _select(xp, s, k, offset, sentinel, idt)
     if new[0].shape[1] == 0:
         return best
     return _top(xp, xp.concat([vals, new[0]], axis=1), xp.concat([idx, new[1]], axis=1), k)
@@ -287,7 +298,7 @@ def _knn(xp: Any, x: Any, k: int, block: int | None) -> tuple[Any, Any]:
     best = []
     for i0, xi in zip(starts, blocks):
         tile = _fill_diagonal(xp, xi @ xp.permute_dims(xi, (1, 0)))
-        best.append(_select(xp, tile, k, i0, idt))
+        best.append(_select(xp, tile, k, i0, n, idt))
         del tile
     for ti, (i0, xi) in enumerate(zip(starts, blocks)):
         for tj in range(ti + 1, len(starts)):
@@ -350,7 +361,7 @@ def knn_chance(n: int, k: int) -> float:
 def _mutual_counts(xp: Any, ia: Any, ib: Any) -> Any:
     """|N^a(i) ∩ N^b(i)| for every i (each list holds distinct indices): equal neighbours sort side by side."""
     both = xp.sort(xp.concat([ia, ib], axis=1), axis=1)
-    return xp.sum(xp.astype(both[:, 1:] == both[:, :-1], xp.int32), axis=1)
+    return xp.sum(both[:, 1:] == both[:, :-1], axis=1)
 
 
 def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> float:

@@ -1,0 +1,127 @@
+"""CKNNA: centred kernel alignment restricted to mutual nearest neighbours (docs/theory.md §10).
+
+Huh et al. 2024 ("The Platonic Representation Hypothesis") define CKNNA as CKA
+in which only pairs that are k-nearest neighbours in both representations
+count. With rows L2-normalised (x̂_i = a_i/‖a_i‖, ŷ_i = b_i/‖b_i‖), linear
+kernels K = X̂X̂ᵀ and L = ŶŶᵀ, their double-centred forms K̄ = HKH and L̄ = HLH
+(H = I − 11ᵀ/N), and the neighbour sets N_k^a(i), N_k^b(i) of
+:func:`prhsim.metrics._knn.knn_indices` (cosine similarity, i excluded, ties
+to the smaller index)::
+
+    Align_α(K̄, L̄) = Σ_i Σ_j α_ij K̄_ij L̄_ij
+    CKNNA(a, b; k) = Align_{α^ab}(K̄, L̄) / √( Align_{α^aa}(K̄, K̄) · Align_{α^bb}(L̄, L̄) )
+
+    α^ab_ij = 1[j ∈ N_k^a(i) and j ∈ N_k^b(i)],  α^aa_ij = 1[j ∈ N_k^a(i)],  α^bb_ij = 1[j ∈ N_k^b(i)]
+
+(α_ii = 0 always: a sample is not its own neighbour.) Each side's
+normaliser uses that side's own neighbour mask, so CKNNA(a, a) = 1 and, by
+Cauchy–Schwarz (α^ab ≤ α^aa, α^ab ≤ α^bb), −1 ≤ CKNNA ≤ 1. With k = N − 1
+every off-diagonal pair counts and CKNNA is linear CKA of the normalised
+features without the diagonal terms.
+
+Computation. K̄_ij = ⟨c_i, c_j⟩ with c_i = x̂_i − mean_l x̂_l (HKH is the Gram
+matrix of the centred rows), so only the N·k entries on neighbour pairs are
+needed: no N x N kernel is formed. They are computed by gathering the
+neighbours' centred rows in row blocks (small k) or from (rows x N) slabs of
+centred inner products (k a sizeable fraction of N); memory O(N·k + one block).
+
+This is the double-centred form fixed in docs/theory.md §10. The public PRH
+code differs in two ways: it applies the unbiased HSIC estimator (Song et al.
+2012) to the masked, uncentred kernels, and it adds 1e-6 to the denominator;
+its values are therefore not those of this function.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from array_api_compat import device as array_device
+
+from prhsim.metrics._knn import (
+    GATHER_ELEMENTS,
+    TILE_BYTES,
+    _check_block,
+    _check_k,
+    _guard_lists,
+    _knn,
+    _normalise,
+    _pair,
+)
+
+
+def _neighbour_inner(xp: Any, c: Any, idx: Any) -> Any:
+    """(N, k): ⟨c_i, c_{idx[i, p]}⟩, by gathering (small k) or from slabs of c cᵀ (large k)."""
+    n, d = c.shape
+    k = idx.shape[1]
+    out = []
+    if 32 * k <= n:
+        rows = max(1, GATHER_ELEMENTS // (k * max(d, 1)))
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            near = xp.reshape(xp.take(c, xp.reshape(idx[r0:r1, ...], (-1,)), axis=0), (r1 - r0, k, d))
+            out.append(xp.sum(c[r0:r1, None, :] * near, axis=2))
+    else:
+        rows = max(1, TILE_BYTES // (n * (xp.finfo(c.dtype).bits // 8)))
+        ct = xp.permute_dims(c, (1, 0))
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            out.append(xp.take_along_axis(c[r0:r1, ...] @ ct, idx[r0:r1, ...], axis=1))
+    return xp.concat(out, axis=0)
+
+
+def cknna(a: Any, b: Any, k: int | None = 10, *, block: int | None = None) -> float:
+    """CKNNA: CKA of the L2-normalised features restricted to mutual k-nearest-neighbour pairs.
+
+    ``Σ_{j ∈ N^a(i) ∩ N^b(i)} K̄_ij L̄_ij / √(Σ_{j ∈ N^a(i)} K̄_ij² · Σ_{j ∈ N^b(i)} L̄_ij²)``
+    summed over i, with K̄ = HKH, L̄ = HLH the double-centred linear kernels of
+    the normalised rows (module docstring; Huh et al. 2024; docs/theory.md §10).
+    1 for a representation with itself, in [−1, 1] always, invariant under
+    orthogonal maps and positive rescalings of either side and under a common
+    permutation of the rows.
+
+    Args:
+        a: (N, d_a) representation (numpy, torch or JAX).
+        b: (N, d_b) representation of the same N samples, same library.
+        k: neighbours per sample, 1 <= k < N; None means k = N − 1 (every pair:
+            CKA without its diagonal terms). The default is resolved before k is checked.
+        block: tile side of the neighbour search (see ``knn_indices``).
+
+    Raises:
+        ValueError: k out of range, inputs not 2-D or of different N, NaN or inf,
+            a zero row; or a vanishing normaliser: Align(K̄, K̄) = 0 (or the same
+            for L̄) when a side's centred kernel is exactly zero on all of its
+            neighbour pairs (e.g. all rows parallel), where CKNNA is undefined.
+
+    >>> import numpy as np
+    >>> x = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-0.6, 0.8], [-1.0, 0.1]])
+    >>> round(cknna(x, 2 * x, k=2), 12)
+    1.0
+    """
+    xp, a, b = _pair(a, b)
+    n = a.shape[0]
+    k = n - 1 if k is None else k
+    k = _check_k(k, n)
+    block = _check_block(block)
+    _guard_lists(n, k, 2, "for cknna")
+    a, b = _normalise(xp, a, "a"), _normalise(xp, b, "b")
+    ia = _knn(xp, a, k, block)[1]
+    ib = _knn(xp, b, k, block)[1]
+    ka = _neighbour_inner(xp, a - xp.mean(a, axis=0, keepdims=True), ia)
+    lb = _neighbour_inner(xp, b - xp.mean(b, axis=0, keepdims=True), ib)
+    align_kk = float(xp.sum(ka * ka))
+    align_ll = float(xp.sum(lb * lb))
+    for side, value in (("a", align_kk), ("b", align_ll)):
+        if value == 0.0:
+            raise ValueError(f"cknna is undefined: the centred kernel of {side} is zero on all of its "
+                             f"k-nearest-neighbour pairs (Align = 0)")
+    # Shared neighbours sit side by side once each row's two lists are sorted together
+    # (stable: a's entry first); their products K̄_ij L̄_ij make the numerator.
+    both = xp.concat([ia, ib], axis=1)
+    order = xp.argsort(both, axis=1, stable=True)
+    both = xp.take_along_axis(both, order, axis=1)
+    vals = xp.take_along_axis(xp.concat([ka, lb], axis=1), order, axis=1)
+    shared = both[:, 1:] == both[:, :-1]
+    zero = xp.zeros((), dtype=vals.dtype, device=array_device(vals))
+    align_kl = float(xp.sum(xp.where(shared, vals[:, :-1] * vals[:, 1:], zero)))
+    return align_kl / math.sqrt(align_kk * align_ll)
