@@ -24,6 +24,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sparse.py
 	$(BIN)/python benchmarks/bench_sigreg.py
 	$(BIN)/python benchmarks/bench_vmap_seeds.py
+	$(BIN)/python benchmarks/bench_knn.py
+	$(BIN)/python benchmarks/bench_knn_gpu.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -131,3 +131,23 @@ def test_bad_feature_files_are_one_line_errors_naming_the_file(tmp_path, case, m
     if case != "mismatch":
         with pytest.raises(FeatureFileError):
             load_features(bad)
+
+
+def test_without_the_clip_a_rotated_layer_scores_one_and_bf16_safetensors_read(tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    from prhsim.metrics import PRH_METRICS  # noqa: F401 - the registry is public
+
+    a, b = _stacks()
+    np.save(tmp_path / "a.npy", a)
+    save_file({"feats": torch.from_numpy(b.copy())}, str(tmp_path / "b.safetensors"))
+    result = CliRunner().invoke(main, ["prh", "score", str(tmp_path / "a.npy"), str(tmp_path / "b.safetensors"),
+                                       "--metric", "linear_cka", "--no-clip", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["best"] == pytest.approx(1.0, abs=1e-5) and doc["clip"] is None and doc["layer_pair"] == [2, 1]
+    save_file({"feats": torch.from_numpy(a.copy()).to(torch.bfloat16)}, str(tmp_path / "half.safetensors"))
+    half = load_features(tmp_path / "half.safetensors")
+    assert half.dtype == np.float32 and half.shape == (N, L, D)
+    np.testing.assert_allclose(half, torch.from_numpy(a.copy()).to(torch.bfloat16).float().numpy(), rtol=0, atol=0)

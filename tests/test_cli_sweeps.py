@@ -15,7 +15,7 @@ SMALL = {
     "kernel-mismatch": ["--set", "worlds=2", "--set", "sizes=[1e-3, 1e-2]"],
     "gap-sensitivity": ["--set", "gaps=[0.0, 0.01]"],
     "restricted-encoder": ["--set", "size=2"],
-    "metric-bridge": ["--set", "levels=3", "--set", "samples=200"],
+    "metric-bridge": ["--set", "levels=4", "--set", "samples=200"],
 }
 
 

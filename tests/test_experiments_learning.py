@@ -158,3 +158,23 @@ def test_the_sweep_figure_draws_one_curve_per_modality_and_pair():
     line = next(ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid() == f"{CURVE_GID}-cov_error-code1")
     expected = [np.median([v for v in cell.modalities[0].cov_error if v is not None]) for cell in result.cells]
     np.testing.assert_allclose(line.get_ydata(), expected, rtol=0, atol=0)
+
+
+def test_too_few_steps_fail_the_convergence_check_and_ties_get_no_verdict():
+    """20 steps leave hard whitening far from the closed form: the check says FAIL (not converged), not PASS."""
+    from prhsim.experiments._checks import learned_checks
+
+    result = run_experiment(RunConfig.model_validate({**RING, "learner": "whiten",
+                                                      "training": {"steps": 20, "seeds": 1}}))
+    converged = [c for c in result.checks if c.claim.startswith("SGD reaches")]
+    assert [c.verdict for c in converged] == ["FAIL", "FAIL"]
+    tied = learned_checks(result.learned[0], {"code1": False, "code2": True})
+    assert [c.verdict for c in tied if c.claim.startswith("SGD reaches")] == ["N/A", "FAIL"]
+
+
+def test_lam_of_one_or_more_is_refused_in_the_lejepa_convention(tmp_path):
+    result = CliRunner().invoke(main, ["run", "--world", "ring", "--n", "16", "--learner", "sigreg",
+                                       "--set", "training.lam=1.5", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "training.lam must be below 1 in the lejepa convention" in result.output
+    ok = RunConfig.model_validate({"training": {"lam": 1.5, "convention": "additive"}})
+    assert ok.training.lam == 1.5

@@ -1,8 +1,9 @@
 """The ``prhsim`` command line: a thin layer over :mod:`prhsim.experiments`.
 
 Commands: ``prhsim run`` (solve, compare, check, write a run folder; ``--learner``
-trains SGD learners beside the closed form), ``prhsim sweep sigreg-weight`` (SIGReg
-over a grid of weights), ``prhsim prh`` (the PRH alignment protocol on feature files) and
+trains SGD learners beside the closed form), ``prhsim sweep NAME`` (bad-view,
+kernel-mismatch, gap-sensitivity, restricted-encoder, metric-bridge, sigreg-weight: one
+experiment over a grid, one folder), ``prhsim prh`` (the PRH alignment protocol on feature files) and
 ``prhsim worlds`` (every world kind with its settings). Usage errors are one
 line and exit 2; an unexpected exception is a bug and ends with its traceback
 (exit 1); Ctrl-C exits 130.
@@ -16,6 +17,7 @@ from prhsim import __version__
 from prhsim.cli._prh import prh
 from prhsim.cli._run import run
 from prhsim.cli._sweep import sweep
+from prhsim.cli._theorem_sweeps import add_theorem_sweeps
 from prhsim.cli._worlds import worlds
 
 
@@ -27,5 +29,6 @@ def main() -> None:
 
 main.add_command(run)
 main.add_command(prh)
+add_theorem_sweeps(sweep)
 main.add_command(sweep)
 main.add_command(worlds)

@@ -56,7 +56,16 @@ def _safetensors(path: Path) -> np.ndarray:
     except ImportError:
         raise FeatureFileError(f"{path}: reading .safetensors needs the safetensors package "
                                "(pip install 'prhsim[prh]')") from None
-    tensors = load_file(str(path))
+    try:
+        tensors = load_file(str(path))
+    except TypeError:  # bf16 has no numpy dtype: read the file through torch and widen
+        try:
+            from safetensors.torch import load_file as load_torch
+        except ImportError:
+            raise FeatureFileError(f"{path}: a bf16 .safetensors file needs torch to be read "
+                                   "(pip install 'prhsim[torch]')") from None
+        tensors = {name: t.float().numpy() if t.is_floating_point() else t.numpy()
+                   for name, t in load_torch(str(path)).items()}
     return _pick(path, tensors)
 
 
@@ -86,6 +95,8 @@ def _pick(path: Path, tensors: dict) -> object:
 
 def _checked(path: Path, raw: object) -> np.ndarray:
     x = np.asarray(raw)
+    if x.dtype.name in ("bfloat16", "float16"):  # bf16 arrives as an ml_dtypes array where that package is installed
+        x = x.astype(np.float32)
     if x.dtype.kind not in "fiu":
         raise FeatureFileError(f"{path}: features must be numbers, got dtype {x.dtype}")
     if x.ndim == 2:

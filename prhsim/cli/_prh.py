@@ -26,20 +26,23 @@ from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.cli._feature_files import SUFFIXES, FeatureFileError, load_features
 from prhsim.cli._run import _parse_out, git_revision
 
-#: Metric names of the protocol (prhsim.metrics.PRH_METRICS).
+#: Metric names of the protocol (the keys of prhsim.metrics.PRH_METRICS).
 METRIC_NAMES = ("mutual_knn", "cycle_knn", "cknna", "linear_cka", "unbiased_cka", "rbf_cka", "svcca")
+#: The metrics whose k is a number of neighbours.
+KNN_METRICS = ("mutual_knn", "cycle_knn", "cknna")
 
 
-def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, k: int):
+def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, k: int, clip: float | None,
+           clip_scope: str):
     from prhsim.metrics._protocol import prh_protocol
 
     if a.shape[0] != b.shape[0]:
         raise UsageProblem(f"{name_a} has {a.shape[0]:,} samples and {name_b} {b.shape[0]:,}: "
                            "the protocol compares the same samples in both")
-    if metric in ("mutual_knn", "cycle_knn", "cknna") and not 1 <= k < a.shape[0]:
+    if metric in KNN_METRICS and not 1 <= k < a.shape[0]:
         raise UsageProblem(f"--k must be in 1..{a.shape[0] - 1} for {a.shape[0]:,} samples, got {k}")
     try:
-        return prh_protocol(a, b, metric=metric, k=k)
+        return prh_protocol(a, b, metric=metric, k=k, clip_quantile=clip, clip_scope=clip_scope)
     except ValueError as exc:
         raise UsageProblem(f"{name_a} vs {name_b}: {exc}") from None
 
@@ -61,13 +64,23 @@ _metric = click.option("--metric", type=click.Choice(METRIC_NAMES), default="mut
 _k = click.option("--k", "k", type=int, default=10, show_default=True, help="Neighbours of the kNN metrics.")
 
 
+def _clip(fn):
+    fn = click.option("--clip", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95, show_default=True,
+                      help="Clip each stack at this quantile of |x| before scoring.")(fn)
+    fn = click.option("--no-clip", is_flag=True, default=False, help="Score the features as they are.")(fn)
+    return click.option("--clip-scope", type=click.Choice(["tensor", "sample_mean"]), default="tensor",
+                        show_default=True, help="tensor: one quantile of the whole stack; sample_mean: the "
+                                                "per-sample quantile averaged over samples (the PRH code's default).")(fn)
+
+
 @prh.command()
 @click.argument("a", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("b", type=click.Path(path_type=Path, dir_okay=False))
 @_metric
 @_k
+@_clip
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print the result as JSON.")
-def score(a: Path, b: Path, metric: str, k: int, as_json: bool) -> None:
+def score(a: Path, b: Path, metric: str, k: int, clip: float, no_clip: bool, clip_scope: str, as_json: bool) -> None:
     """Best layer-pair score of two feature files, its layer pair and the chance level.
 
     \b
@@ -75,8 +88,8 @@ def score(a: Path, b: Path, metric: str, k: int, as_json: bool) -> None:
       prhsim prh score llama.pt dinov2.npy --metric mutual_knn --k 10
     """
     fa, fb = _load(a), _load(b)
-    result = _score(fa, fb, str(a), str(b), metric, k)
-    doc = {"a": str(a), "b": str(b), "metric": metric, "k": k if metric in ("mutual_knn", "cycle_knn", "cknna") else None,
+    result = _score(fa, fb, str(a), str(b), metric, k, None if no_clip else clip, clip_scope)
+    doc = {"a": str(a), "b": str(b), "metric": metric, "clip": None if no_clip else clip, "clip_scope": clip_scope, "k": k if metric in KNN_METRICS else None,
            "n": int(fa.shape[0]), "layers_a": int(fa.shape[1]), "layers_b": int(fb.shape[1]),
            "best": float(result.best), "layer_pair": [int(i) for i in result.layers],
            "chance": None if result.chance is None else float(result.chance),
@@ -96,13 +109,14 @@ def score(a: Path, b: Path, metric: str, k: int, as_json: bool) -> None:
 @click.option("--cols", default=None, metavar="GLOB", help="Files for the columns (default: every feature file).")
 @_metric
 @_k
+@_clip
 @click.option("--out", callback=_parse_out, default=None, metavar="DIR",
               help="Output folder (default runs/<time>-prh-table); must be new or empty.")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder holding results.json.")
 @click.option("--no-figures", is_flag=True, default=False, help="Skip the heatmap.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
-def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int, out: Path | None, overwrite: bool,
-          no_figures: bool, quiet: bool) -> None:
+def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int, clip: float, no_clip: bool,
+          clip_scope: str, out: Path | None, overwrite: bool, no_figures: bool, quiet: bool) -> None:
     """Score every row file against every column file of FOLDER; write results.json, table.csv, table.png.
 
     \b
@@ -133,11 +147,14 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
         for i, r in enumerate(row_files):
             for j, c in enumerate(col_files):
                 say(f"{r.name} vs {c.name}")
-                result = _score(features[r], features[c], str(r), str(c), metric, k)
+                result = _score(features[r], features[c], str(r), str(c), metric, k, None if no_clip else clip,
+                                clip_scope)
                 scores[i, j], pairs[i, j], chance = result.best, result.layers, result.chance
         say(f"writing {out_dir}")
         names_r, names_c = [p.name for p in row_files], [p.name for p in col_files]
-        document = {"git_revision": git_revision(), "folder": str(folder), "metric": metric, "k": k,
+        document = {"git_revision": git_revision(), "folder": str(folder), "metric": metric,
+                    "k": k if metric in KNN_METRICS else None,
+                    "clip": None if no_clip else clip, "clip_scope": clip_scope,
                     "rows": names_r, "cols": names_c, "scores": scores.tolist(), "layer_pairs": pairs.tolist(),
                     "chance": chance}
         text = io.StringIO()

@@ -84,12 +84,20 @@ def _parse_out(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return Path(value)
 
 
-def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_flags: dict,
-             sets: tuple[str, ...], notes: list[str]) -> RunConfig:
+def read_own_config(config_file: Path | None, out_flag: Path | None, notes: list[str]) -> dict:
+    """The config file's settings; a run's own config.json (results.json beside it) loses its ``out``, with a note."""
     file_data = read_config_file(config_file) if config_file else {}
-    if config_file and is_run_folder_config(config_file) and "out" in file_data and flags.get("out") is None:
+    if config_file and is_run_folder_config(config_file) and "out" in file_data and out_flag is None:
         del file_data["out"]
         notes.append(f"{config_file} is a run's own config: this run writes a new folder (use --out to choose)")
+    return file_data
+
+
+def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_flags: dict,
+             sets: tuple[str, ...], notes: list[str], file_data: dict | None = None) -> RunConfig:
+    """Defaults <- ``file_data`` (default: read from ``config_file``) <- ``sets`` <- flags, with world-flag errors named."""
+    if file_data is None:
+        file_data = read_own_config(config_file, flags.get("out"), notes)
     world_sets = {f"world.{key}": value for key, value in world_flags.items() if value is not None}
     training_sets = {f"training.{key}": value for key, value in training_flags.items() if value is not None}
     try:
@@ -153,6 +161,7 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
     `prhsim worlds` lists every world kind with its settings, defaults and ranges.
     """
     from prhsim.experiments import WorldBuildError, plan_run, render_report, results_document, run_experiment
+    from prhsim.experiments._learning import LearnerError
     from prhsim.experiments import write_outputs
 
     err = console(stderr=True)
@@ -184,7 +193,7 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
             say(f"writing {out_dir}")
             with staged_folder(out_dir, overwrite=overwrite) as stage:
                 write_outputs(result, config.model_copy(update={"out": out_dir}), stage, git_revision=revision)
-    except (WorldBuildError, ResourceError, OutputError) as exc:
+    except (WorldBuildError, ResourceError, OutputError, LearnerError) as exc:
         raise UsageProblem(str(exc)) from None
     except KeyboardInterrupt:
         click.echo("prhsim run: interrupted; nothing was written", err=True)

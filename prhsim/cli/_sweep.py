@@ -23,7 +23,7 @@ from rich.markup import escape
 from prhsim._budget import ResourceError
 from prhsim._io import OutputError, check_out_folder, json_text, staged_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
-from prhsim.cli._run import _parse_out, _parse_shape, _resolve, git_revision
+from prhsim.cli._run import _parse_out, _parse_shape, _resolve, git_revision, read_own_config
 from prhsim.config import WORLD_KINDS, ConfigError
 
 #: The sweep's world when none is named: the 30-state random world of docs/theory.md §7, two modalities, k = 2.
@@ -87,22 +87,30 @@ def sigreg_weight(lams, world, modalities, views, eps, k, seed, size, objects, n
     """
     from prhsim.experiments import DEFAULT_LAMS, plan_run, sigreg_weight_sweep
     from prhsim.experiments.report import render_sweep
+    from prhsim.experiments._learning import LearnerError
     from prhsim.experiments._sigreg_sweep import check_lams
 
     err = console(stderr=True)
     notes: list[str] = []
-    named_world = world is not None or config_file is not None or any(s.startswith("world") for s in sets)
     flags = {"world": world, "modalities": modalities, "views": views, "eps": eps, "k": k, "seed": seed,
              "out": out, "figures": False if no_figures else None, "memory_limit_gb": memory_gb, "learner": "sigreg"}
-    if not named_world:
-        sets = (f"world.kind=\"{DEFAULT_WORLD['kind']}\"", f"world.n={DEFAULT_WORLD['n']}", *sets)
-        flags["modalities"] = DEFAULT_MODALITIES if modalities is None else modalities
-        flags["k"] = DEFAULT_K if k is None else k
     world_flags = {"size": size, "objects": objects, "n": n_states, "shape": shape}
     training_flags = {"steps": steps, "seeds": seeds, "encoder": encoder}
     try:
-        config = _resolve(config_file, flags, world_flags, training_flags, sets, notes)
-        grid = check_lams(DEFAULT_LAMS if lams is None else lams, config.training.convention)
+        file_data = read_own_config(config_file, out, notes)
+    except ConfigError as exc:
+        raise UsageProblem(str(exc)) from None
+    file_lams = file_data.pop("lams", None)  # a sweep's own config.json holds its grid
+    names_world = world is not None or "world" in file_data or any(
+        s.partition("=")[0].strip() in ("world", "world.kind") for s in sets)
+    if not names_world:  # the default world, under any world.* / --n setting given
+        file_data["world"] = dict(DEFAULT_WORLD)
+        file_data.setdefault("modalities", DEFAULT_MODALITIES)
+        file_data.setdefault("k", DEFAULT_K)
+    try:
+        config = _resolve(config_file, flags, world_flags, training_flags, sets, notes, file_data=file_data)
+        grid = check_lams(lams if lams is not None else file_lams if file_lams is not None else DEFAULT_LAMS,
+                          config.training.convention)
         plan = plan_run(config.model_copy(update={"learner": "sigreg"}))
         out_dir = config.out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-sigreg-weight")
         check_out_folder(out_dir, overwrite=overwrite)
@@ -126,7 +134,7 @@ def sigreg_weight(lams, world, modalities, views, eps, k, seed, size, objects, n
                     from prhsim.experiments.report import save_png, sweep_figure
 
                     save_png(sweep_figure(result), stage / "sigreg_weight.png")
-    except (ResourceError, OutputError) as exc:
+    except (ResourceError, OutputError, LearnerError) as exc:
         raise UsageProblem(str(exc)) from None
     except KeyboardInterrupt:
         click.echo("prhsim sweep: interrupted; nothing was written", err=True)
@@ -138,12 +146,3 @@ def sigreg_weight(lams, world, modalities, views, eps, k, seed, size, objects, n
         render_sweep(result, out_console)
         files = ", ".join(p.name for p in sorted(Path(out_dir).iterdir()))
         out_console.print(escape(f"wrote {out_dir}/ ({files})"), highlight=False)
-
-
-def _register() -> None:
-    from prhsim.cli._theorem_sweeps import add_theorem_sweeps
-
-    add_theorem_sweeps(sweep)
-
-
-_register()

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import click
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.markup import escape
 
 from prhsim._budget import ResourceError
 from prhsim._io import OutputError, check_out_folder, json_text, staged_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
-from prhsim.cli._run import _parse_out, git_revision
+from prhsim.cli._run import _parse_out, git_revision, read_own_config
 from prhsim.config import (
     BadViewSweepSettings,
     ConfigError,
@@ -31,7 +31,7 @@ from prhsim.config import (
     KernelMismatchSweepSettings,
     MetricBridgeSettings,
     RestrictedEncoderSettings,
-    read_config_file,
+    format_validation_error,
     resolve_settings,
 )
 
@@ -130,8 +130,9 @@ def _bridge(s: MetricBridgeSettings):
 
 
 def _bridge_summary(r) -> list[str]:
-    lines = [f"{r.world}, k = {r.k}: {r.samples} sampled states, mutual k-NN with k = {r.knn_k} "
-             f"(chance {r.knn_chance:.3g})", "rho_P where mutual k-NN equals:"]
+    rows = ", ".join(f"{f}: {n} states, chance {r.knn_chance[f]:.3g}" for f, n in r.rows.items())
+    lines = [f"{r.world}, k = {r.k}: mutual k-NN with k = {r.knn_k} ({rows})",
+             "rho_P where mutual k-NN equals (-: outside the path, or across a jump the grid does not resolve):"]
     for family, table in r.rho_at_mutual_knn.items():
         cells = ", ".join(f"{x}: {'-' if v is None else f'{v:.3f}'}" for x, v in table.items())
         lines.append(f"  {family}: {cells}")
@@ -182,7 +183,7 @@ def _command(sweep: TheoremSweep) -> click.Command:
     @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
     def command(config_file, sets, out, overwrite, no_figures, as_json, quiet) -> None:
         try:
-            settings = resolve_settings(sweep.settings, read_config_file(config_file) if config_file else {}, sets)
+            settings = resolve_settings(sweep.settings, read_own_config(config_file, None, []), sets)
             out_dir = out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{sweep.name}")
             check_out_folder(out_dir, overwrite=overwrite)
         except (ConfigError, OutputError) as exc:
@@ -201,7 +202,9 @@ def _command(sweep: TheoremSweep) -> click.Command:
                         from prhsim.experiments.report import save_png
 
                         save_png(sweep.figure(result), stage / f"{sweep.name}.png")
-        except (ConfigError, ResourceError, OutputError, ValueError) as exc:
+        except ValidationError as exc:  # settings a world model refuses (e.g. too many modalities)
+            raise UsageProblem(format_validation_error(exc)) from None
+        except (ConfigError, ResourceError, OutputError, ValueError) as exc:  # the library's argument checks
             raise UsageProblem(str(exc).splitlines()[0]) from None
         except KeyboardInterrupt:
             click.echo(f"prhsim sweep {sweep.name}: interrupted; nothing was written", err=True)

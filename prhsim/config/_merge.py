@@ -123,6 +123,9 @@ def resolve_run_config(
 def resolve_settings(model: type[BaseModel], file_data: dict[str, Any] | None = None, sets: Iterable[str] = ()) -> Any:
     """Defaults <- file <- ``sets`` for any settings model (the sweeps'); errors as :func:`resolve_run_config`'s.
 
+    A ``world`` table without a kind adjusts the model's default world (``--set world.size=3``
+    keeps the default's kind and other settings).
+
     Raises:
         ConfigError: naming every key that is wrong.
     """
@@ -131,8 +134,9 @@ def resolve_settings(model: type[BaseModel], file_data: dict[str, Any] | None = 
         _assign(data, *parse_assignment(text))
     if isinstance(data.get("world"), str):
         data["world"] = {"kind": data["world"]}
-    if isinstance(data.get("world"), dict) and "kind" not in data["world"]:
-        data["world"] = {"kind": "gridscene", **data["world"]}
+    if isinstance(data.get("world"), dict) and "kind" not in data["world"] and "world" in model.model_fields:
+        default = model.model_fields["world"].get_default(call_default_factory=True)  # adjust the model's own world
+        data["world"] = {**default.model_dump(exclude_none=True), **data["world"]}
     try:
         return model.model_validate(data)
     except ValidationError as exc:

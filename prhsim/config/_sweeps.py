@@ -68,7 +68,7 @@ class MetricBridgeSettings(Settings):
 
     size: int = Field(4, ge=2, le=10)
     objects: int = Field(1, ge=1, le=2)
-    levels: int = Field(8, ge=2, le=100)
+    levels: int = Field(16, ge=3, le=100)
     samples: int = Field(1000, ge=4, le=100_000)
     knn_k: int = Field(10, ge=1)
     k: int | Literal["auto"] = "auto"

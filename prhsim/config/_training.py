@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from prhsim.config._worlds import Settings
 
@@ -47,3 +47,10 @@ class TrainingSettings(Settings):
     invariance_dims: Literal["sum", "mean"] = "sum"
     num_directions: int = Field(64, ge=1, le=65_536)
     exact_sigreg_work: int = Field(2**18, ge=1)
+
+    @model_validator(mode="after")
+    def _lam_fits_the_convention(self) -> "TrainingSettings":
+        if self.convention == "lejepa" and self.lam >= 1:
+            raise ValueError(f"training.lam must be below 1 in the lejepa convention (lam·SIGReg + (1 − lam)·invariance), "
+                             f"got {self.lam}; use training.convention=\"additive\" for larger weights")
+        return self

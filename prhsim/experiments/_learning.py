@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from prhsim._budget import ResourceError
 from prhsim.config import RunConfig, TrainingSettings
 from prhsim.experiments._results import LearnedModality, LearnedPair, LearnerSummary
 from prhsim.experiments._rotation import RotationUniqueness
@@ -28,8 +29,20 @@ from prhsim.metrics import coupled_comparison, whiten
 from prhsim.worlds import World
 
 Progress = Callable[[str], None]
+#: Modality i trains the seeds ``seed + s + MODALITY_SEED_STRIDE·i``: its own init and data stream, so the
+#: modalities' SGD noise is independent (a shared pair stream would correlate them).
+MODALITY_SEED_STRIDE = 1000
 #: Default peak learning rates: an exact table tolerates a large one.
 EXACT_TABLE_LR, DEFAULT_LR = 0.1, 1e-2
+
+
+class LearnerError(ValueError):
+    """An SGD learner could not train (it diverged, or its data mode does not fit the world); one line."""
+
+
+def modality_seeds(seeds: Sequence[int], index: int) -> tuple[int, ...]:
+    """The seeds modality ``index`` trains (see :data:`MODALITY_SEED_STRIDE`)."""
+    return tuple(s + MODALITY_SEED_STRIDE * index for s in seeds)
 
 
 def data_mode(objective: str, world: World, k: int, training: TrainingSettings) -> str:
@@ -72,12 +85,17 @@ def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[s
     for objective in objectives:
         start = time.perf_counter()
         modalities, whitened = [], {}
-        for o in outcome.modalities:
+        for i, o in enumerate(outcome.modalities):
             data = data_mode(objective, o.world, k, training)
             say(f"learner {objective}: {o.name} ({data}, {training.encoder}, {training.seeds} seed(s), "
                 f"{training.steps} steps)")
-            result = train(o.world, k, train_config(objective, data, training, outcome.centred), seeds=seeds,
-                           reference=o.optimum)
+            try:
+                result = train(o.world, k, train_config(objective, data, training, outcome.centred),
+                               seeds=modality_seeds(seeds, i), reference=o.optimum)
+            except ResourceError:
+                raise
+            except ValueError as exc:  # divergence, or exact data this world cannot list
+                raise LearnerError(f"learner {objective} on {o.name}: {exc}") from None
             modalities.append(_modality(o.name, data, result, o.world, o.optimum, outcome.centred))
             whitened[o.name] = _whitened(result.features, result.collapsed, o.world.p, outcome.centred)
         pairs = []

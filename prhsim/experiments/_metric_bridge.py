@@ -40,6 +40,8 @@ Family = Literal["noise", "kernel", "bad-view"]
 FAMILIES: tuple[Family, ...] = ("noise", "kernel", "bad-view")
 #: Mutual k-NN values at which ρ_P is read off each family's curve.
 READ_AT = (0.1, 0.2, 0.4, 0.6, 0.8)
+#: Largest ρ_P step between two cells that the read-off interpolates across.
+READ_MAX_STEP = 0.3
 
 
 class BridgeCell(_Record):
@@ -56,14 +58,19 @@ class BridgeCell(_Record):
 
 
 class MetricBridge(_Record):
-    """Result of :func:`metric_bridge`; ``rho_at_mutual_knn[family][x]`` is ρ_P where mutual k-NN = x."""
+    """Result of :func:`metric_bridge`; ``rho_at_mutual_knn[family][x]`` is ρ_P where mutual k-NN = x.
+
+    ``rows[family]`` states were drawn for each of that family's pairs (``samples`` capped at the
+    world's size), and ``knn_chance[family]`` is mutual k-NN's chance level k/(rows − 1) there.
+    """
 
     prhsim_version: str
     world: str
     k: int
     samples: int
     knn_k: int
-    knn_chance: float
+    rows: dict[str, int]
+    knn_chance: dict[str, float]
     seed: int | None
     cells: list[BridgeCell]
     rho_at_mutual_knn: dict[str, dict[str, float | None]]
@@ -73,8 +80,8 @@ class MetricBridge(_Record):
 def _levels(family: Family, levels: int) -> np.ndarray:
     if family == "noise":
         return np.concatenate([[0.0], np.geomspace(0.02, 3.0, levels - 1)])
-    if family == "kernel":
-        return np.concatenate([[0.0], np.geomspace(1e-3, 1.0, levels - 1)])
+    if family == "kernel":  # the optimum moves little until Π' dominates: dense towards t = 1
+        return np.concatenate([[0.0], 1.0 - np.geomspace(1.0 - 1e-3, 3e-3, levels - 2), [1.0]])
     return np.linspace(1.0, 0.05, levels)
 
 
@@ -92,13 +99,13 @@ def _sample_metrics(A: np.ndarray, B: np.ndarray, knn_k: int, fit: np.ndarray) -
             None if cknna is None else float(cknna(A, B, k=knn_k)), (r.a_to_b[1] + r.b_to_a[1]) / 2)
 
 
-def metric_bridge(size: int = 4, objects: int = 1, *, levels: int = 8, samples: int = 1000, knn_k: int = 10,
+def metric_bridge(size: int = 4, objects: int = 1, *, levels: int = 16, samples: int = 1000, knn_k: int = 10,
                   k: int | Literal["auto"] = "auto", rng: RngLike = 0) -> MetricBridge:
     """Score the three families of misaligned pairs by ρ_P, s_Θ and the PRH sample metrics (module docstring).
 
     Args:
         size, objects: the gridscene (default 4x4, one object: 144 states; pixels: 576 modal states).
-        levels: points per family (at least 2; the first is the aligned pair).
+        levels: points per family (at least 3; the first is the aligned pair).
         samples: N, states drawn per pair (capped at the world's size).
         knn_k: the k of mutual k-NN and CKNNA.
         k: number of features, or "auto".
@@ -115,8 +122,8 @@ def metric_bridge(size: int = 4, objects: int = 1, *, levels: int = 8, samples: 
 def _metric_bridge(size: int, objects: int, levels: int, samples: int, knn_k: int, k: int | Literal["auto"],
                    rng: RngLike) -> MetricBridge:
     start = time.perf_counter()
-    if int(levels) != levels or levels < 2:
-        raise ValueError(f"levels must be an integer >= 2, got {levels}")
+    if int(levels) != levels or levels < 3:
+        raise ValueError(f"levels must be an integer >= 3, got {levels}")
     if int(samples) != samples or samples < 4:
         raise ValueError(f"samples must be an integer >= 4, got {samples}")
     scene = gridscene(size, objects=objects)
@@ -127,6 +134,7 @@ def _metric_bridge(size: int, objects: int, levels: int, samples: int, knn_k: in
     k_used = opt.k
     pixels = scene.modalities(rng=gen.spawn(1)[0])[0]
     cells: list[BridgeCell] = []
+    rows_used: dict[str, int] = {}
     for family, stream in zip(FAMILIES, gen.spawn(len(FAMILIES))):
         world: World = base if family != "bad-view" else view_world(scene.world, pixels, good())
         reference = closed_form(world, k_used).features()
@@ -135,6 +143,7 @@ def _metric_bridge(size: int, objects: int, levels: int, samples: int, knn_k: in
             raise ValueError(f"knn_k = {knn_k} needs more than {2 * knn_k} samples; the {family} world has {n} states "
                              f"and samples = {samples}")
         rows = np.sort(stream.choice(n, size=min(samples, n), replace=False, p=world.p))
+        rows_used[family] = int(rows.size)
         fit = np.zeros(rows.size, dtype=bool)
         fit[stream.permutation(rows.size)[: rows.size // 2]] = True
         other = None
@@ -158,22 +167,26 @@ def _metric_bridge(size: int, objects: int, levels: int, samples: int, knn_k: in
                                     linear_cka=cka, cknna=cknna, r1=r1))
     from prhsim.metrics._knn import knn_chance
 
-    n_rows = min(samples, base.n)
     return MetricBridge(prhsim_version=__version__, world=f"gridscene({size}, objects={objects})", k=k_used,
-                        samples=int(samples), knn_k=int(knn_k), knn_chance=float(knn_chance(n_rows, knn_k)), seed=seed,
+                        samples=int(samples), knn_k=int(knn_k), rows=rows_used,
+                        knn_chance={f: float(knn_chance(r, knn_k)) for f, r in rows_used.items()}, seed=seed,
                         cells=cells, rho_at_mutual_knn={f: _read_off([c for c in cells if c.family == f])
                                                         for f in FAMILIES},
                         seconds=time.perf_counter() - start)
 
 
 def _read_off(cells: list[BridgeCell]) -> dict[str, float | None]:
-    """ρ_P at each mutual k-NN value of READ_AT, linearly interpolated along the family's path (None outside it)."""
+    """ρ_P at each mutual k-NN value of READ_AT, linearly interpolated along the family's path.
+
+    None outside the path, and where the bracketing cells differ by more than READ_MAX_STEP in ρ_P
+    (a jump the grid does not resolve: interpolating across it would be invention, not measurement).
+    """
     out: dict[str, float | None] = {}
     for x in READ_AT:
         value = None
         for c0, c1 in zip(cells, cells[1:]):
             lo, hi = sorted((c0.mutual_knn, c1.mutual_knn))
-            if lo <= x <= hi and hi > lo:
+            if lo <= x <= hi and hi > lo and abs(c1.rho_p - c0.rho_p) <= READ_MAX_STEP:
                 w = (x - c0.mutual_knn) / (c1.mutual_knn - c0.mutual_knn)
                 value = float(c0.rho_p + w * (c1.rho_p - c0.rho_p))
                 break

@@ -112,7 +112,11 @@ class LearnedPair(_Record):
 
 
 class LearnerSummary(_Record):
-    """One SGD objective trained on every modality (``prhsim run --learner``)."""
+    """One SGD objective trained on every modality (``prhsim run --learner``).
+
+    ``seeds`` are the first modality's; modality i trains ``seed + 1000·i`` for each, its own
+    initialisation and data stream.
+    """
 
     learner: Literal["whiten", "sigreg"]
     encoder: Literal["tabular", "mlp"]

@@ -172,6 +172,6 @@ def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
 
         learned = learn(config, outcome, config.sgd_learners, progress=say)
         for summary in learned:
-            checks += learned_checks(summary)
+            checks += learned_checks(summary, {m.name: m.unique for m in modalities})
     return RunResult(prhsim_version=__version__, world=world, centred=config.centred, modalities=modalities,
                      pairs=pairs, checks=checks, seconds=time.perf_counter() - start, learned=learned)

@@ -119,6 +119,8 @@ class TrainConfig:
             raise ValueError(f"warmup must leave steps for the cosine decay: warmup {self.warmup} of {self.steps} steps")
         if not self.weight_decay >= 0 or not self.lam >= 0:
             raise ValueError(f"weight_decay and lam must be non-negative, got {self.weight_decay}, {self.lam}")
+        if self.convention == "lejepa" and self.lam >= 1:
+            raise ValueError(f"lam must be below 1 in the lejepa convention (lam·SIGReg + (1 − lam)·inv), got {self.lam}")
         if self.objective == "whiten" and self.data == "minibatch" and self.batch_size < 2:
             raise ValueError("whitening a minibatch needs batch_size >= 2")
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))

@@ -40,6 +40,7 @@ tiles plus O(N·k), never an N x N array; the default B keeps one tile near
 
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Integral
 from typing import Any
@@ -186,14 +187,6 @@ def _kth_largest(xp: Any, s: Any, k: int) -> tuple[Any, tuple[Any, Any] | None]:
         if not bool(torch.any(vals[:, k] == kth)):
             return kth, (vals[:, :k], idx[:, :k])
         return kth, None
-    if is_jax_array(s):
-        from jax import lax
-
-        vals, idx = lax.top_k(s, k + 1)
-        kth = vals[:, k - 1]
-        if not bool(xp.any(vals[:, k] == kth)):
-            return kth, (vals[:, :k], idx[:, :k])
-        return kth, None
     if is_numpy_array(s):
         return np.partition(s, width - k, axis=1)[:, width - k].copy(), None
     return xp.sort(s, axis=1)[:, width - k], None
@@ -288,11 +281,81 @@ def _update(xp: Any, best: tuple[Any, Any], s: Any, k: int, offset: int, transpo
     return _top(xp, xp.concat([vals, new[0]], axis=1), xp.concat([idx, new[1]], axis=1), k)
 
 
+@functools.lru_cache(maxsize=None)
+def _jax_steps() -> tuple[Any, Any, Any]:
+    """The JAX tile steps, each compiled as one function (JAX compiles every operation for every new
+    shape; fused, a call compiles a few functions per tile shape instead of dozens of operations).
+
+    Selection there is fixed-shape: ``lax.top_k`` on every tile (no pruning, whose candidate counts
+    depend on the data), and on a tie at some row's k-th place a stable sort of that tile, which
+    ranks equal values by index.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def top(vals, idx, k):
+        order = jnp.argsort(idx, axis=1, stable=True)
+        vals, idx = jnp.take_along_axis(vals, order, axis=1), jnp.take_along_axis(idx, order, axis=1)
+        order = jnp.argsort(-vals, axis=1, stable=True)[:, :k]
+        return jnp.take_along_axis(vals, order, axis=1), jnp.take_along_axis(idx, order, axis=1)
+
+    def choose(s, offset, k, idt, exact):
+        width = s.shape[1]
+        if k >= width:
+            idx = jnp.broadcast_to(jnp.arange(width, dtype=idt)[None, :], s.shape) + offset
+            return (*top(s, idx, width), jnp.asarray(False))
+        if exact:
+            idx = jnp.argsort(-s, axis=1, stable=True)[:, :k]
+            return jnp.take_along_axis(s, idx, axis=1), idx.astype(idt) + offset, jnp.asarray(False)
+        vals, idx = lax.top_k(s, k + 1)
+        tie = jnp.any(vals[:, k] == vals[:, k - 1])
+        return (*top(vals[:, :k], idx[:, :k].astype(idt) + offset, k), tie)
+
+    def diagonal(xi, offset, k, idt, exact):
+        s = xi @ xi.T
+        return choose(jnp.where(jnp.eye(s.shape[0], dtype=bool), -jnp.inf, s), offset, k, idt, exact)
+
+    def pair(xi, xj, i0, j0, k, idt, exact):
+        s = xi @ xj.T  # once for both: rows of block i against block j, and (transposed) the reverse
+        return choose(s, j0, k, idt, exact), choose(s.T, i0, k, idt, exact)
+
+    def merge(vals, idx, new_vals, new_idx, k):
+        return top(jnp.concatenate([vals, new_vals], axis=1), jnp.concatenate([idx, new_idx], axis=1), k)
+
+    static = ("k", "idt", "exact")
+    return (jax.jit(diagonal, static_argnames=static), jax.jit(pair, static_argnames=static),
+            jax.jit(merge, static_argnames=("k",)))
+
+
+def _knn_jax(xp: Any, x: Any, k: int, side: int, idt: Any) -> tuple[Any, Any]:
+    """:func:`_knn` for JAX arrays: the same tiles, with fused fixed-shape steps (see _jax_steps)."""
+    diagonal, pair, merge = _jax_steps()
+    n = x.shape[0]
+    starts = list(range(0, n, side))
+    blocks = [x[s:s + side, ...] for s in starts]
+    best = []
+    for i0, xi in zip(starts, blocks):
+        vals, idx, tie = diagonal(xi, i0, k=k, idt=idt, exact=False)
+        best.append((vals, idx) if not bool(tie) else diagonal(xi, i0, k=k, idt=idt, exact=True)[:2])
+    for ti, (i0, xi) in enumerate(zip(starts, blocks)):
+        for tj in range(ti + 1, len(starts)):
+            offers = pair(xi, blocks[tj], i0, starts[tj], k=k, idt=idt, exact=False)
+            if bool(offers[0][2]) or bool(offers[1][2]):
+                offers = pair(xi, blocks[tj], i0, starts[tj], k=k, idt=idt, exact=True)
+            for row, (vals, idx, _) in zip((ti, tj), offers):
+                width = min(k, best[row][0].shape[1] + vals.shape[1])
+                best[row] = merge(*best[row], vals, idx, k=width)
+    return xp.concat([v for v, _ in best], axis=0), xp.concat([i for _, i in best], axis=0)
+
+
 def _knn(xp: Any, x: Any, k: int, block: int | None) -> tuple[Any, Any]:
     """(values, indices), each (N, k): every row's k nearest rows j != i, sorted by (-value, j)."""
     n, d = x.shape
     idt = _index_dtype(xp, x)
     side = _default_block(n, d, xp.finfo(x.dtype).bits // 8) if block is None else min(block, n)
+    if is_jax_array(x):
+        return _knn_jax(xp, x, k, side, idt)
     starts = list(range(0, n, side))
     blocks = [x[s:s + side, ...] for s in starts]
     best = []
@@ -341,8 +404,11 @@ def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
     n = x.shape[0]
     k = _check_k(k, n)
     block = _check_block(block)
-    if n and not bool(xp.all(xp.isfinite(xp.sum(x * x, axis=1)))):
-        raise ValueError("x is too large: its squared row norms overflow; scale it down")
+    if n and x.shape[1]:
+        bound = math.sqrt(float(xp.finfo(x.dtype).max) / x.shape[1])  # |x_ij| <= bound keeps every ⟨x_i, x_j⟩ finite
+        if float(xp.max(xp.abs(x))) > bound:
+            raise ValueError(f"x is too large: entries above {bound:.3g} can overflow the inner products "
+                             f"in {x.dtype}; scale it down")
     _guard_lists(n, k, 1, "for knn_indices")
     return _knn(xp, x, k, block)[1]
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazi
 
 #: The panels: record field and axis label.
 PANELS = (("mutual_knn", "mutual k-NN"), ("linear_cka", "linear CKA"), ("cknna", "CKNNA"), ("r1", "R@1 (mean of both ways)"))
-#: gid of each curve: "bridge-<field>-<family>"; the chance line: "bridge-chance".
+#: gid of each curve: "bridge-<field>-<family>"; the chance lines: "bridge-chance-<j>".
 CURVE_GID, CHANCE_GID = "bridge", "bridge-chance"
 
 
@@ -29,13 +29,16 @@ def metric_bridge_figure(result: MetricBridge) -> Figure:
             y = np.array([np.nan if getattr(c, field) is None else getattr(c, field) for c in cells], dtype=float)
             ax.plot(x, y, "o-", color=COLOURS[i], label=family, markersize=4, gid=f"{CURVE_GID}-{field}-{family}")
         if field == "mutual_knn":
-            ax.axhline(result.knn_chance, color="black", linestyle=":", linewidth=1, gid=CHANCE_GID,
-                       label=f"chance {result.knn_chance:.3g}")
+            for j, chance in enumerate(sorted(set(result.knn_chance.values()))):
+                families = ", ".join(f for f, c in result.knn_chance.items() if c == chance)
+                ax.axhline(chance, color="black", linestyle=":" if j == 0 else "--", linewidth=1,
+                           gid=f"{CHANCE_GID}-{j}", label=f"chance {chance:.3g} ({families})")
         ax.set_xlabel(r"$\rho_P$ (theory, p-weighted)")
         ax.set_title(label, fontsize="medium")
         ax.set_ylim(-0.02, 1.05)
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize="small")
-    fig.suptitle(f"{result.world}, k = {result.k}: PRH metrics on {result.samples} sampled states "
-                 f"(k-NN k = {result.knn_k}) against the theory's distance", fontsize="medium")
+    rows = ", ".join(f"{f} {r}" for f, r in result.rows.items())
+    fig.suptitle(f"{result.world}, k = {result.k}: PRH metrics on sampled states ({rows}; k-NN k = {result.knn_k}) "
+                 "against the theory's distance", fontsize="medium")
     return fig

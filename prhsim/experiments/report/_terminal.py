@@ -36,8 +36,9 @@ def render_learned(result: RunResult, console: Console) -> None:
     for summary in result.learned:
         label = summary.learner if summary.lam is None else f"{summary.learner} (lam {summary.lam:g})"
         for m in summary.modalities:
+            cov = "n/a" if summary.learner == "whiten" else _spread(m.cov_error)  # whitening's loss is affine-blind
             table.add_row(label, escape(m.name), f"{m.data}, {summary.encoder}", _spread(m.s_theta),
-                          _spread(m.rho_p), _spread(m.cov_error), _spread(m.alignment_ratio, 5),
+                          _spread(m.rho_p), cov, _spread(m.alignment_ratio, 5),
                           _fmt(m.seed_rho_p_max, 3), f"{m.seconds:.1f} s")
     console.print(table)
     pairs = Table(title="learned cross-modal rho_P (median \\[min, max] over seeds)", title_justify="left")

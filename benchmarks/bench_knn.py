@@ -1,0 +1,147 @@
+"""Mutual k-nearest neighbours (docs/theory.md §10): prhsim's tiled mutual_knn against the dense computation.
+
+Time: N = 10^4 samples, d = 768, k = 10, float32 numpy. The reference is written
+from the usual description: normalise, a dense N x N similarity matrix for each
+side, a full argsort of every row, the top k after removing self, dense N x N
+boolean masks for each side, intersected. Beside it, prhsim's ``mutual_knn``
+(square tiles, each pair of row blocks multiplied once, partial selection, no
+N x N array) and the floor of any exact method that forms the similarities: one
+N x N x d matrix product (prhsim needs about one in all: half a product per
+side). Target: at least 10x faster than the reference.
+
+Peak memory: ``mutual_knn`` at N = 10^5, d = 768 (float32) in a fresh
+subprocess: tracemalloc's peak of the memory numpy allocates during the call on
+top of its inputs, and the process's maximum resident set (inputs, interpreter
+and libraries included). Target: under 2 GB (the dense reference would need
+40 GB for one similarity matrix). ``--memory-n N`` runs the memory part at
+another N and prints the extrapolation to 10^5.
+
+    python benchmarks/bench_knn.py [--memory-n N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import best_of, row  # noqa: E402
+
+from prhsim._budget import format_bytes  # noqa: E402
+from prhsim.metrics._knn import mutual_knn  # noqa: E402
+
+N, D, K = 10_000, 768, 10
+N_MEMORY = 100_000
+REPEATS = 3
+TARGET_SPEEDUP = 10.0
+TARGET_MEMORY = 2e9
+
+
+def inputs(n: int, d: int = D, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Two float32 views of a shared 32-dimensional latent (so the score is neither 0 nor 1)."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, 32), dtype=np.float32)
+    a = z @ rng.standard_normal((32, d), dtype=np.float32)
+    a += 2.0 * rng.standard_normal((n, d), dtype=np.float32)
+    b = z @ rng.standard_normal((32, d), dtype=np.float32)
+    b += 2.0 * rng.standard_normal((n, d), dtype=np.float32)
+    return a, b
+
+
+def reference(a: np.ndarray, b: np.ndarray, k: int) -> float:
+    """Mutual kNN from its usual description: dense similarities, full argsort, dense masks."""
+
+    def knn(x: np.ndarray) -> np.ndarray:
+        x = x / np.linalg.norm(x, axis=1, keepdims=True)
+        s = x @ x.T
+        np.fill_diagonal(s, -np.inf)  # remove self
+        return np.argsort(-s, axis=1)[:, :k]
+
+    ka, kb = knn(a), knn(b)
+    n = a.shape[0]
+    rows = np.arange(n)[:, None]
+    mask_a = np.zeros((n, n), dtype=bool)
+    mask_b = np.zeros((n, n), dtype=bool)
+    mask_a[rows, ka] = True
+    mask_b[rows, kb] = True
+    return float((mask_a & mask_b).sum(axis=1).mean() / k)
+
+
+def _child(n: int) -> None:
+    """Subprocess mode: one mutual_knn at N = n; prints peak memory and time as JSON."""
+    a, b = inputs(n)
+    mutual_knn(a[:200], b[:200], K)  # import-time and first-call allocations, outside the measurement
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    start = time.perf_counter()
+    score = mutual_knn(a, b, K)
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+    print(json.dumps({"n": n, "peak": peak, "inputs": a.nbytes + b.nbytes, "rss": rss, "seconds": seconds,
+                      "score": score}))
+
+
+def memory(n: int) -> dict | None:
+    result = subprocess.run([sys.executable, __file__, "--child", str(n)], capture_output=True, text=True)
+    if result.returncode != 0:
+        print(result.stderr, file=sys.stderr)
+        return None
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memory-n", type=int, default=N_MEMORY, help="N of the peak-memory run (default 10^5)")
+    args = parser.parse_args()
+
+    a, b = inputs(N)
+    ours = mutual_knn(a, b, K)
+    theirs = reference(a, b, K)
+    times = {"reference": float("inf"), "prhsim": float("inf")}
+    for _ in range(REPEATS):  # interleaved: the machine is shared and noisy
+        times["reference"] = min(times["reference"], best_of(lambda: reference(a, b, K), repeats=1))
+        times["prhsim"] = min(times["prhsim"], best_of(lambda: mutual_knn(a, b, K), repeats=1))
+    x = a / np.linalg.norm(a, axis=1, keepdims=True)
+    floor = best_of(lambda: x @ x.T, repeats=REPEATS)
+
+    print(f"mutual {K}-NN, N = {N}, d = {D}, float32 numpy, best of {REPEATS}")
+    print(row("reference: dense N x N similarities, full argsort, dense masks", times["reference"]))
+    print(row("prhsim mutual_knn (tiles, symmetric products, partial selection)", times["prhsim"]))
+    print(row("floor: one N x N x d product (x @ x.T)", floor))
+    print(f"scores: prhsim {ours:.6f}, reference {theirs:.6f} ({'equal' if ours == theirs else 'DIFFERENT'})")
+    speedup = times["reference"] / times["prhsim"]
+    print(f"prhsim vs reference: {speedup:.1f}x faster (target {TARGET_SPEEDUP:.0f}x); "
+          f"prhsim = {times['prhsim'] / floor:.2f} floors, reference = {times['reference'] / floor:.2f} floors "
+          f"(so at most {times['reference'] / floor:.1f}x is possible for a method that forms one product)")
+
+    result = memory(args.memory_n)
+    if result is None:
+        print("peak memory: n/a (the subprocess failed)")
+        return
+    n = result["n"]
+    print(f"mutual_knn at N = {n}, d = {D}, float32: {result['seconds']:.1f} s; "
+          f"peak added over its inputs {format_bytes(result['peak'])} (tracemalloc), "
+          f"inputs {format_bytes(result['inputs'])}, process max RSS {format_bytes(result['rss'])} "
+          f"(target under {format_bytes(TARGET_MEMORY)})")
+    if n != N_MEMORY:
+        # the normalised copies of a and b grow with N·d, the neighbour lists with N·k; a tile does not grow
+        scale = N_MEMORY / n
+        print(f"EXTRAPOLATED to N = {N_MEMORY}: peak added about {format_bytes(result['peak'] * scale)} "
+              f"(an upper estimate: linear in N), time about {result['seconds'] * scale**2:.0f} s (N²)")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        _child(int(sys.argv[2]))
+    else:
+        main()

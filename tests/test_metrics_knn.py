@@ -1,0 +1,447 @@
+"""kNN sample metrics (exact tiled kNN, mutual kNN, cycle kNN, CKNNA) against slow twins (docs/theory.md §10).
+
+Each twin is written from the definition: the full N x N inner-product matrix,
+Python loops and sets, the tie rule as an explicit sort by (−similarity, index).
+Data come in three kinds: Gaussian (no ties), integer-valued rows for the raw
+neighbour search and ±1 rows of dimension 4 or 16 (norm 2 or 4, so normalising
+and every inner product are exact) with duplicated rows for the metrics; the
+last two are full of exact ties, which every library and tile size must break
+the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from conftest import assert_close
+from prhsim._budget import ResourceError, memory_limit
+from prhsim.metrics import _knn
+from prhsim.metrics._cknna import cknna
+from prhsim.metrics._knn import cycle_knn, knn_chance, knn_indices, mutual_knn
+
+LIBS = ("numpy", "torch", "jax")
+
+
+# --------------------------------------------------------------------------------------
+# twins
+# --------------------------------------------------------------------------------------
+def twin_knn(x: np.ndarray, k: int) -> np.ndarray:
+    """Row i: the k indices j != i first in the order (−⟨x_i, x_j⟩, j)."""
+    s = np.asarray(x, dtype=float) @ np.asarray(x, dtype=float).T
+    n = len(s)
+    return np.array([[j for _, j in sorted((-s[i, j], j) for j in range(n) if j != i)[:k]] for i in range(n)])
+
+
+def twin_sets(x: np.ndarray, k: int) -> list[set[int]]:
+    x = np.asarray(x, dtype=float)
+    return [set(row) for row in twin_knn(x / np.linalg.norm(x, axis=1, keepdims=True), k)]
+
+
+def twin_mutual(a, b, k):
+    sa, sb = twin_sets(a, k), twin_sets(b, k)
+    return sum(len(sa[i] & sb[i]) for i in range(len(sa))) / (len(sa) * k)
+
+
+def twin_cycle(a, b, k):
+    sa, sb = twin_sets(a, k), twin_sets(b, k)
+    return sum(any(i in sa[j] for j in sb[i]) for i in range(len(sa))) / len(sa)
+
+
+def twin_cknna(a, b, k):
+    n = len(a)
+    h = np.eye(n) - 1.0 / n
+    A = a / np.linalg.norm(a, axis=1, keepdims=True)
+    B = b / np.linalg.norm(b, axis=1, keepdims=True)
+    K, L = h @ (A @ A.T) @ h, h @ (B @ B.T) @ h
+    sa, sb = twin_sets(a, k), twin_sets(b, k)
+    kl = sum(K[i, j] * L[i, j] for i in range(n) for j in sa[i] & sb[i])
+    kk = sum(K[i, j] ** 2 for i in range(n) for j in sa[i])
+    ll = sum(L[i, j] ** 2 for i in range(n) for j in sb[i])
+    return kl / math.sqrt(kk * ll)
+
+
+# --------------------------------------------------------------------------------------
+# data and libraries
+# --------------------------------------------------------------------------------------
+def to_lib(x: np.ndarray, lib: str):
+    if lib == "torch":
+        torch = pytest.importorskip("torch")
+        return torch.from_numpy(np.ascontiguousarray(x))
+    if lib == "jax":
+        jnp = pytest.importorskip("jax.numpy")
+        return jnp.asarray(x)
+    return x
+
+
+def to_numpy(x) -> np.ndarray:
+    return np.asarray(x.cpu() if hasattr(x, "cpu") else x)
+
+
+def signs(n: int, d: int, rng, duplicates: bool = True) -> np.ndarray:
+    """±1 rows (d = 4 or 16: exact normalisation and inner products), a third of them copies of others."""
+    x = rng.choice([-1.0, 1.0], size=(n, d))
+    if duplicates:
+        x[: n // 3] = x[rng.integers(n // 3, n, size=n // 3)]
+    return x
+
+
+def correlated_pair(n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Two Gaussian views of a shared 3-dimensional latent (no exact ties)."""
+    z = rng.normal(size=(n, 3))
+    return z @ rng.normal(size=(3, 6)) + 0.3 * rng.normal(size=(n, 6)), z @ rng.normal(size=(3, 5)) + 0.5 * rng.normal(
+        size=(n, 5))
+
+
+def tied_pair(n: int, d: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    a = signs(n, d, rng)
+    b = signs(n, d, rng)
+    b[: n // 2] = a[: n // 2]  # half the rows agree
+    return a, b
+
+
+def random_orthogonal(d: int, rng) -> np.ndarray:
+    q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    return q
+
+
+# --------------------------------------------------------------------------------------
+# the neighbour search
+# --------------------------------------------------------------------------------------
+def test_tie_rule_on_a_small_example():
+    """Equal inner products: the smaller index ranks first and wins the last place."""
+    x = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    assert knn_indices(x, 1).tolist() == [[1], [0], [0], [0], [0]]
+    assert knn_indices(x, 2).tolist() == [[1, 2], [0, 2], [0, 1], [0, 1], [0, 1]]
+    assert knn_indices(x, 4)[3].tolist() == [0, 1, 2, 4]  # all zero: index order
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("kind", ["gaussian", "integer", "duplicates"])
+def test_knn_indices_match_the_twin(lib, kind):
+    rng = np.random.default_rng(1)
+    sizes = [(2, 1, 1), (9, 2, 4), (31, 3, 7), (48, 4, 47), (60, 5, 12)]
+    # JAX compiles every operation for every new shape: there, the shapes of test_metrics_match_the_twins
+    for n, d, k in [(40, 6, 6), (40, 5, 6)] if lib == "jax" else sizes:
+        x = rng.normal(size=(n, d)) if kind == "gaussian" else rng.integers(-2, 3, size=(n, d)).astype(float)
+        if kind == "duplicates":
+            x = x[rng.integers(0, max(1, n // 4), size=n)]
+        got = to_numpy(knn_indices(to_lib(x, lib), k))
+        np.testing.assert_array_equal(got, twin_knn(x, k), err_msg=f"{lib} {kind} n={n} k={k}")
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_blocked_equals_unblocked(lib):
+    """Tile sides 1, 7, N (and the default) give the same indices, on tied and on tie-free data."""
+    rng = np.random.default_rng(2)
+    n = 40
+    for x in (rng.normal(size=(n, 6)), rng.integers(-1, 2, size=(n, 6)).astype(float)):
+        expected = twin_knn(x, 6)
+        for block in (1, 7, n):
+            got = to_numpy(knn_indices(to_lib(x, lib), 6, block=block))
+            np.testing.assert_array_equal(got, expected, err_msg=f"{lib}, block {block}")
+
+
+def test_dense_tie_path(monkeypatch):
+    """Rows with many entries equal to their k-th value: the chunked rank-by-index path matches the twin."""
+    monkeypatch.setattr(_knn, "PRUNE_SLACK", 0)
+    monkeypatch.setattr(_knn, "GATHER_ELEMENTS", 50)
+    rng = np.random.default_rng(3)
+    x = rng.integers(-1, 2, size=(70, 2)).astype(float)
+    for block in (None, 9):
+        np.testing.assert_array_equal(knn_indices(x, 6, block=block), twin_knn(x, 6))
+    a, b = tied_pair(50, 4, rng)
+    assert mutual_knn(a, b, 8, block=16) == twin_mutual(a, b, 8)
+
+
+@given(data=st.data(), n=st.integers(2, 25), d=st.integers(1, 4))
+def test_knn_indices_on_arbitrary_integer_rows(data, n, d):
+    """Any integer matrix (exact inner products, ties everywhere), any k, any tile side: the twin's indices."""
+    x = np.array(data.draw(st.lists(st.lists(st.integers(-3, 3), min_size=d, max_size=d), min_size=n,
+                                    max_size=n)), dtype=float)
+    k = data.draw(st.integers(1, n - 1))
+    block = data.draw(st.one_of(st.none(), st.integers(1, n + 2)))
+    np.testing.assert_array_equal(knn_indices(x, k, block=block), twin_knn(x, k))
+
+
+def test_knn_indices_upcasts_16_bit_floats():
+    x = np.random.default_rng(4).integers(-3, 4, size=(20, 3)).astype(np.float16)
+    np.testing.assert_array_equal(knn_indices(x, 4), twin_knn(x, 4))
+
+
+def test_knn_memory_stays_far_below_a_dense_similarity_matrix():
+    """N = 20,000, d = 64: the traced peak stays below 200 MB (a dense N x N float64 matrix is 3.2 GB)."""
+    x = np.random.default_rng(5).normal(size=(20_000, 64)).astype(np.float32)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        idx = knn_indices(x, 10)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert idx.shape == (20_000, 10)
+    assert peak < 200e6, f"peak {peak / 1e6:.0f} MB"
+    rows = np.array([0, 7_777, 19_999])  # spot check against direct selection
+    s = x[rows] @ x.T
+    s[np.arange(3), rows] = -np.inf
+    np.testing.assert_array_equal(idx[rows], np.argsort(-s, axis=1, kind="stable")[:, :10])
+
+
+# --------------------------------------------------------------------------------------
+# the metrics against their twins
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("kind", ["gaussian", "tied"])
+def test_metrics_match_the_twins(lib, kind):
+    rng = np.random.default_rng(6)
+    sizes = [(3, 1), (12, 3), (40, 6), (70, 2), (33, 32)]
+    for n, k in sizes[2:3] if lib == "jax" else sizes:  # JAX compiles every operation for every new shape
+        a, b = correlated_pair(n, rng) if kind == "gaussian" else tied_pair(n, 4 if n < 40 else 16, rng)
+        la, lb = to_lib(a, lib), to_lib(b, lib)
+        what = f"{lib} {kind} n={n} k={k}"
+        assert mutual_knn(la, lb, k) == twin_mutual(a, b, k), what
+        assert cycle_knn(la, lb, k) == twin_cycle(a, b, k), what
+        assert cycle_knn(lb, la, k) == twin_cycle(b, a, k), what
+        assert_close(cknna(la, lb, k), twin_cknna(a, b, k), atol=1e-12, what=what)
+
+
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(3, 30), d=st.sampled_from([4, 16]), data=st.data())
+def test_metrics_match_the_twins_on_random_sign_rows(seed, n, d, data):
+    rng = np.random.default_rng(seed)
+    a, b = tied_pair(n, d, rng)
+    k = data.draw(st.integers(1, n - 1))
+    block = data.draw(st.one_of(st.none(), st.integers(1, n)))
+    assert mutual_knn(a, b, k, block=block) == twin_mutual(a, b, k)
+    assert cycle_knn(a, b, k, block=block) == twin_cycle(a, b, k)
+    try:
+        value = cknna(a, b, k, block=block)
+    except ValueError as err:
+        assert "Align = 0" in str(err)
+    else:
+        assert_close(value, twin_cknna(a, b, k), atol=1e-12)
+
+
+def test_cknna_gathers_and_slabs_agree_with_the_twin():
+    """Small k (gathered neighbour rows) and large k (slabs of centred inner products) both match."""
+    rng = np.random.default_rng(7)
+    a, b = correlated_pair(130, rng)
+    for k in (1, 4, 5, 60, 129):
+        assert_close(cknna(a, b, k), twin_cknna(a, b, k), atol=1e-12, what=f"k={k}")
+
+
+def test_cknna_default_k_is_resolved_before_the_check():
+    """k=None means N − 1 (every pair): CKA of the normalised rows without the diagonal terms, even for N < 10."""
+    rng = np.random.default_rng(8)
+    a, b = correlated_pair(6, rng)
+    A = a / np.linalg.norm(a, axis=1, keepdims=True)
+    B = b / np.linalg.norm(b, axis=1, keepdims=True)
+    h = np.eye(6) - 1 / 6
+    K, L = h @ A @ A.T @ h, h @ B @ B.T @ h
+    off = ~np.eye(6, dtype=bool)
+    expected = np.sum(K[off] * L[off]) / np.sqrt(np.sum(K[off] ** 2) * np.sum(L[off] ** 2))
+    assert_close(cknna(a, b, k=None), expected, atol=1e-12)
+    with pytest.raises(ValueError, match="k must be below the number of samples N = 6"):
+        cknna(a, b)  # the default k = 10 does not fit N = 6
+
+
+# --------------------------------------------------------------------------------------
+# invariances and self-scores
+# --------------------------------------------------------------------------------------
+METRICS = {"mutual_knn": mutual_knn, "cycle_knn": cycle_knn, "cknna": cknna}
+
+
+@pytest.mark.parametrize("name", sorted(METRICS))
+def test_invariances(name):
+    """Orthogonal maps and positive rescalings of either side, and a common row permutation, change nothing."""
+    metric = METRICS[name]
+    rng = np.random.default_rng(9)
+    a, b = correlated_pair(80, rng)
+    base = metric(a, b, 7)
+    scale = np.exp(rng.normal(size=(80, 1)))  # a positive factor per row
+    perm = rng.permutation(80)
+    for what, (x, y) in {
+        "orthogonal a": (a @ random_orthogonal(6, rng), b),
+        "orthogonal b": (a, b @ random_orthogonal(5, rng)),
+        "rescaled a": (3.7 * a * scale, b),
+        "rescaled b": (a, 0.02 * b),
+        "permuted rows": (a[perm], b[perm]),
+    }.items():
+        assert_close(metric(x, y, 7), base, atol=1e-12, what=f"{name}: {what}")
+
+
+@given(data=st.data(), n=st.integers(2, 20), d=st.integers(1, 4))
+def test_a_representation_scores_one_with_itself(data, n, d):
+    """mutual_knn(a, a) = 1 for every a with nonzero rows (ties included); cknna(a, a) = 1 wherever it is defined."""
+    rows = st.lists(st.integers(-4, 4), min_size=d, max_size=d).filter(any)
+    a = np.array(data.draw(st.lists(rows, min_size=n, max_size=n)), dtype=float)
+    k = data.draw(st.integers(1, n - 1))
+    assert mutual_knn(a, a, k) == 1.0
+    assert mutual_knn(a, 5.0 * a, k) == 1.0
+    try:
+        value = cknna(a, a, k)
+    except ValueError as err:
+        assert "Align = 0" in str(err)
+    else:
+        assert_close(value, 1.0, atol=1e-12)
+
+
+def test_identical_neighbourhoods_cycle_back():
+    """With a = b and mutual 1-NN pairs (points in close twos), every sample returns to itself."""
+    rng = np.random.default_rng(10)
+    centres = rng.normal(size=(15, 8))
+    x = np.repeat(centres, 2, axis=0) + 1e-3 * rng.normal(size=(30, 8))
+    assert cycle_knn(x, x, 1) == 1.0
+    assert mutual_knn(x, x, 1) == 1.0
+
+
+# --------------------------------------------------------------------------------------
+# chance level
+# --------------------------------------------------------------------------------------
+def test_independent_representations_score_near_chance():
+    """Independent Gaussian a, b (N = 1000, d = 16).
+
+    mutual kNN: E = k/(N−1) exactly (b's neighbour set of i is exchangeable over
+    j != i); per sample the shared count is hypergeometric, variance ≈ k·p(1−p)
+    with p = k/(N−1), so the mean's standard deviation is ≈ √(k p (1−p)/N)/k ≈
+    0.0010 at k = 50 (0.0013 measured over 30 seeds: samples are weakly
+    dependent). Tolerance 0.15·E = 0.0075, about 6 measured deviations.
+    cycle kNN (k = 20): ≈ 1 − (1 − p)^k (each of the k steps returns with
+    probability p, nearly independently) = 0.333; measured spread 0.019;
+    tolerance 0.25 of it, about 4.4 deviations. CKNNA (k = 50): near the
+    shared-neighbour fraction k/(N−1) as well (0.0485 ± 0.0014 measured over
+    30 seeds); tolerance 0.25·k/(N−1), far below the 1 of aligned representations.
+    """
+    rng = np.random.default_rng(11)
+    n = 1000
+    a, b = rng.normal(size=(n, 16)), rng.normal(size=(n, 16))
+    chance = knn_chance(n, 50)
+    assert abs(mutual_knn(a, b, 50) - chance) < 0.15 * chance
+    cycle_chance = 1 - (1 - knn_chance(n, 20)) ** 20
+    assert abs(cycle_knn(a, b, 20) - cycle_chance) < 0.25 * cycle_chance
+    assert abs(cknna(a, b, 50) - chance) < 0.25 * chance
+
+
+def test_knn_chance():
+    assert knn_chance(11, 5) == 0.5
+    assert knn_chance(2, 1) == 1.0
+    with pytest.raises(ValueError, match="k must be below the number of samples N = 5"):
+        knn_chance(5, 5)
+    with pytest.raises(ValueError, match="at least 2"):
+        knn_chance(1, 1)
+
+
+# --------------------------------------------------------------------------------------
+# errors: one line each
+# --------------------------------------------------------------------------------------
+def _one_line(excinfo) -> None:
+    assert "\n" not in str(excinfo.value)
+
+
+@pytest.fixture
+def pair():
+    rng = np.random.default_rng(12)
+    return rng.normal(size=(12, 3)), rng.normal(size=(12, 4))
+
+
+@pytest.mark.parametrize("name", sorted(METRICS))
+@pytest.mark.parametrize("k, message", [(0, "k must be at least 1, got 0"), (-3, "k must be at least 1"),
+                                        (12, "k must be below the number of samples N = 12, got k = 12"),
+                                        (40, "k must be below the number of samples N = 12")])
+def test_error_k_out_of_range(pair, name, k, message):
+    with pytest.raises(ValueError, match=message) as excinfo:
+        METRICS[name](*pair, k)
+    _one_line(excinfo)
+
+
+def test_error_k_out_of_range_in_knn_indices(pair):
+    for k, message in [(0, "at least 1"), (12, "below the number of samples N = 12")]:
+        with pytest.raises(ValueError, match=message) as excinfo:
+            knn_indices(pair[0], k)
+        _one_line(excinfo)
+    with pytest.raises(TypeError, match="k must be an integer"):
+        knn_indices(pair[0], 2.0)
+
+
+@pytest.mark.parametrize("name", sorted(METRICS))
+def test_error_not_two_dimensional(pair, name):
+    a, b = pair
+    with pytest.raises(ValueError, match=r"a must be a 2-D array of shape \(N, d\), got shape \(12,\)") as excinfo:
+        METRICS[name](a[:, 0], b, 3)
+    _one_line(excinfo)
+    with pytest.raises(ValueError, match="b must be a 2-D array"):
+        METRICS[name](a, b[None], 3)
+    with pytest.raises(ValueError, match="x must be a 2-D array"):
+        knn_indices(a[:, 0], 3)
+
+
+@pytest.mark.parametrize("name", sorted(METRICS))
+def test_error_different_number_of_rows(pair, name):
+    a, b = pair
+    with pytest.raises(ValueError, match="a and b must have the same number of rows N, got 12 and 11") as excinfo:
+        METRICS[name](a, b[:11], 3)
+    _one_line(excinfo)
+
+
+@pytest.mark.parametrize("name", sorted(METRICS))
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_error_nan_or_inf(pair, name, bad):
+    a, b = pair
+    b = b.copy()
+    b[4, 1] = bad
+    with pytest.raises(ValueError, match="b contains NaN or inf") as excinfo:
+        METRICS[name](a, b, 3)
+    _one_line(excinfo)
+    x = a.copy()
+    x[0, 0] = bad
+    with pytest.raises(ValueError, match="x contains NaN or inf"):
+        knn_indices(x, 3)
+
+
+@pytest.mark.parametrize("name", sorted(METRICS))
+def test_error_zero_row(pair, name):
+    a, b = pair
+    a = a.copy()
+    a[5] = 0.0
+    with pytest.raises(ValueError, match="row 5 of a is zero: it cannot be L2-normalised") as excinfo:
+        METRICS[name](a, b, 3)
+    _one_line(excinfo)
+
+
+def test_error_cknna_vanishing_normaliser():
+    """All rows of a parallel: its centred kernel is exactly zero, so CKNNA is undefined (no epsilon)."""
+    a = np.tile([[0.0, 2.0]], (8, 1)) * np.arange(1, 9)[:, None]
+    b = np.random.default_rng(13).normal(size=(8, 3))
+    with pytest.raises(ValueError, match="cknna is undefined: the centred kernel of a is zero") as excinfo:
+        cknna(a, b, 3)
+    _one_line(excinfo)
+    with pytest.raises(ValueError, match="centred kernel of b is zero"):
+        cknna(b, a, 3)
+
+
+def test_error_overflowing_rows_in_knn_indices():
+    big = np.array([[1e30, 0.0], [0.0, 1e30], [1e30, 1e30], [-1e30, 0.0]], dtype=np.float32)
+    with pytest.raises(ValueError, match="x is too large: entries above") as excinfo:
+        knn_indices(big, 1)
+    _one_line(excinfo)
+    # the metrics scale each row by its largest entry before normalising: no overflow there
+    assert mutual_knn(big, big, 1) == 1.0
+
+
+def test_error_bad_block(pair):
+    with pytest.raises(ValueError, match="block must be at least 1"):
+        mutual_knn(*pair, 3, block=0)
+
+
+def test_error_mixed_libraries(pair):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError):
+        mutual_knn(pair[0], torch.from_numpy(pair[1]), 3)
+
+
+def test_neighbour_lists_respect_the_memory_limit(pair):
+    with memory_limit(1_000), pytest.raises(ResourceError, match="lower k or N"):
+        mutual_knn(*pair, 3)
