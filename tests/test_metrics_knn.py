@@ -158,6 +158,13 @@ def test_dense_tie_path(monkeypatch):
     assert mutual_knn(a, b, 8, block=16) == twin_mutual(a, b, 8)
 
 
+@pytest.mark.parametrize("lib", ["torch", "jax"])
+def test_more_ties_than_any_candidate_margin(lib):
+    """About 150 entries per row equal the k-th value: torch's and JAX's partial selections must defer to the rule."""
+    x = np.random.default_rng(14).integers(1, 3, size=(300, 1)).astype(float)
+    np.testing.assert_array_equal(to_numpy(knn_indices(to_lib(x, lib), 5)), twin_knn(x, 5))
+
+
 @given(data=st.data(), n=st.integers(2, 25), d=st.integers(1, 4))
 def test_knn_indices_on_arbitrary_integer_rows(data, n, d):
     """Any integer matrix (exact inner products, ties everywhere), any k, any tile side: the twin's indices."""

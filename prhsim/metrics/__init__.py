@@ -20,6 +20,13 @@ from prhsim.metrics._procrustes import (
     procrustes as procrustes,
 )
 from prhsim.metrics._whitening import canonical_correlations as canonical_correlations, whiten as whiten
+from prhsim.metrics._cknna import cknna as cknna
+from prhsim.metrics._knn import (
+    cycle_knn as cycle_knn,
+    knn_chance as knn_chance,
+    knn_indices as knn_indices,
+    mutual_knn as mutual_knn,
+)
 from prhsim.metrics._cka import linear_cka as linear_cka, rbf_cka as rbf_cka, unbiased_cka as unbiased_cka
 from prhsim.metrics._protocol import (
     METRICS as PRH_METRICS,

@@ -23,7 +23,9 @@ Computation. K̄_ij = ⟨c_i, c_j⟩ with c_i = x̂_i − mean_l x̂_l (HKH is t
 matrix of the centred rows), so only the N·k entries on neighbour pairs are
 needed: no N x N kernel is formed. They are computed by gathering the
 neighbours' centred rows in row blocks (small k) or from (rows x N) slabs of
-centred inner products (k a sizeable fraction of N); memory O(N·k + one block).
+centred inner products (k a sizeable fraction of N). Memory: the normalised
+and the centred copies of a and b (N·d each), O(N·k) for the neighbour lists
+and one block.
 
 This is the double-centred form fixed in docs/theory.md §10. The public PRH
 code differs in two ways: it applies the unbiased HSIC estimator (Song et al.

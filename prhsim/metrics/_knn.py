@@ -11,9 +11,13 @@ Neighbours. For rows x_1..x_N, ``N_k(i)`` is the set of the k rows j ≠ i with
 the largest inner products ⟨x_i, x_j⟩. Tie rule: the candidates j ≠ i are
 ranked by the key (−⟨x_i, x_j⟩, j), so among equal inner products the smaller
 index wins; the set, and the order of :func:`knn_indices`' rows, are then
-determined by the data alone and agree across numpy, torch and JAX whenever
-the inner products agree (exactly-representable data, float64). A duplicate
-row is a neighbour like any other, at the inner product of equal rows.
+determined by the computed inner products alone. Ties are decided on those
+computed values: two products that are equal in exact arithmetic but formed in
+different tiles (or by different BLAS kernels) can differ in the last bit, so
+the rule is exact, and identical across numpy, torch, JAX and tile sizes, where
+the products are computed exactly (e.g. small integers; ±1 entries with d a
+power of 4 after normalisation). A duplicate row is a neighbour like any other,
+at the inner product of equal rows.
 
 Metrics (rows first L2-normalised: x̂_i = x_i / ‖x_i‖, so inner products are cosines):
 
@@ -31,11 +35,15 @@ Cost. :func:`knn_indices` forms the N x N inner products in square tiles of
 side ``block`` (B), using the symmetry ⟨x_i, x_j⟩ = ⟨x_j, x_i⟩: each pair of
 row blocks is multiplied once, about N²d/2 multiply-adds in all. The diagonal
 tiles give every row a first k-list by partial selection (``np.partition``,
-``torch.topk``, ``jax.lax.top_k``; never a full sort); an off-diagonal tile
-then only offers each row the entries at or above its current k-th inner
-product, and candidate lists are merged by the key above. Memory: a few B x B
-tiles plus O(N·k), never an N x N array; the default B keeps one tile near
-64 MB. The metrics add O(N·k) (mutual kNN) and O(N·k²) time (cycle kNN).
+``torch.topk``; never a full sort); an off-diagonal tile then only offers each
+row the entries at or above its current k-th inner product, and candidate
+lists are merged by the key above. JAX, which compiles every operation for
+every new shape, runs fused fixed-shape steps instead (``jax.lax.top_k`` on
+every tile). Memory: a few B x B tiles plus O(N·k), never an N x N array; the
+default B keeps one tile near 64 MB. The metrics normalise rows block by block
+as the tiles need them (no normalised copy of the inputs) and add O(N·k)
+(mutual kNN) and O(N·k²) time (cycle kNN). They return Python floats and so
+cannot run inside ``jax.jit``.
 """
 
 from __future__ import annotations
@@ -78,9 +86,16 @@ def _as_compute(x: Any, name: str) -> tuple[Any, Any]:
         raise TypeError(f"{name} must hold real floating-point values, got {x.dtype}")
     if xp.finfo(x.dtype).bits < 32:
         x = xp.astype(x, xp.float32)
-    if x.shape[0] and x.shape[1] and not bool(xp.all(xp.isfinite(x))):
-        raise ValueError(f"{name} contains NaN or inf")
+    for r0, r1 in _row_chunks(*x.shape):
+        if not bool(xp.all(xp.isfinite(x[r0:r1, ...]))):
+            raise ValueError(f"{name} contains NaN or inf")
     return xp, x
+
+
+def _row_chunks(n: int, d: int) -> list[tuple[int, int]]:
+    """Row ranges of about GATHER_ELEMENTS entries: row-wise passes over the input without an N x d temporary."""
+    rows = max(1, GATHER_ELEMENTS // max(d, 1))
+    return [(r0, min(n, r0 + rows)) for r0 in range(0, n, rows)] if d else []
 
 
 def _check_k(k: Any, n: int) -> int:
@@ -105,19 +120,43 @@ def _check_block(block: Any) -> int | None:
     return int(block)
 
 
-def _normalise(xp: Any, x: Any, name: str) -> Any:
-    """Rows divided by their L2 norms (after scaling by their largest |entry|, so no square overflows)."""
-    scale = xp.max(xp.abs(x), axis=1, keepdims=True) if x.shape[1] else xp.zeros((x.shape[0], 1), dtype=x.dtype)
+def _row_max_abs(xp: Any, x: Any) -> Any:
+    """Each row's largest |entry|, shape (N, 1) (0 for rows of width 0)."""
+    n, d = x.shape
+    if d == 0:
+        return xp.zeros((n, 1), dtype=x.dtype, device=array_device(x))
+    return xp.concat([xp.max(xp.abs(x[r0:r1, ...]), axis=1, keepdims=True) for r0, r1 in _row_chunks(n, d)],
+                     axis=0)
+
+
+def _row_scale(xp: Any, x: Any, name: str) -> Any:
+    """Each row's largest |entry|, shape (N, 1); a one-line error naming the first zero row."""
+    scale = _row_max_abs(xp, x)
     zero = xp.reshape(scale == 0, (-1,))
     if bool(xp.any(zero)):
         row = int(xp.argmax(xp.astype(zero, xp.int32)))
         raise ValueError(f"row {row} of {name} is zero: it cannot be L2-normalised")
+    return scale
+
+
+def _unit_rows(xp: Any, x: Any, scale: Any) -> Any:
+    """Rows of x divided by their L2 norms, computed as y / ‖y‖ with y = x / scale (no square overflows).
+
+    Row by row, so a block of rows gives the same values as the whole array.
+    """
     y = x / scale
     return y / xp.sqrt(xp.sum(y * y, axis=1, keepdims=True))
 
 
+def _normalise(xp: Any, x: Any, name: str) -> Any:
+    """x with L2-normalised rows (an N x d copy), or a one-line error naming a zero row."""
+    scale = _row_scale(xp, x, name)
+    return xp.concat([_unit_rows(xp, x[r0:r1, ...], scale[r0:r1, ...]) for r0, r1 in _row_chunks(*x.shape)],
+                     axis=0)
+
+
 def _pair(a: Any, b: Any) -> tuple[Any, Any, Any]:
-    """``(xp, â, b̂)``: both inputs validated, in one library, with L2-normalised rows."""
+    """``(xp, a, b)``: both inputs validated (2-D, finite, same N, one library), in their compute dtypes."""
     array_namespace(a, b)  # a TypeError when the two come from different libraries
     xp, a = _as_compute(a, "a")
     _, b = _as_compute(b, "b")
@@ -286,9 +325,11 @@ def _jax_steps() -> tuple[Any, Any, Any]:
     """The JAX tile steps, each compiled as one function (JAX compiles every operation for every new
     shape; fused, a call compiles a few functions per tile shape instead of dozens of operations).
 
-    Selection there is fixed-shape: ``lax.top_k`` on every tile (no pruning, whose candidate counts
-    depend on the data), and on a tie at some row's k-th place a stable sort of that tile, which
-    ranks equal values by index.
+    Selection there is fixed-shape: ``lax.top_k`` of k + margin candidates on every tile (no
+    pruning, whose candidate counts depend on the data), ranked by the key (-value, index). That is
+    exact unless some row's last candidate equals its k-th value (an equal value may then lie
+    outside the candidates); the step reports it, and the caller retries with a wider margin, at
+    last with ``margin=None``: a stable sort of the tile, which ranks equal values by index.
     """
     import jax
     import jax.numpy as jnp
@@ -300,72 +341,95 @@ def _jax_steps() -> tuple[Any, Any, Any]:
         order = jnp.argsort(-vals, axis=1, stable=True)[:, :k]
         return jnp.take_along_axis(vals, order, axis=1), jnp.take_along_axis(idx, order, axis=1)
 
-    def choose(s, offset, k, idt, exact):
+    def choose(s, offset, k, idt, margin):
         width = s.shape[1]
-        if k >= width:
+        if k >= width or (margin is not None and k + margin >= width):
             idx = jnp.broadcast_to(jnp.arange(width, dtype=idt)[None, :], s.shape) + offset
-            return (*top(s, idx, width), jnp.asarray(False))
-        if exact:
+            return (*top(s, idx, min(k, width)), jnp.asarray(False))
+        if margin is None:
             idx = jnp.argsort(-s, axis=1, stable=True)[:, :k]
             return jnp.take_along_axis(s, idx, axis=1), idx.astype(idt) + offset, jnp.asarray(False)
-        vals, idx = lax.top_k(s, k + 1)
-        tie = jnp.any(vals[:, k] == vals[:, k - 1])
-        return (*top(vals[:, :k], idx[:, :k].astype(idt) + offset, k), tie)
+        # the barrier keeps XLA from rewriting top_k as a full sort of the tile when its values are compared
+        vals, idx = lax.optimization_barrier(lax.top_k(s, k + margin))
+        unsure = jnp.any(vals[:, -1] == vals[:, k - 1])
+        return (*top(vals, idx.astype(idt) + offset, k), unsure)
 
-    def diagonal(xi, offset, k, idt, exact):
+    def unit(x, scale):
+        if scale is None:
+            return x
+        y = x / scale
+        return y / jnp.sqrt(jnp.sum(y * y, axis=1, keepdims=True))
+
+    def diagonal(xi, si, offset, k, idt, margin):
+        xi = unit(xi, si)
         s = xi @ xi.T
-        return choose(jnp.where(jnp.eye(s.shape[0], dtype=bool), -jnp.inf, s), offset, k, idt, exact)
+        return choose(jnp.where(jnp.eye(s.shape[0], dtype=bool), -jnp.inf, s), offset, k, idt, margin)
 
-    def pair(xi, xj, i0, j0, k, idt, exact):
-        s = xi @ xj.T  # once for both: rows of block i against block j, and (transposed) the reverse
-        return choose(s, j0, k, idt, exact), choose(s.T, i0, k, idt, exact)
+    def pair(xi, si, xj, sj, i0, j0, k, idt, margin):
+        s = unit(xi, si) @ unit(xj, sj).T  # once for both: rows of block i against block j, and (transposed) the reverse
+        return choose(s, j0, k, idt, margin), choose(s.T, i0, k, idt, margin)
 
     def merge(vals, idx, new_vals, new_idx, k):
         return top(jnp.concatenate([vals, new_vals], axis=1), jnp.concatenate([idx, new_idx], axis=1), k)
 
-    static = ("k", "idt", "exact")
+    static = ("k", "idt", "margin")
     return (jax.jit(diagonal, static_argnames=static), jax.jit(pair, static_argnames=static),
             jax.jit(merge, static_argnames=("k",)))
 
 
-def _knn_jax(xp: Any, x: Any, k: int, side: int, idt: Any) -> tuple[Any, Any]:
+def _knn_jax(xp: Any, x: Any, scale: Any, k: int, side: int, idt: Any) -> tuple[Any, Any]:
     """:func:`_knn` for JAX arrays: the same tiles, with fused fixed-shape steps (see _jax_steps)."""
     diagonal, pair, merge = _jax_steps()
     n = x.shape[0]
     starts = list(range(0, n, side))
-    blocks = [x[s:s + side, ...] for s in starts]
-    best = []
-    for i0, xi in zip(starts, blocks):
-        vals, idx, tie = diagonal(xi, i0, k=k, idt=idt, exact=False)
-        best.append((vals, idx) if not bool(tie) else diagonal(xi, i0, k=k, idt=idt, exact=True)[:2])
+    blocks = [(x[s:s + side, ...], None if scale is None else scale[s:s + side, ...]) for s in starts]
+    def sure(step, *args):  # margins 8, then 128, then a full stable sort
+        for margin in (8, 128, None):
+            result = step(*args, k=k, idt=idt, margin=margin)
+            if not any(bool(unsure) for *_, unsure in (result if step is pair else (result,))):
+                return result
+        raise AssertionError("unreachable: a full sort is always sure")  # pragma: no cover
+
+    best = [sure(diagonal, *xi, i0)[:2] for i0, xi in zip(starts, blocks)]
     for ti, (i0, xi) in enumerate(zip(starts, blocks)):
         for tj in range(ti + 1, len(starts)):
-            offers = pair(xi, blocks[tj], i0, starts[tj], k=k, idt=idt, exact=False)
-            if bool(offers[0][2]) or bool(offers[1][2]):
-                offers = pair(xi, blocks[tj], i0, starts[tj], k=k, idt=idt, exact=True)
+            offers = sure(pair, *xi, *blocks[tj], i0, starts[tj])
             for row, (vals, idx, _) in zip((ti, tj), offers):
                 width = min(k, best[row][0].shape[1] + vals.shape[1])
                 best[row] = merge(*best[row], vals, idx, k=width)
     return xp.concat([v for v, _ in best], axis=0), xp.concat([i for _, i in best], axis=0)
 
 
-def _knn(xp: Any, x: Any, k: int, block: int | None) -> tuple[Any, Any]:
-    """(values, indices), each (N, k): every row's k nearest rows j != i, sorted by (-value, j)."""
+def _knn(xp: Any, x: Any, k: int, block: int | None, scale: Any = None) -> tuple[Any, Any]:
+    """(values, indices), each (N, k): every row's k nearest rows j != i, sorted by (-value, j).
+
+    With ``scale`` (from :func:`_row_scale`) the rows are L2-normalised block by
+    block as the tiles need them (:func:`_unit_rows`), so no normalised N x d copy is held.
+    """
     n, d = x.shape
     idt = _index_dtype(xp, x)
-    side = _default_block(n, d, xp.finfo(x.dtype).bits // 8) if block is None else min(block, n)
+    itemsize = xp.finfo(x.dtype).bits // 8
+    side = _default_block(n, d, itemsize) if block is None else min(block, n)
+    ensure_fits(3.0 * side * side * itemsize + 4.0 * side * d * itemsize,
+                f"similarity tiles of {side} x {side} for k-nearest neighbours", "lower block")
     if is_jax_array(x):
-        return _knn_jax(xp, x, k, side, idt)
+        return _knn_jax(xp, x, scale, k, side, idt)
     starts = list(range(0, n, side))
-    blocks = [x[s:s + side, ...] for s in starts]
+
+    def rows(s0: int) -> Any:
+        xb = x[s0:s0 + side, ...]
+        return xb if scale is None else _unit_rows(xp, xb, scale[s0:s0 + side, ...])
+
     best = []
-    for i0, xi in zip(starts, blocks):
+    for i0 in starts:
+        xi = rows(i0)
         tile = _fill_diagonal(xp, xi @ xp.permute_dims(xi, (1, 0)))
         best.append(_select(xp, tile, k, i0, n, idt))
         del tile
-    for ti, (i0, xi) in enumerate(zip(starts, blocks)):
+    for ti, i0 in enumerate(starts):
+        xi = rows(i0)
         for tj in range(ti + 1, len(starts)):
-            tile = xi @ xp.permute_dims(blocks[tj], (1, 0))
+            tile = xi @ xp.permute_dims(rows(starts[tj]), (1, 0))
             best[ti] = _update(xp, best[ti], tile, k, starts[tj], False, n, idt)
             best[tj] = _update(xp, best[tj], tile, k, i0, True, n, idt)
             del tile
@@ -406,7 +470,7 @@ def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
     block = _check_block(block)
     if n and x.shape[1]:
         bound = math.sqrt(float(xp.finfo(x.dtype).max) / x.shape[1])  # |x_ij| <= bound keeps every ⟨x_i, x_j⟩ finite
-        if float(xp.max(xp.abs(x))) > bound:
+        if float(xp.max(_row_max_abs(xp, x))) > bound:
             raise ValueError(f"x is too large: entries above {bound:.3g} can overflow the inner products "
                              f"in {x.dtype}; scale it down")
     _guard_lists(n, k, 1, "for knn_indices")
@@ -422,6 +486,12 @@ def knn_chance(n: int, k: int) -> float:
     if isinstance(n, bool) or not isinstance(n, Integral) or n < 2:
         raise ValueError(f"the number of samples N must be an integer of at least 2, got {n!r}")
     return _check_k(k, int(n)) / (int(n) - 1)
+
+
+def _cosine_lists(xp: Any, a: Any, b: Any, k: int, block: int | None) -> tuple[Any, Any]:
+    """The k-nearest-neighbour indices of a's and of b's L2-normalised rows (normalised tile by tile)."""
+    scale_a, scale_b = _row_scale(xp, a, "a"), _row_scale(xp, b, "b")  # both checked before the work
+    return _knn(xp, a, k, block, scale_a)[1], _knn(xp, b, k, block, scale_b)[1]
 
 
 def _mutual_counts(xp: Any, ia: Any, ib: Any) -> Any:
@@ -457,9 +527,7 @@ def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> floa
     k = _check_k(k, n)
     block = _check_block(block)
     _guard_lists(n, k, 2, "for mutual_knn")
-    a, b = _normalise(xp, a, "a"), _normalise(xp, b, "b")
-    ia = _knn(xp, a, k, block)[1]
-    ib = _knn(xp, b, k, block)[1]
+    ia, ib = _cosine_lists(xp, a, b, k, block)
     return float(xp.sum(_mutual_counts(xp, ia, ib))) / (n * k)
 
 
@@ -490,9 +558,7 @@ def cycle_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> float
     k = _check_k(k, n)
     block = _check_block(block)
     _guard_lists(n, k, 2, "for cycle_knn")
-    a, b = _normalise(xp, a, "a"), _normalise(xp, b, "b")
-    ia = _knn(xp, a, k, block)[1]
-    ib = _knn(xp, b, k, block)[1]
+    ia, ib = _cosine_lists(xp, a, b, k, block)
     rows = max(1, GATHER_ELEMENTS // (k * k))
     hits = 0
     for r0 in range(0, n, rows):
