@@ -129,30 +129,33 @@ def _row_max_abs(xp: Any, x: Any) -> Any:
                      axis=0)
 
 
-def _row_scale(xp: Any, x: Any, name: str) -> Any:
-    """Each row's largest |entry|, shape (N, 1); a one-line error naming the first zero row."""
-    scale = _row_max_abs(xp, x)
-    zero = xp.reshape(scale == 0, (-1,))
+def _row_scale(xp: Any, x: Any, name: str) -> tuple[Any, Any]:
+    """``(m, r)``, each (N, 1): m_i = max_j |x_ij| and r_i = ‖x_i / m_i‖, so x̂_i = (x_i / m_i) / r_i.
+
+    Scaling by the largest entry first keeps the squares from overflowing; a
+    one-line error names the first zero row.
+    """
+    m = _row_max_abs(xp, x)
+    zero = xp.reshape(m == 0, (-1,))
     if bool(xp.any(zero)):
         row = int(xp.argmax(xp.astype(zero, xp.int32)))
         raise ValueError(f"row {row} of {name} is zero: it cannot be L2-normalised")
-    return scale
+    r = []
+    for r0, r1 in _row_chunks(*x.shape):
+        y = x[r0:r1, ...] / m[r0:r1, ...]
+        r.append(xp.sqrt(xp.sum(y * y, axis=1, keepdims=True)))
+    return m, xp.concat(r, axis=0)
 
 
-def _unit_rows(xp: Any, x: Any, scale: Any) -> Any:
-    """Rows of x divided by their L2 norms, computed as y / ‖y‖ with y = x / scale (no square overflows).
-
-    Row by row, so a block of rows gives the same values as the whole array.
-    """
-    y = x / scale
-    return y / xp.sqrt(xp.sum(y * y, axis=1, keepdims=True))
+def _unit_rows(x: Any, scale: tuple[Any, Any]) -> Any:
+    """Rows x_i (a block of them) as (x_i / m_i) / r_i, with (m, r) from :func:`_row_scale` for those rows."""
+    return (x / scale[0]) / scale[1]
 
 
 def _normalise(xp: Any, x: Any, name: str) -> Any:
     """x with L2-normalised rows (an N x d copy), or a one-line error naming a zero row."""
-    scale = _row_scale(xp, x, name)
-    return xp.concat([_unit_rows(xp, x[r0:r1, ...], scale[r0:r1, ...]) for r0, r1 in _row_chunks(*x.shape)],
-                     axis=0)
+    m, r = _row_scale(xp, x, name)
+    return _unit_rows(x, (m, r))
 
 
 def _pair(a: Any, b: Any) -> tuple[Any, Any, Any]:
@@ -355,10 +358,7 @@ def _jax_steps() -> tuple[Any, Any, Any]:
         return (*top(vals, idx.astype(idt) + offset, k), unsure)
 
     def unit(x, scale):
-        if scale is None:
-            return x
-        y = x / scale
-        return y / jnp.sqrt(jnp.sum(y * y, axis=1, keepdims=True))
+        return x if scale is None else (x / scale[0]) / scale[1]
 
     def diagonal(xi, si, offset, k, idt, margin):
         xi = unit(xi, si)
@@ -366,7 +366,7 @@ def _jax_steps() -> tuple[Any, Any, Any]:
         return choose(jnp.where(jnp.eye(s.shape[0], dtype=bool), -jnp.inf, s), offset, k, idt, margin)
 
     def pair(xi, si, xj, sj, i0, j0, k, idt, margin):
-        s = unit(xi, si) @ unit(xj, sj).T  # once for both: rows of block i against block j, and (transposed) the reverse
+        s = unit(xi, si) @ unit(xj, sj).T  # once for both: rows of i against j, and (transposed) the reverse
         return choose(s, j0, k, idt, margin), choose(s.T, i0, k, idt, margin)
 
     def merge(vals, idx, new_vals, new_idx, k):
@@ -382,7 +382,8 @@ def _knn_jax(xp: Any, x: Any, scale: Any, k: int, side: int, idt: Any) -> tuple[
     diagonal, pair, merge = _jax_steps()
     n = x.shape[0]
     starts = list(range(0, n, side))
-    blocks = [(x[s:s + side, ...], None if scale is None else scale[s:s + side, ...]) for s in starts]
+    blocks = [(x[s:s + side, ...], None if scale is None else tuple(v[s:s + side, ...] for v in scale))
+              for s in starts]
     def sure(step, *args):  # margins 8, then 128, then a full stable sort
         for margin in (8, 128, None):
             result = step(*args, k=k, idt=idt, margin=margin)
@@ -403,8 +404,9 @@ def _knn_jax(xp: Any, x: Any, scale: Any, k: int, side: int, idt: Any) -> tuple[
 def _knn(xp: Any, x: Any, k: int, block: int | None, scale: Any = None) -> tuple[Any, Any]:
     """(values, indices), each (N, k): every row's k nearest rows j != i, sorted by (-value, j).
 
-    With ``scale`` (from :func:`_row_scale`) the rows are L2-normalised block by
-    block as the tiles need them (:func:`_unit_rows`), so no normalised N x d copy is held.
+    With ``scale`` (``(m, r)`` from :func:`_row_scale`) the rows are L2-normalised
+    block by block as the tiles need them (:func:`_unit_rows`), so no normalised
+    N x d copy is held.
     """
     n, d = x.shape
     idt = _index_dtype(xp, x)
@@ -418,7 +420,7 @@ def _knn(xp: Any, x: Any, k: int, block: int | None, scale: Any = None) -> tuple
 
     def rows(s0: int) -> Any:
         xb = x[s0:s0 + side, ...]
-        return xb if scale is None else _unit_rows(xp, xb, scale[s0:s0 + side, ...])
+        return xb if scale is None else _unit_rows(xb, tuple(v[s0:s0 + side, ...] for v in scale))
 
     best = []
     for i0 in starts:
@@ -447,8 +449,9 @@ def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
     Row i of the result lists the k rows j != i with the largest ⟨x_i, x_j⟩,
     ordered by the key (−⟨x_i, x_j⟩, j): among equal inner products the smaller
     index comes first and wins the last places (the tie rule of docs/theory.md
-    §10). No normalisation is applied (normalise the rows first for cosine
-    neighbours). Exact; the inner products are formed in B x B tiles, B = ``block``.
+    §10), applied to the inner products as computed (module docstring). No
+    normalisation is applied (normalise the rows first for cosine neighbours).
+    Exact; the inner products are formed in B x B tiles, B = ``block``.
 
     Args:
         x: (N, d) array (numpy, torch or JAX); computed in its library, on its device.
@@ -459,7 +462,9 @@ def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
         (N, k) integer array of ``x``'s library.
 
     Raises:
-        ValueError: k out of range, x not 2-D, x containing NaN or inf.
+        ValueError: k out of range, x not 2-D, x containing NaN or inf, or
+            entries so large that inner products could overflow.
+        TypeError: x not real floating point, k not an integer.
 
     >>> knn_indices(np.array([[0.0], [1.0], [3.0], [1.0]]), 2).tolist()
     [[1, 2], [2, 3], [1, 3], [2, 1]]
@@ -469,7 +474,8 @@ def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
     k = _check_k(k, n)
     block = _check_block(block)
     if n and x.shape[1]:
-        bound = math.sqrt(float(xp.finfo(x.dtype).max) / x.shape[1])  # |x_ij| <= bound keeps every ⟨x_i, x_j⟩ finite
+        # |x_ij| <= bound keeps every ⟨x_i, x_j⟩ (and every partial sum) finite
+        bound = math.sqrt(float(xp.finfo(x.dtype).max) / x.shape[1])
         if float(xp.max(_row_max_abs(xp, x))) > bound:
             raise ValueError(f"x is too large: entries above {bound:.3g} can overflow the inner products "
                              f"in {x.dtype}; scale it down")
