@@ -506,6 +506,17 @@ def _mutual_counts(xp: Any, ia: Any, ib: Any) -> Any:
     return xp.sum(both[:, 1:] == both[:, :-1], axis=1)
 
 
+def _both_lists(a: Any, b: Any, k: Any, block: Any, what: str) -> tuple[Any, int, int, Any, Any]:
+    """Checked inputs and both sides' k-NN lists of normalised rows: ``(xp, N, k, lists of a, lists of b)``."""
+    xp, a, b = _pair(a, b)
+    n = a.shape[0]
+    k = _check_k(k, n)
+    block = _check_block(block)
+    _guard_lists(n, k, 2, f"for {what}")
+    ia, ib = _cosine_lists(xp, a, b, k, block)
+    return xp, n, k, ia, ib
+
+
 def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> float:
     """Mean fraction of shared k nearest neighbours (cosine similarity) in two representations.
 
@@ -528,12 +539,7 @@ def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> floa
     >>> mutual_knn(x, 3 * x, k=1)
     1.0
     """
-    xp, a, b = _pair(a, b)
-    n = a.shape[0]
-    k = _check_k(k, n)
-    block = _check_block(block)
-    _guard_lists(n, k, 2, "for mutual_knn")
-    ia, ib = _cosine_lists(xp, a, b, k, block)
+    xp, n, k, ia, ib = _both_lists(a, b, k, block, "mutual_knn")
     return float(xp.sum(_mutual_counts(xp, ia, ib))) / (n * k)
 
 
@@ -559,12 +565,7 @@ def cycle_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> float
     >>> cycle_knn(x, x, k=1)
     1.0
     """
-    xp, a, b = _pair(a, b)
-    n = a.shape[0]
-    k = _check_k(k, n)
-    block = _check_block(block)
-    _guard_lists(n, k, 2, "for cycle_knn")
-    ia, ib = _cosine_lists(xp, a, b, k, block)
+    xp, n, k, ia, ib = _both_lists(a, b, k, block, "cycle_knn")
     rows = max(1, GATHER_ELEMENTS // (k * k))
     hits = 0
     for r0 in range(0, n, rows):
