@@ -31,6 +31,10 @@ def test_gridscene_modalities_are_injective_exhaustively(small_scene):
         report = injectivity_check(m, small_scene.n)
         assert report.exhaustive and report.checked == small_scene.n * m.n_nuisance
         assert report.injective, (m.name, report.collisions)
+        # pixels and caption are declared by parts and decided from them; symbolic is rendered in full
+        assert report.method == ("exhaustive" if m.name == "symbolic" else "parts")
+        rendered = injectivity_check(m, small_scene.n, by_parts=False)
+        assert rendered.method == "exhaustive" and rendered.injective
 
 
 def test_gridscene_default_size_and_decode():
@@ -65,7 +69,7 @@ def test_non_injective_renderer_is_reported_and_raises():
 def test_injectivity_samples_huge_spaces():
     m = codebook(10_000, 3, rng=0)
     report = injectivity_check(m, 10_000, limit=5_000)
-    assert not report.exhaustive and report.checked == 5_000 and report.injective
+    assert not report.exhaustive and report.checked == 5_000 and report.injective and report.method == "sampled"
 
 
 def test_modality_rejects_bad_nuisance_law():

@@ -9,13 +9,12 @@ from prhsim.worlds._gridscene import (
     pixels as pixels,
     symbolic as symbolic,
 )
-from prhsim.worlds._modality import (
+from prhsim.worlds._injectivity import (
     FULL_CHECK_LIMIT as FULL_CHECK_LIMIT,
     InjectivityReport as InjectivityReport,
-    Modality as Modality,
-    codebook as codebook,
     injectivity_check as injectivity_check,
 )
+from prhsim.worlds._modality import Modality as Modality, Part as Part, Parts as Parts, codebook as codebook
 from prhsim.worlds._named import (
     grid as grid,
     path as path,

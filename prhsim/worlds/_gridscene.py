@@ -18,6 +18,14 @@ bound to its scene's number of states (``Modality.n_states``):
   nuisance = synonym set x clause order x "row/column" order.
 * ``symbolic``: the attribute vector (coordinates, one-hot shape and colour)
   through one of three random affine maps; nuisance = which map.
+
+``pixels`` and ``caption`` are declared by parts (:class:`prhsim.worlds._modality.Parts`):
+each object's slot image or clause reads only that object's factors and the nuisance,
+and the observation is the parts under a fixed coordinate permutation (caption: one of
+two, by clause order). Their renderers are built from these parts, and the injectivity
+check decides them from the parts' renders (a few thousand small renders, whatever the
+number of states). ``symbolic`` mixes all objects through its map in floating point, so
+it has no such parts and is checked by rendering.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import numpy as np
 
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import States
-from prhsim.worlds._modality import Modality
+from prhsim.worlds._modality import Modality, Part, Parts
 from prhsim.worlds._named import path, resampling
 from prhsim.worlds._product import ProductWorld
 
@@ -136,8 +144,52 @@ def gridscene(
                      tuple(float(c) for c in shape_change), tuple(float(c) for c in colour_change))
 
 
+class _Table:
+    """A part renderer by table lookup: ``direct`` evaluated once, on first use, at every (values, n).
+
+    ``direct(values, n)`` renders factor values (s, len(sizes)) and nuisance values (s,);
+    the table holds its rows for every combination, so a lookup returns exactly what
+    ``direct`` returns (bit for bit) without recomputing it per state.
+    """
+
+    def __init__(self, direct, sizes: tuple[int, ...], n_nuisance: int) -> None:
+        self.direct, self.sizes, self.n_nuisance = direct, tuple(sizes), n_nuisance
+        self.count = int(np.prod(self.sizes, dtype=np.int64))
+        self._table: np.ndarray | None = None
+
+    def table(self) -> np.ndarray:
+        if self._table is None:
+            k = np.arange(self.count * self.n_nuisance)
+            a, n = np.divmod(k, self.n_nuisance)
+            if self.sizes:
+                values = np.stack(np.unravel_index(a, self.sizes), axis=1)
+            else:
+                values = np.zeros((k.size, 0), dtype=np.int64)
+            table = np.ascontiguousarray(self.direct(values.astype(np.int64), n))
+            table.setflags(write=False)
+            self._table = table
+        return self._table
+
+    def __call__(self, values: np.ndarray, n: States) -> np.ndarray:
+        n = np.asarray(n, dtype=np.int64)
+        a = np.ravel_multi_index(tuple(np.asarray(values, dtype=np.int64).T), self.sizes) if self.sizes else 0
+        return self.table()[a * self.n_nuisance + n]
+
+
+def _object_factors(o: int) -> tuple[int, int, int, int]:
+    """The factors of object o in the scene's world: column, row, shape, colour."""
+    return (4 * o, 4 * o + 1, 4 * o + 2, 4 * o + 3)
+
+
 def pixels(scene: GridScene) -> Modality:
-    """RGB uint8 image (4G x 4G x 3); nuisance = lighting (2) x background (2), q = (0.4, 0.3, 0.2, 0.1)."""
+    """RGB uint8 image (4G x 4G x 3); nuisance = lighting (2) x background (2), q = (0.4, 0.3, 0.2, 0.1).
+
+    Declared by parts (:class:`prhsim.worlds._modality.Parts`): each cell is a 4x4 block of
+    four 2x2 slots, and slot o of every cell belongs to object o: a background image of
+    one slot per cell with the object's glyph, in its hue, in the slot of its cell. Slots
+    without an object (fewer than four objects) form one more part, the background alone.
+    The image is these slot images interleaved by a fixed coordinate permutation.
+    """
     G, O = scene.size, scene.n_objects
     n_bg = len(_BACKGROUNDS)
     q = np.array([0.4, 0.3, 0.2, 0.1])  # over (lighting, background), background fastest
@@ -145,26 +197,37 @@ def pixels(scene: GridScene) -> Modality:
     # colours after lighting, as uint8: [lighting, background] and [lighting, hue]
     bg_u8 = np.round(255 * _LIGHTING[:, None, None] * _BACKGROUNDS[None]).astype(np.uint8)
     hue_u8 = np.round(255 * _LIGHTING[:, None, None] * _HUES[None]).astype(np.uint8)
+    slot = (G, 2, G, 2, 3)  # one slot of every cell: (cell row, dy, cell column, dx, channel)
 
-    def render(z: States, n: States) -> np.ndarray:
-        attrs = scene.decode(z)
-        light = n // n_bg
-        img = np.empty((len(z), 4 * G, 4 * G, 3), dtype=np.uint8)
-        img[:] = bg_u8[light, n % n_bg][:, None, None, :]
-        rows = np.arange(len(z))
-        for o in range(O):
-            glyph = _GLYPHS[attrs["shape"][:, o]]  # (s, 2, 2)
-            hue = hue_u8[light, attrs["colour"][:, o]]  # (s, 3)
-            top = 4 * attrs["row"][:, o] + 2 * (o // 2)
-            left = 4 * attrs["col"][:, o] + 2 * (o % 2)
-            for dy in range(2):
-                for dx in range(2):
-                    on = glyph[:, dy, dx] > 0
-                    img[rows[on], top[on] + dy, left[on] + dx] = hue[on]
-        return img
+    def background(n: States, slots: int) -> np.ndarray:
+        out = np.empty((len(n), slots) + slot, dtype=np.uint8)
+        out[:] = bg_u8[n // n_bg, n % n_bg][:, None, None, None, None, None, :]
+        return out
 
-    return Modality("pixels", q, render, "RGB image of the scene; nuisance: lighting x background", n_states=scene.n,
-                    factor_sizes=scene.world.shape)
+    def object_slot(values: np.ndarray, n: States) -> np.ndarray:
+        """An object's slot image: (col, row, shape, colour) and the nuisance -> (s, G, 2, G, 2, 3)."""
+        col, row, shape, colour = values.T
+        out = background(n, 1)[:, 0]
+        glyph = _GLYPHS[shape]  # (s, 2, 2)
+        hue = hue_u8[n // n_bg, colour]  # (s, 3)
+        rows = np.arange(len(n))
+        for dy in range(2):
+            for dx in range(2):
+                on = glyph[:, dy, dx] > 0
+                out[rows[on], row[on], dy, col[on], dx] = hue[on]
+        return out
+
+    sizes = (G, G, scene.n_shapes, scene.n_colours)
+    slot_table = _Table(object_slot, sizes, len(q))
+    parts = [Part(_object_factors(o), slot_table, f"object {o}") for o in range(O)]
+    if O < 4:
+        parts.append(Part((), _Table(lambda values, n: background(n, 4 - O), (), len(q)), "background"))
+    # parts concatenated: (slot = 2 sy + sx, cell row, dy, cell column, dx, channel);
+    # the image: (cell row, sy, dy, cell column, sx, dx, channel), i.e. y = 4 row + 2 sy + dy, x = 4 col + 2 sx + dx
+    index = np.arange(16 * G * G * 3).reshape(2, 2, G, 2, G, 2, 3).transpose(2, 0, 3, 4, 1, 5, 6).ravel()
+    spec = Parts(tuple(parts), (4 * G, 4 * G, 3), index[None])
+    return Modality("pixels", q, description="RGB image of the scene; nuisance: lighting x background",
+                    n_states=scene.n, factor_sizes=scene.world.shape, parts=spec)
 
 
 def caption_vocabulary(scene: GridScene) -> list[str]:
@@ -182,6 +245,9 @@ def caption(scene: GridScene) -> Modality:
     (2) x "row r column c" / "column c row r" (2). Object names keep it injective.
     With one object there is one clause; "reversed" then puts its place ("at row r
     column c") before its description, so the caption stays injective.
+
+    Declared by parts: one clause per object (its factors, the synonym set and the word
+    order), laid out by one of two coordinate permutations chosen by the clause order.
     """
     O, C, S = scene.n_objects, scene.n_colours, scene.n_shapes
     AT, ROW, COL, SEP, NAME0 = 0, 1, 2, 3, 4
@@ -190,37 +256,42 @@ def caption(scene: GridScene) -> Modality:
     NUM0 = SHAPE0 + 2 * S
     q = np.full(8, 1.0 / 8)
 
-    def render(z: States, n: States) -> np.ndarray:
-        attrs = scene.decode(z)
-        synonym, reverse, col_first = n // 4, (n // 2) % 2, n % 2
-        s = len(z)
-        clauses = []
-        for o in range(O):
-            row_tok, col_tok = NUM0 + attrs["row"][:, o], NUM0 + attrs["col"][:, o]
+    def clause(o: int):
+        def render(values: np.ndarray, n: States) -> np.ndarray:
+            col, row, shape, colour = values.T
+            synonym, col_first = n // 4, n % 2
+            s = len(n)
+            row_tok, col_tok = NUM0 + row, NUM0 + col
             first = np.where(col_first == 1, COL, ROW)
             first_val = np.where(col_first == 1, col_tok, row_tok)
             second = np.where(col_first == 1, ROW, COL)
             second_val = np.where(col_first == 1, row_tok, col_tok)
-            clauses.append(np.stack([
-                np.full(s, NAME0 + o), COLOUR0 + 2 * attrs["colour"][:, o] + synonym,
-                SHAPE0 + 2 * attrs["shape"][:, o] + synonym, np.full(s, AT),
+            return np.stack([
+                np.full(s, NAME0 + o), COLOUR0 + 2 * colour + synonym,
+                SHAPE0 + 2 * shape + synonym, np.full(s, AT),
                 first, first_val, second, second_val, np.full(s, SEP),
-            ], axis=1))
-        forward = np.concatenate(clauses, axis=1)
-        if O == 1:
-            clause = clauses[0]
-            backward = np.concatenate([clause[:, 3:8], clause[:, :3], clause[:, 8:]], axis=1)
-        else:
-            backward = np.concatenate(clauses[::-1], axis=1)
-        return np.where(reverse[:, None] == 1, backward, forward).astype(np.int32)
+            ], axis=1).astype(np.int32)
+        return render
 
-    return Modality("caption", q, render,
-                    "templated caption (token ids); nuisance: synonyms x clause order x word order", n_states=scene.n,
-                    factor_sizes=scene.world.shape)
+    parts = tuple(Part(_object_factors(o), clause(o), f"clause {o}") for o in range(O))
+    forward = np.arange(9 * O)
+    if O == 1:  # the place ("at row r column c") before the description
+        backward = np.r_[3:8, 0:3, 8]
+    else:  # the clauses in reverse order
+        backward = (9 * (O - 1 - np.arange(O))[:, None] + np.arange(9)).ravel()
+    spec = Parts(parts, (9 * O,), np.stack([forward, backward]), layout_of=lambda n: (np.asarray(n) // 2) % 2)
+    return Modality("caption", q,
+                    description="templated caption (token ids); nuisance: synonyms x clause order x word order",
+                    n_states=scene.n, factor_sizes=scene.world.shape, parts=spec)
 
 
 def symbolic(scene: GridScene, *, rng: RngLike = None) -> Modality:
-    """Attribute vector through one of 3 random affine maps ``A_n v + b_n``; q = (0.5, 0.3, 0.2)."""
+    """Attribute vector through one of 3 random affine maps ``A_n v + b_n``; q = (0.5, 0.3, 0.2).
+
+    Not declared by parts: the map mixes every object's attributes, and whether two
+    rounded float results coincide cannot be read off per-object renders; the injectivity
+    check renders it (hashed keys, exact comparison).
+    """
     gen = check_rng(rng)
     O, G, S, C = scene.n_objects, scene.size, scene.n_shapes, scene.n_colours
     dim = O * (2 + S + C)
