@@ -42,15 +42,16 @@ def refused(args: list[str], out: Path):
 
 
 @pytest.mark.parametrize("args, names", [
-    (["--k", "20734"], ["k = 20734", "275 GB", "limit", "lower --k"]),
-    (["--objects", "3"], ["11,943,936 modal states", "world.objects"]),
-    (["--size", "10", "--modalities", "2"], ["6,480,000 modal states for caption", "world.size", "--modalities"]),
+    (["--k", "20734"], ["k = 20734", "Gram matrices of 20735 features", "110 GB", "limit", "lower --k"]),
+    (["--objects", "3", "--tables"], ["11,943,936 modal states", "world.objects"]),  # factor space admits it
+    (["--size", "10", "--modalities", "2", "--learner", "whiten"],
+     ["6,480,000 modal states for caption", "SGD learners", "world.size", "--modalities"]),
     (["--world", "ring", "--n", "1000000000"], ["world.n", "2500000"]),
     (["--world", "random", "--n", "10000000"], ["world.n", "2500000"]),
     (["--world", "random", "--n", "30000", "--modalities", "1"], ["dense random world", "world.n", "world.degree"]),
     (["--world", "random", "--n", "100000"], ["dense random world holds n² pairs", "50,000", "world.degree"]),
     (["--world", "torus", "--shape", "1000,1000,1000"], ["1,000,000,000 states", "world.shape"]),
-    (["--k", "500", "--memory-limit", "0.5"], ["500", "limit 500 MB", "lower --k"]),
+    (["--k", "500", "--memory-limit", "0.5", "--tables"], ["500", "limit 500 MB", "lower --k"]),
 ])
 def test_what_cannot_fit_is_refused_up_front_in_one_line(args, names, tmp_path):
     out = tmp_path / "run"

@@ -35,9 +35,12 @@ def _modalities(base):
 def test_the_default_learner_is_the_closed_form():
     base = path(9)
     out = rotation_uniqueness(base, _modalities(base), [good(), good()], 2)
-    for o in out.modalities:
-        assert o.representation.learner == "closed" and o.optimum is not None
-        assert o.features is o.representation.features  # the closed form is whitened already: compared as is
+    explicit = rotation_uniqueness(base, _modalities(base), [good(), good()], 2, learner=ClosedFormLearner())
+    for o, e in zip(out.modalities, explicit.modalities):
+        assert o.representation.learner == e.learner == "closed" and o.optimum is not None
+        assert o.factor is not None and e.factor is None  # the default works in factor space
+        assert e.features is e.table  # the closed form is whitened already: compared as is
+        np.testing.assert_allclose(o.features, e.features, atol=1e-13, rtol=0)
     assert out.pairs[0].comparison.rho_p < 1e-10
 
 

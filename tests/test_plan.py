@@ -12,7 +12,7 @@ from prhsim import ResourceError
 from prhsim._budget import FLOAT
 from prhsim.config import ConfigError, resolve_run_config
 from prhsim.experiments import plan_run
-from prhsim.experiments._plan import RENDER_COPIES, TABLE_COPIES
+from prhsim.experiments._plan import FACTOR_SPACE_COPIES, GRAM_COPIES, TABLE_COPIES
 
 
 def config(*sets: str):
@@ -31,17 +31,33 @@ def test_sizes_of_the_default_run_from_settings_alone():
 def test_stage_estimates_follow_their_formulas():
     plan = plan_run(config("k=7"))
     stages = {s.what: s.nbytes for s in plan.stages}
-    assert stages["caption: F of 165,888 states x 8 eigenfunctions"] == TABLE_COPIES * FLOAT * 165_888 * 8
+    # the closed form works in factor space: vectors over Z, no modal table
+    assert stages["factor space: the law of Z (20,736 states) and Gram matrices of 8 features"] == (
+        FACTOR_SPACE_COPIES * FLOAT * 20_736 + GRAM_COPIES * FLOAT * 16**2)
+    assert not any(" F of " in what for what in stages)
+    tables = {s.what: s.nbytes for s in plan_run(config("k=7", "tables=true")).stages}
+    assert tables["caption: F of 165,888 states x 8 eigenfunctions"] == TABLE_COPIES * FLOAT * 165_888 * 8
     # pixels: a 16 x 16 RGB image per state, every state rendered (82,944 < 400,000)
-    assert stages["pixels: injectivity check of 82,944 observations of 768 bytes"] == RENDER_COPIES * 82_944 * 768
+    assert stages["pixels: injectivity check of 82,944 observations of 768 bytes"] == (
+        32 * 82_944 + 2 * 65_536 * (3 * 768 + 8))
     # caption: 165,888 states, 9 tokens per object as int32
-    assert stages["caption: injectivity check of 165,888 observations of 72 bytes"] == RENDER_COPIES * 165_888 * 72
+    assert stages["caption: injectivity check of 165,888 observations of 72 bytes"] == (
+        32 * 165_888 + 2 * 65_536 * (3 * 72 + 8))
 
 
 def test_refusal_names_the_largest_stage_and_the_setting():
     with pytest.raises(ResourceError, match=r"k = 400: caption: F of 165,888 states x 401 eigenfunctions would need "
                                             r"5\.47 GB \(limit 1 GB\); lower world\.size or world\.objects, or lower --k"):
-        plan_run(config("k=400", "memory_limit_gb=1.0"))
+        plan_run(config("k=400", "memory_limit_gb=1.0", "tables=true"))
+
+
+def test_factor_space_admits_what_the_table_path_refuses():
+    """A 3-object gridscene has up to 23,887,872 modal states: too many for tables, not for factor space."""
+    plan = plan_run(config("world.objects=3"))
+    assert plan.modal_states["caption"] == 23_887_872 and plan.peak_bytes < 2e9
+    with pytest.raises(ResourceError, match=r"11,943,936 modal states for pixels: the table path and the SGD "
+                                            r"learners materialise feature tables of at most 5,000,000 states"):
+        plan_run(config("world.objects=3", "tables=true"))
 
 
 def test_k_that_does_not_fit_is_a_config_error():

@@ -143,12 +143,14 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_
 @click.option("--memory-limit", "memory_gb", type=float, default=None, metavar="GB",
               help="Refuse a run whose estimated peak memory exceeds GB (default: half of this machine's).")
 @click.option("--no-figures", is_flag=True, default=False, help="Skip the PNG figures.")
+@click.option("--tables", is_flag=True, default=False,
+              help="Compute the closed form's checks from full tables over every modal state (slow; small worlds).")
 @click.option("--json", "as_json", is_flag=True, default=False,
               help="Print the results document to stdout instead of the report.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 if any check disagrees with the theory.")
 def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_states, shape, learner, steps, seeds,
-        encoder, sets, config_file, out, overwrite, memory_gb, no_figures, as_json, quiet, strict) -> None:
+        encoder, sets, config_file, out, overwrite, memory_gb, no_figures, tables, as_json, quiet, strict) -> None:
     """Solve every modality in closed form and check the theorem's predictions.
 
     \b
@@ -168,7 +170,7 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
     notes: list[str] = []
     flags = {"world": world, "modalities": modalities, "views": views, "eps": eps, "k": k, "seed": seed,
              "out": out, "centred": False if uncentred else None, "figures": False if no_figures else None,
-             "memory_limit_gb": memory_gb, "learner": learner}
+             "memory_limit_gb": memory_gb, "learner": learner, "tables": True if tables else None}
     training_flags = {"steps": steps, "seeds": seeds, "encoder": encoder}
     world_flags = {"size": size, "objects": objects, "n": n_states, "shape": shape}
     try:

@@ -30,6 +30,8 @@ class RunConfig(Settings):
         seed: seeds every random choice (random worlds, symbolic maps, codebooks).
         out: output folder (the command line picks ``runs/<time>-<world>-<views>`` when unset).
         figures: write the PNG figures.
+        tables: compute the closed form's checks from full feature tables over every modal
+            state (the slow twin of the default factor-space path; small worlds only).
         memory_limit_gb: refuse a run whose estimated peak memory exceeds this many GB
             (unset: half of the machine's memory).
         learner: "closed" (the closed form only), or also train by SGD and compare with it:
@@ -47,6 +49,7 @@ class RunConfig(Settings):
     seed: int = Field(0, ge=0)
     out: Path | None = Field(None, strict=False)
     figures: bool = True
+    tables: bool = False
     memory_limit_gb: float | None = Field(None, gt=0)
     learner: Learners = "closed"
     training: TrainingSettings = Field(default_factory=TrainingSettings)

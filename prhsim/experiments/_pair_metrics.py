@@ -12,8 +12,12 @@ fitted on a random half of the rows and scored on the other half.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
+
+#: Features of a modality at modal states ``z·|N| + n``: ``rows(states) -> (s, k)``.
+Rows = Callable[[np.ndarray], np.ndarray]
 
 #: States drawn per pair (capped at |Z|).
 SAMPLES = 2000
@@ -33,9 +37,17 @@ class PairMetrics:
     r1: float
 
 
-def pair_metrics(F_a: np.ndarray, q_a: np.ndarray, F_b: np.ndarray, q_b: np.ndarray, p_z: np.ndarray, *,
-                 rng: np.random.Generator, samples: int = SAMPLES) -> PairMetrics | None:
-    """Sample metrics of two modal feature tables sharing Z (None when Z has fewer than 8 states)."""
+def _at(rows: Rows | np.ndarray, states: np.ndarray) -> np.ndarray:
+    return rows[states] if isinstance(rows, np.ndarray) else rows(states)
+
+
+def pair_metrics(rows_a: Rows | np.ndarray, q_a: np.ndarray, rows_b: Rows | np.ndarray, q_b: np.ndarray,
+                 p_z: np.ndarray, *, rng: np.random.Generator, samples: int = SAMPLES) -> PairMetrics | None:
+    """Sample metrics of two modalities sharing Z (None when Z has fewer than 8 states).
+
+    ``rows_a``, ``rows_b``: each modality's features at modal states (a function of the
+    states, or a full table over ``Z x N``).
+    """
     from prhsim.metrics._cka import linear_cka
     from prhsim.metrics._knn import knn_chance, mutual_knn
     from prhsim.metrics._retrieval import retrieval
@@ -47,7 +59,7 @@ def pair_metrics(F_a: np.ndarray, q_a: np.ndarray, F_b: np.ndarray, q_b: np.ndar
     z = np.sort(rng.choice(n_z, size=n, replace=False, p=p_z))
     na = rng.choice(q_a.size, size=n, p=q_a)
     nb = rng.choice(q_b.size, size=n, p=q_b)
-    A, B = F_a[z * q_a.size + na], F_b[z * q_b.size + nb]
+    A, B = _at(rows_a, z * q_a.size + na), _at(rows_b, z * q_b.size + nb)
     k = min(KNN_K, n // 4)
     fit = np.zeros(n, dtype=bool)
     fit[rng.permutation(n)[: n // 2]] = True

@@ -1,9 +1,11 @@
 """The cost of a run, from its settings alone: refuse what cannot fit before anything is allocated.
 
-A run holds, per modality, a world over ``Z x N_m`` (``n_m = |Z|·|N_m|`` states)
-and tables of ``k + 1`` eigenfunctions over it; it renders up to 400,000
-observations per modality for the injectivity check; and it builds the world
-over Z and solves its spectrum. :func:`plan_run` estimates the peak memory of
+A run holds, per modality, a world over ``Z x N_m`` (``n_m = |Z|·|N_m|`` states); its
+closed form works in factor space (vectors over Z at most), while the table path
+(``tables``) and the SGD learners hold tables of ``k + 1`` eigenfunctions over
+``Z x N_m``; it checks up to 400,000 observations per modality for
+injectivity (hashed keys, rendered in chunks); and it builds the world over Z and
+solves its spectrum. :func:`plan_run` estimates the peak memory of
 each stage (measured constants: a stage's peak is a small multiple of its
 largest array) and a rough time class, and raises :class:`ResourceError` naming
 the stage, its estimate, the limit and the setting to lower.
@@ -22,8 +24,15 @@ from prhsim.worlds import FULL_CHECK_LIMIT
 
 #: Peak of the per-modality stages (closed form, loss, comparison) in feature tables of n_m x (k+1) floats.
 TABLE_COPIES = 10
-#: Peak of the injectivity check in rendered observations (rows, keys, sort order).
-RENDER_COPIES = 4
+#: Peak of the factor-space closed form in vectors over Z (p_Z, the sampling law of the PRH metrics, its copies).
+FACTOR_SPACE_COPIES = 4
+#: Peak of the factor-space comparisons in (2m x 2m) float tables (the union Gram, its factor products, coefficients).
+GRAM_COPIES = 8
+#: The injectivity check's bookkeeping per observation checked (index, key, sort order, sorted key) in bytes,
+#: and its rendered chunks: two chunks of RENDER_CHUNK observations, each with its rounded copy and hash words.
+KEY_BYTES = 32
+RENDER_CHUNK = 65_536
+RENDER_COPIES = 3
 #: Peak of building a dense random world, in n x n float tables (affinity, scaling, validation).
 DENSE_WORLD_COPIES = 8
 #: Bytes per state of a sparse walk world (COO arrays, CSR copies, validation).
@@ -95,6 +104,12 @@ class RunPlan:
         return (f"{self.n_states:,} states, up to {largest:,} modal states, k <= {self.k_max}; "
                 f"peak memory about {format_bytes(self.peak_bytes)} ({self.peak.what}; limit "
                 f"{format_bytes(self.limit)}); time: {self.time_class} (a rough class)")
+
+
+def injectivity_bytes(rows: int, size: int) -> float:
+    """Peak of the hashed injectivity check of ``rows`` observations of ``size`` bytes (a decision by
+    parts, where the renderer declares them, needs less)."""
+    return KEY_BYTES * float(rows) + 2.0 * min(RENDER_CHUNK, rows) * (RENDER_COPIES * size + FLOAT)
 
 
 def _k_limit(config: RunConfig, n: int) -> int:
@@ -196,18 +211,26 @@ def plan_run(config: RunConfig) -> RunPlan:
     table_hint = f"{w.hint()}, or lower --k" if config.k != "auto" else w.hint()
     stages = [_world_stage(config, n, m)]
     seconds = 0.0
+    tables = config.tables or bool(config.sgd_learners)
+    if not tables:  # factor space: p_Z and the sampled rows of the PRH metrics, never a modal table
+        stages.append(Stage(f"factor space: the law of Z ({n:,} states) and Gram matrices of {m} features",
+                            FACTOR_SPACE_COPIES * FLOAT * float(n) + GRAM_COPIES * FLOAT * (2.0 * m) ** 2,
+                            table_hint))
     for name, n_m, size in zip(names, modal.values(), obs):
-        if n_m > FEATURE_LIMIT:
-            raise ResourceError(f"{w.describe()} has {n_m:,} modal states for {name}: a run materialises feature "
-                                f"tables of at most {FEATURE_LIMIT:,} states; {w.hint()}{drop}")
-        stages.append(Stage(f"{name}: F of {n_m:,} states x {m} eigenfunctions",
-                            TABLE_COPIES * FLOAT * float(n_m) * m, table_hint + drop))
+        if tables and n_m > FEATURE_LIMIT:
+            raise ResourceError(f"{w.describe()} has {n_m:,} modal states for {name}: the table path and the SGD "
+                                f"learners materialise feature tables of at most {FEATURE_LIMIT:,} states; "
+                                f"{w.hint()}{drop}")
+        if tables:
+            stages.append(Stage(f"{name}: F of {n_m:,} states x {m} eigenfunctions",
+                                TABLE_COPIES * FLOAT * float(n_m) * m, table_hint + drop))
         rows = min(n_m, FULL_CHECK_LIMIT)
         stages.append(Stage(f"{name}: injectivity check of {rows:,} observations of {size:,} bytes",
-                            RENDER_COPIES * float(rows) * size, w.hint() + drop))
+                            injectivity_bytes(rows, size), w.hint() + drop))
         factors = len(w.factor_sizes) + 1
         # tables: O(n_m·m) per pass over a few dozen passes, and O(n_m·m²) for QR/SVD-like products
-        seconds += (float(n_m) * m * (factors + 20 + 2 * m) + float(rows) * size * 20) / FLOPS
+        work = float(n_m) * m * (factors + 20 + 2 * m) if tables else float(m) ** 2 * sum(w.factor_sizes) * factors
+        seconds += (work + float(rows) * size * 20) / FLOPS
     seconds += _solve_seconds(config, n, m)
     if len(names) > 1:  # the PRH sample metrics of each pair: N x N similarity blocks, N = min(2000, |Z|)
         rows = min(PAIR_SAMPLES, n)

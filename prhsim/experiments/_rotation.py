@@ -11,19 +11,25 @@ has singular values ``(1^{min k_Z}, 0, …)`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import combinations
-from typing import Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
 from prhsim._rng import RngLike, check_rng
+from prhsim.experiments import _factor_space as factor_space
+from prhsim.experiments._factor_space import FactorFeatures, modal_table
 from prhsim.jepa import (
+    FEATURE_LIMIT,
     GAP_TOL,
     ClosedFormLearner,
     Learner,
     Optimum,
     Representation,
+    TieWarning,
     alignment_loss,
     closed_form,
     top_eigenpairs,
@@ -124,34 +130,65 @@ class ModalityOutcome:
     """One modality's representation (from the learner) and its checks.
 
     Attributes:
-        representation: what the learner returned (features, closed-form optimum if any, info).
-        features: the features compared: the learner's, whitened under p when they come
-            from a learner other than the closed form (whose features are whitened already).
+        learner: the learner's name ("closed" for the closed form).
+        optimum: the closed-form optimum, when the learner is the closed form.
         unique: the optimum is one rotation orbit (from the closed form when the learner is
             the closed form, else from the merge rule's predicted gap).
-        loss: the alignment loss of ``features`` through the kernel (docs/theory.md §1.1).
+        loss: the alignment loss of the compared features through the kernel (docs/theory.md §1.1).
         whitening_error: ``‖FᵀDF − I‖_F`` of the learner's raw features.
         collapsed: the learner reported collapse, or its features could not be whitened;
             a collapsed modality's pairs get no prediction.
+        info: what the learner knows about itself (steps, seconds, …).
+        table: the compared features as a table over every modal state (the table path):
+            the learner's, whitened under p when they come from a learner other than the closed
+            form (whose features are whitened already). None in factor space.
+        factor: the closed-form features in factor space (the default path of the closed form;
+            docs/theory.md §6, "Factor space"), or None.
+        raw: a learner's features before whitening (None for the closed form).
     """
 
     name: str
     view: View
     world: ModalWorld
     injectivity: InjectivityReport
-    representation: Representation
-    features: np.ndarray
+    learner: str
+    optimum: Optimum | None
     unique: bool
     predicted: MergePrediction
     nuisance_free: int
     loss: float
     whitening_error: float
     collapsed: bool = False
+    info: Mapping[str, Any] = field(default_factory=dict)
+    table: np.ndarray | None = None
+    factor: FactorFeatures | None = None
+    raw: np.ndarray | None = None
 
-    @property
-    def optimum(self) -> Optimum | None:
-        """The closed-form optimum, when the learner is the closed form."""
-        return self.representation.optimum
+    @cached_property
+    def features(self) -> np.ndarray:
+        """The compared features over every modal state (materialised from factor space when needed).
+
+        Raises:
+            ValueError: in factor space, above FEATURE_LIMIT modal states.
+        """
+        if self.table is not None:
+            return self.table
+        if self.world.n > FEATURE_LIMIT:
+            raise ValueError(f"refusing to materialise the features of {self.world.n:,} modal states "
+                             f"(limit {FEATURE_LIMIT:,}); use rows(states)")
+        return modal_table(self.factor)
+
+    def rows(self, states: np.ndarray) -> np.ndarray:
+        """The compared features at the given modal states ``z·|N| + n``."""
+        if self.table is not None:
+            return self.table[np.asarray(states, dtype=np.int64)]
+        return self.factor.rows(states)
+
+    @cached_property
+    def representation(self) -> Representation:
+        """What the learner returned, as a :class:`prhsim.jepa.Representation` (materialised)."""
+        return Representation(self.learner, self.features if self.raw is None else self.raw, self.optimum,
+                              dict(self.info))
 
 
 @dataclass(frozen=True)
@@ -196,6 +233,7 @@ def rotation_uniqueness(
     *,
     centred: bool = True,
     learner: Learner | None = None,
+    tables: bool = False,
     progress=None,
     rng: RngLike = None,
 ) -> RotationUniqueness:
@@ -209,8 +247,10 @@ def rotation_uniqueness(
             (largest relative gap, k in 1..min(32, n−2) centred).
         centred: centred whitened objective (default).
         learner: maps (modal world, k) to a representation (default: the closed form,
-            :class:`prhsim.jepa.ClosedFormLearner`); learned features are whitened under p
-            before they are compared.
+            computed in factor space: no table over a modal world is formed, docs/theory.md
+            §6); learned features are whitened under p before they are compared.
+        tables: compute the closed form's quantities from full feature tables over every
+            modal state (the slow twin of the factor-space path, for small worlds).
         progress: optional callable ``progress(message)`` for long runs.
         rng: seeds the sample of the injectivity check on huge state spaces, and (one
             independent stream per modality) the learner.
@@ -239,6 +279,7 @@ def rotation_uniqueness(
     base_opt = closed_form(base, k, centred=centred)
     k = base_opt.k
     base_values = base_spectrum(base, k + 2)
+    in_factors = learner is None and not tables
     learner = learner or ClosedFormLearner()
     streams = check_rng(rng).spawn(len(modalities))
     outcomes = []
@@ -246,33 +287,58 @@ def rotation_uniqueness(
         say(f"{'closed form' if learner.name == 'closed' else 'learner ' + learner.name}: "
             f"{modality.name} ({view.label})")
         world = view_world(base, modality, view)
-        rep = learner(world, k, centred=centred, rng=stream)
-        if rep.features.shape != (world.n, k):
-            raise ValueError(f"learner {learner.name!r} returned features of shape {rep.features.shape}, "
-                             f"expected ({world.n}, {k})")
-        collapsed = bool(rep.info.get("collapsed", False))
-        F = rep.features
-        if rep.optimum is None:
-            try:
-                F = whiten(rep.features, world.p, centre=centred)
-            except ValueError:  # a singular covariance: the representation collapsed
-                collapsed = True
         predicted = merge_rule(base_values, view, modality.n_nuisance, k, centred=centred)
-        unique = rep.optimum.unique if rep.optimum is not None else predicted_gap(predicted, k) > GAP_TOL
-        outcomes.append(ModalityOutcome(
-            name=modality.name, view=view, world=world, injectivity=report, representation=rep, features=F,
-            unique=unique, predicted=predicted,
-            nuisance_free=nuisance_free_dimension(F, modality.nuisance, base.p),
-            loss=alignment_loss(world, F), whitening_error=whitening_error(world, rep.features),
-            collapsed=collapsed,
-        ))
+        common = dict(name=modality.name, view=view, world=world, injectivity=report, predicted=predicted)
+        if in_factors:
+            outcomes.append(_factor_outcome(world, k, centred, stream, common))
+        else:
+            outcomes.append(_table_outcome(world, k, centred, stream, learner, base.p, common))
     pairs = []
     for a, b in combinations(outcomes, 2):
         say(f"compare: {a.name} vs {b.name}")
-        comp = coupled_comparison(a.features, a.world.modality.nuisance, b.features, b.world.modality.nuisance, base.p)
+        if a.factor is not None and b.factor is not None:
+            comp = factor_space.factor_comparison(a.factor, b.factor)
+        else:
+            comp = coupled_comparison(a.features, a.world.modality.nuisance, b.features, b.world.modality.nuisance,
+                                      base.p)
         pred = predicted_rho(k, a.predicted.nuisance_free, b.predicted.nuisance_free)
         if not (a.unique and b.unique) or a.collapsed or b.collapsed:
             pred = None
         pairs.append(PairOutcome(a.name, b.name, comp, pred))
     return RotationUniqueness(k, centred, base_opt.eigenvalues, base_opt.gap, tuple(outcomes), tuple(pairs))
 
+
+def _factor_outcome(world: ModalWorld, k: int, centred: bool, rng: RngLike, common: dict) -> ModalityOutcome:
+    """The closed form of one modal world in factor space (no table over Z x N)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TieWarning)  # a tie is recorded in the optimum, not warned per modality
+        opt = closed_form(world, k, centred=centred, rng=rng)
+    F = factor_space.from_optimum(opt)
+    return ModalityOutcome(**common, learner="closed", optimum=opt, unique=opt.unique,
+                           nuisance_free=factor_space.nuisance_free_dimension(F),
+                           loss=factor_space.alignment_loss(F), whitening_error=factor_space.whitening_error(F),
+                           factor=F)
+
+
+def _table_outcome(world: ModalWorld, k: int, centred: bool, rng: RngLike, learner: Learner, p_z: np.ndarray,
+                   common: dict) -> ModalityOutcome:
+    """One modal world represented by ``learner`` as a table over every modal state."""
+    rep = learner(world, k, centred=centred, rng=rng)
+    if rep.features.shape != (world.n, k):
+        raise ValueError(f"learner {learner.name!r} returned features of shape {rep.features.shape}, "
+                         f"expected ({world.n}, {k})")
+    collapsed = bool(rep.info.get("collapsed", False))
+    F = rep.features
+    if rep.optimum is None:
+        try:
+            F = whiten(rep.features, world.p, centre=centred)
+        except ValueError:  # a singular covariance: the representation collapsed
+            collapsed = True
+    predicted = common["predicted"]
+    unique = rep.optimum.unique if rep.optimum is not None else predicted_gap(predicted, k) > GAP_TOL
+    return ModalityOutcome(
+        **common, learner=rep.learner, optimum=rep.optimum, unique=unique,
+        nuisance_free=nuisance_free_dimension(F, world.modality.nuisance, p_z),
+        loss=alignment_loss(world, F), whitening_error=whitening_error(world, rep.features),
+        collapsed=collapsed, info=rep.info, table=F, raw=None if rep.optimum is not None else rep.features,
+    )

@@ -16,6 +16,7 @@ import numpy as np
 from prhsim import __version__
 from prhsim._budget import ResourceError, memory_limit
 from prhsim.config import RunConfig
+from prhsim.experiments import _factor_space as factor_space
 from prhsim.experiments._checks import (
     LEARNED_RHO_ATOL,
     RHO_ATOL,
@@ -86,11 +87,17 @@ def _tie_note(outcome: ModalityOutcome) -> str | None:
     if opt is None or opt.unique:
         return None
     k = opt.k
-    full = opt.basis.evaluate()
-    swapped = full[:, list(range(k - 1)) + [k]]
-    p = outcome.world.p
-    delta = alignment_loss(outcome.world, swapped) - alignment_loss(outcome.world, full[:, :k])
-    s_theta = principal_angles(full[:, :k], swapped, p).s_theta
+    swap = list(range(k - 1)) + [k]
+    if outcome.factor is not None:  # factor space: the k+1 eigenfunctions as product features
+        full = factor_space.from_optimum(opt, columns=k + 1)
+        delta = factor_space.alignment_loss(full.take(swap)) - factor_space.alignment_loss(full.take(range(k)))
+        s_theta = factor_space.factor_comparison(factor_space.with_trivial_nuisance(full.take(range(k))),
+                                                 factor_space.with_trivial_nuisance(full.take(swap))).s_theta
+    else:
+        table = opt.basis.evaluate()
+        p = outcome.world.p
+        delta = alignment_loss(outcome.world, table[:, swap]) - alignment_loss(outcome.world, table[:, :k])
+        s_theta = principal_angles(table[:, :k], table[:, swap], p).s_theta
     return (f"{describe_tie(opt.eigenvalues, k)}; an equally optimal F' (eigenvector k+1 in place of k) "
             f"differs in loss by {delta:.1e} and lies at s_Theta = {s_theta:.3f}")
 
@@ -98,7 +105,7 @@ def _tie_note(outcome: ModalityOutcome) -> str | None:
 def _modality_summary(outcome: ModalityOutcome) -> ModalitySummary:
     opt, m, report = outcome.optimum, outcome.world.modality, outcome.injectivity
     return ModalitySummary(
-        name=m.name, description=m.description, learner=outcome.representation.learner,
+        name=m.name, description=m.description, learner=outcome.learner,
         view=outcome.view.label, eps=outcome.view.eps, n_nuisance=m.n_nuisance, n_states=outcome.world.n,
         eigenvalues=None if opt is None else opt.eigenvalues.tolist(),
         predicted_eigenvalues=outcome.predicted.values.tolist(),
@@ -133,7 +140,8 @@ def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
     say = progress or (lambda message: None)
     start = time.perf_counter()
     outcome = rotation_uniqueness(setup.base, setup.modalities, setup.views, config.k,
-                                  centred=config.centred, learner=learner, progress=say, rng=config.seed)
+                                  centred=config.centred, learner=learner, tables=config.tables, progress=say,
+                                  rng=config.seed)
     k = outcome.k
     say("spectrum head")
     head = top_eigenpairs(setup.base, min(max(SPECTRUM_HEAD, k + 4), setup.base.n - (1 if config.centred else 0)),
@@ -152,7 +160,7 @@ def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
         say(f"PRH metrics: {p.a} vs {p.b}")
         a, b = by_name[p.a], by_name[p.b]
         sample = None if a.collapsed or b.collapsed else pair_metrics(
-            a.features, a.world.modality.nuisance, b.features, b.world.modality.nuisance, setup.base.p, rng=stream)
+            a.rows, a.world.modality.nuisance, b.rows, b.world.modality.nuisance, setup.base.p, rng=stream)
         extra = {} if sample is None else {f: getattr(sample, f) for f in (
             "samples", "knn_k", "mutual_knn", "knn_chance", "linear_cka", "r1")}
         pairs.append(PairSummary(a=p.a, b=p.b, rho_p=p.comparison.rho_p, s_theta=p.comparison.s_theta,
