@@ -20,6 +20,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_run.py
+	$(BIN)/python benchmarks/bench_injectivity.py
 	$(BIN)/python benchmarks/bench_kronecker.py
 	$(BIN)/python benchmarks/bench_sparse.py
 	$(BIN)/python benchmarks/bench_sigreg.py

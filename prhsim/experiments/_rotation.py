@@ -26,6 +26,7 @@ from prhsim.jepa import (
     FEATURE_LIMIT,
     GAP_TOL,
     ClosedFormLearner,
+    FactorSpectra,
     Learner,
     Optimum,
     Representation,
@@ -276,7 +277,8 @@ def rotation_uniqueness(
         report.raise_if_not_injective()
         reports.append(report)
     say("closed form: the world over Z")
-    base_opt = closed_form(base, k, centred=centred)
+    spectra = FactorSpectra()  # the modal worlds share Z's factors: each is diagonalised once
+    base_opt = closed_form(base, k, centred=centred, spectra=spectra)
     k = base_opt.k
     base_values = base_spectrum(base, k + 2)
     in_factors = learner is None and not tables
@@ -290,7 +292,7 @@ def rotation_uniqueness(
         predicted = merge_rule(base_values, view, modality.n_nuisance, k, centred=centred)
         common = dict(name=modality.name, view=view, world=world, injectivity=report, predicted=predicted)
         if in_factors:
-            outcomes.append(_factor_outcome(world, k, centred, stream, common))
+            outcomes.append(_factor_outcome(world, k, centred, stream, spectra, common))
         else:
             outcomes.append(_table_outcome(world, k, centred, stream, learner, base.p, common))
     pairs = []
@@ -308,11 +310,12 @@ def rotation_uniqueness(
     return RotationUniqueness(k, centred, base_opt.eigenvalues, base_opt.gap, tuple(outcomes), tuple(pairs))
 
 
-def _factor_outcome(world: ModalWorld, k: int, centred: bool, rng: RngLike, common: dict) -> ModalityOutcome:
+def _factor_outcome(world: ModalWorld, k: int, centred: bool, rng: RngLike, spectra: FactorSpectra,
+                    common: dict) -> ModalityOutcome:
     """The closed form of one modal world in factor space (no table over Z x N)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TieWarning)  # a tie is recorded in the optimum, not warned per modality
-        opt = closed_form(world, k, centred=centred, rng=rng)
+        opt = closed_form(world, k, centred=centred, rng=rng, spectra=spectra)
     F = factor_space.from_optimum(opt)
     return ModalityOutcome(**common, learner="closed", optimum=opt, unique=opt.unique,
                            nuisance_free=factor_space.nuisance_free_dimension(F),

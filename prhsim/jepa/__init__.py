@@ -44,7 +44,11 @@ from prhsim.jepa._learner import (
     Learner as Learner,
     Representation as Representation,
 )
-from prhsim.jepa._kronecker import KroneckerBasis as KroneckerBasis, kronecker_top as kronecker_top
+from prhsim.jepa._kronecker import (
+    FactorSpectra as FactorSpectra,
+    KroneckerBasis as KroneckerBasis,
+    kronecker_top as kronecker_top,
+)
 from prhsim.jepa._lejepa import Convention as Convention, lejepa_loss as lejepa_loss
 from prhsim.jepa._objectives import (
     alignment_loss as alignment_loss,

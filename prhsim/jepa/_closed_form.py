@@ -27,6 +27,7 @@ from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike
 from prhsim._types import States, Vector
 from prhsim.jepa._basis import EigenBasis
+from prhsim.jepa._kronecker import FactorSpectra
 from prhsim.jepa._spectrum import Backend, top_eigenpairs
 from prhsim.worlds import World
 
@@ -190,6 +191,7 @@ def closed_form(
     backend: Backend = "auto",
     criterion: Criterion = "relative",
     rng: RngLike = None,
+    spectra: FactorSpectra | None = None,
 ) -> Optimum:
     """The closed-form optimum of ``objective`` with k features.
 
@@ -207,6 +209,8 @@ def closed_form(
         criterion: the :func:`pick_k` score for ``k="auto"``: "relative" (default) or
             "absolute" (the largest ``μ_k − μ_{k+1}``); recorded in the Optimum.
         rng: seeds the Lanczos start vector.
+        spectra: a cache of factor spectra shared by product worlds with common factors
+            (Kronecker backend; see :class:`prhsim.jepa.FactorSpectra`).
 
     Warns:
         TieWarning: when k splits a tie (gap ≤ 1e-9), naming the tied block.
@@ -224,7 +228,7 @@ def closed_form(
     if objective == "spectral_contrastive":
         centred = False
     k_fixed, m = _resolve_k(world, k, centred)
-    basis = top_eigenpairs(world, m, centred=centred, backend=backend, rng=rng)
+    basis = top_eigenpairs(world, m, centred=centred, backend=backend, rng=rng, spectra=spectra)
     k_used = k_fixed or pick_k(basis.values, centred=centred, criterion=criterion)
     basis = basis.take(k_used + 1)
     mu = basis.values

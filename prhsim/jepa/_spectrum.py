@@ -9,6 +9,8 @@
 Centring removes the trivial eigenvector ``s = √p`` (eigenvalue 1): dense and
 sparse deflate with ``−3ssᵀ`` (never ``−ssᵀ``, which parks s at 0, inside an
 indefinite spectrum); Kronecker drops the index tuple (0, …, 0).
+
+Every solver runs under :func:`prhsim.jepa._basis.solver_threads` (SOLVER_BLAS_THREADS BLAS threads).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import scipy.sparse.linalg as spla
 
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
-from prhsim.jepa._basis import EIGSH_TOL, EigenBasis, VectorBasis, centred_operator
-from prhsim.jepa._kronecker import kronecker_top
+from prhsim.jepa._basis import EIGSH_TOL, EigenBasis, VectorBasis, centred_operator, solver_threads
+from prhsim.jepa._kronecker import FactorSpectra, kronecker_top
 from prhsim.worlds import ProductWorld, World
 
 Backend = Literal["auto", "dense", "sparse", "kronecker"]
@@ -40,7 +42,8 @@ def _dense(world: World, m: int, centred: bool) -> VectorBasis:
     if centred:
         s = world.sqrt_p
         K = K - 3.0 * np.outer(s, s)
-    vals, vecs = sla.eigh(K, subset_by_index=[world.n - m, world.n - 1])
+    with solver_threads(world.n):
+        vals, vecs = sla.eigh(K, subset_by_index=[world.n - m, world.n - 1])
     return VectorBasis(vals[::-1].copy(), vecs[:, ::-1].copy(), np.asarray(world.p), "dense")
 
 
@@ -50,7 +53,8 @@ def _sparse(world: World, m: int, centred: bool, rng: RngLike) -> VectorBasis:
                 "lower the number of eigenpairs m (or k)")
     op = centred_operator(world) if centred else world.kernel
     v0 = check_rng(rng).standard_normal(world.n)
-    vals, vecs = spla.eigsh(op, k=m, which="LA", v0=v0, tol=EIGSH_TOL, ncv=ncv, maxiter=world.n * 20)
+    with solver_threads(world.n):
+        vals, vecs = spla.eigsh(op, k=m, which="LA", v0=v0, tol=EIGSH_TOL, ncv=ncv, maxiter=world.n * 20)
     order = np.argsort(-vals, kind="stable")
     return VectorBasis(vals[order], vecs[:, order], np.asarray(world.p), "sparse")
 
@@ -71,11 +75,14 @@ def top_eigenpairs(
     centred: bool = True,
     backend: Backend = "auto",
     rng: RngLike = None,
+    spectra: FactorSpectra | None = None,
 ) -> EigenBasis:
     """The top-m eigenpairs of K (uncentred) or of ``K − 3ssᵀ`` (centred), descending.
 
     Centred, the values are ``λ_2 … λ_{m+1}`` of K; uncentred, ``λ_1 … λ_m``.
     ``rng`` seeds the Lanczos start vectors (sparse backend, and large factors of the Kronecker backend).
+    ``spectra``: a :class:`FactorSpectra` cache of factor spectra shared across product worlds, used by the
+    Kronecker backend only (ignored by dense and sparse); see :func:`kronecker_top`.
 
     Example:
         >>> from prhsim.worlds import ring
@@ -92,7 +99,7 @@ def top_eigenpairs(
     if chosen == "kronecker":
         if not isinstance(world, ProductWorld):
             raise ValueError("the kronecker backend needs a ProductWorld")
-        return kronecker_top(world, m, centred=centred, rng=rng)
+        return kronecker_top(world, m, centred=centred, rng=rng, spectra=spectra)
     if chosen == "dense":
         return _dense(world, m, centred)
     if chosen == "sparse":
