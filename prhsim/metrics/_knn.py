@@ -44,6 +44,13 @@ default B keeps one tile near 64 MB. The metrics normalise rows block by block
 as the tiles need them (no normalised copy of the inputs) and add O(N·k)
 (mutual kNN) and O(N·k²) time (cycle kNN). They return Python floats and so
 cannot run inside ``jax.jit``.
+
+Screen. For numpy arrays and torch tensors, ``screen`` (default None: where it
+pays, :func:`prhsim.metrics._knn_screen.wanted`) forms the tiles in bfloat16
+instead, keeps per row the candidates a proven error bound cannot rule out,
+and recomputes those in the compute dtype (:mod:`prhsim.metrics._knn_screen`,
+docs/theory.md §10): the same neighbours, several times faster on CPUs with
+bf16 matrix units. The metrics then run the searches of a and b side by side.
 """
 
 from __future__ import annotations
@@ -125,7 +132,8 @@ def _row_max_abs(xp: Any, x: Any) -> Any:
     n, d = x.shape
     if d == 0:
         return xp.zeros((n, 1), dtype=x.dtype, device=array_device(x))
-    return xp.concat([xp.max(xp.abs(x[r0:r1, ...]), axis=1, keepdims=True) for r0, r1 in _row_chunks(n, d)],
+    return xp.concat([xp.maximum(xp.max(x[r0:r1, ...], axis=1, keepdims=True),  # no |x| temporary
+                                 -xp.min(x[r0:r1, ...], axis=1, keepdims=True)) for r0, r1 in _row_chunks(n, d)],
                      axis=0)
 
 
@@ -143,7 +151,7 @@ def _row_scale(xp: Any, x: Any, name: str) -> tuple[Any, Any]:
     r = []
     for r0, r1 in _row_chunks(*x.shape):
         y = x[r0:r1, ...] / m[r0:r1, ...]
-        r.append(xp.sqrt(xp.sum(y * y, axis=1, keepdims=True)))
+        r.append(xp.sqrt(xp.vecdot(y, y, axis=-1))[:, None])
     return m, xp.concat(r, axis=0)
 
 
@@ -401,19 +409,98 @@ def _knn_jax(xp: Any, x: Any, scale: Any, k: int, side: int, idt: Any) -> tuple[
     return xp.concat([v for v, _ in best], axis=0), xp.concat([i for _, i in best], axis=0)
 
 
-def _knn(xp: Any, x: Any, k: int, block: int | None, scale: Any = None) -> tuple[Any, Any]:
-    """(values, indices), each (N, k): every row's k nearest rows j != i, sorted by (-value, j).
+def _check_screen(screen: Any, x: Any) -> bool | None:
+    """screen as True, False or None (automatic), or a one-line error (True where the screen cannot run)."""
+    if screen is not None and not isinstance(screen, bool):
+        raise TypeError(f"screen must be True, False or None, got {screen!r}")
+    if screen:
+        from prhsim.metrics import _knn_screen
 
-    With ``scale`` (``(m, r)`` from :func:`_row_scale`) the rows are L2-normalised
-    block by block as the tiles need them (:func:`_unit_rows`), so no normalised
-    N x d copy is held.
-    """
+        if not _knn_screen.available(x):
+            raise ValueError(f"screen=True needs numpy arrays or CPU/CUDA torch tensors (and torch installed), "
+                             f"got {type(x).__module__}.{type(x).__name__}")
+    return screen
+
+
+def _tile_side(xp: Any, x: Any, block: int | None) -> int:
+    """The exact search's tile side B (default: one tile near TILE_BYTES), its memory checked."""
     n, d = x.shape
-    idt = _index_dtype(xp, x)
     itemsize = xp.finfo(x.dtype).bits // 8
     side = _default_block(n, d, itemsize) if block is None else min(block, n)
     ensure_fits(3.0 * side * side * itemsize + 4.0 * side * d * itemsize,
                 f"similarity tiles of {side} x {side} for k-nearest neighbours", "lower block")
+    return side
+
+
+def _exact_rows(xp: Any, x: Any, scale: Any, rows: Any, k: int, block: int | None) -> tuple[Any, Any]:
+    """The exact tiled search (numpy, torch) for the given rows only, against every row: (values, indices).
+
+    The same tiles and selection as :func:`_knn`, row by row: the rows of a
+    screen's overflowing pools (:mod:`._knn_screen`) get exactly what the exact
+    path gives them.
+    """
+    n = x.shape[0]
+    idt = _index_dtype(xp, x)
+    side = _tile_side(xp, x, block)
+
+    def unit(xb: Any, part: Any) -> Any:
+        return xb if scale is None else _unit_rows(xb, tuple(part(v) for v in scale))
+
+    vals, idx = [], []
+    for r0 in range(0, rows.shape[0], side):
+        part = rows[r0:r0 + side]
+        xr = unit(xp.take(x, part, axis=0), lambda v: xp.take(v, part, axis=0))
+        best = None
+        for c0 in range(0, n, side):
+            tile = xr @ xp.permute_dims(unit(x[c0:c0 + side, ...], lambda v: v[c0:c0 + side, ...]), (1, 0))
+            inside = xp.nonzero((part >= c0) & (part < c0 + tile.shape[1]))[0]
+            if inside.shape[0]:  # the row itself is no neighbour
+                tile[inside, xp.take(part, inside) - c0] = -math.inf
+            best = (_select(xp, tile, k, c0, n, idt) if best is None
+                    else _update(xp, best, tile, k, c0, False, n, idt))
+        vals.append(best[0])
+        idx.append(best[1])
+    return xp.concat(vals, axis=0), xp.concat(idx, axis=0)
+
+
+def _screened(xp: Any, x: Any, k: int, block: int | None, scale: Any,
+              ordered: bool) -> tuple[Any, Any, int]:
+    """:func:`._knn_screen.screened_knn`, with the rows it retires searched exactly here.
+
+    Returns (values or None, indices, how many rows took the exact search).
+    """
+    from prhsim.metrics._knn_screen import screened_knn
+
+    vals, idx, retired = screened_knn(x, k, block, scale, ordered)
+    if retired.shape[0]:
+        v, j = _exact_rows(xp, x, scale, xp.astype(retired, _index_dtype(xp, x)), k, block)
+        idx[retired, ...] = j
+        if vals is not None:
+            vals[retired, ...] = v
+    return vals, idx, int(retired.shape[0])
+
+
+def _knn(xp: Any, x: Any, k: int, block: int | None, scale: Any = None,
+         screen: bool | None = None, ordered: bool = True) -> tuple[Any, Any]:
+    """(values, indices), each (N, k): every row's k nearest rows j != i, sorted by (-value, j).
+
+    With ``scale`` (``(m, r)`` from :func:`_row_scale`) the rows are L2-normalised
+    block by block as the tiles need them (:func:`_unit_rows`), so no normalised
+    N x d copy is held. ``screen``: True runs the bf16 screen of
+    :mod:`._knn_screen` (same neighbours, see there), False these exact tiles,
+    None chooses (:func:`._knn_screen.wanted`: N >= 2048, k ≪ N, fast bf16
+    products). ``ordered=False`` allows the screen to return each row's set in
+    any order, and values None.
+    """
+    n, d = x.shape
+    if screen is None:
+        from prhsim.metrics import _knn_screen
+
+        screen = _knn_screen.wanted(x, k)
+    if screen and d:
+        return _screened(xp, x, k, block, scale, ordered)[:2]
+    idt = _index_dtype(xp, x)
+    side = _tile_side(xp, x, block)
     if is_jax_array(x):
         return _knn_jax(xp, x, scale, k, side, idt)
     starts = list(range(0, n, side))
@@ -443,7 +530,7 @@ def _knn(xp: Any, x: Any, k: int, block: int | None, scale: Any = None) -> tuple
 # --------------------------------------------------------------------------------------
 # public functions
 # --------------------------------------------------------------------------------------
-def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
+def knn_indices(x: Any, k: int, *, block: int | None = None, screen: bool | None = None) -> Any:
     """The k nearest rows of each row by inner product, excluding the row itself.
 
     Row i of the result lists the k rows j != i with the largest ⟨x_i, x_j⟩,
@@ -451,12 +538,18 @@ def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
     index comes first and wins the last places (the tie rule of docs/theory.md
     §10), applied to the inner products as computed (module docstring). No
     normalisation is applied (normalise the rows first for cosine neighbours).
-    Exact; the inner products are formed in B x B tiles, B = ``block``.
+    Exact; the inner products are formed in B x B tiles, B = ``block``, either
+    directly or screened in bfloat16 under a proven error bound and re-ranked
+    (:mod:`prhsim.metrics._knn_screen`, docs/theory.md §10; same answer).
 
     Args:
         x: (N, d) array (numpy, torch or JAX); computed in its library, on its device.
         k: neighbours per row, 1 <= k < N.
-        block: tile side B; None picks B so that one tile is about 64 MB.
+        block: tile side B; None picks B so that one tile is about 64 MB (the screen: equal
+            blocks of at most 3500 rows).
+        screen: True screens in bf16 (numpy or torch inputs; needs torch), False
+            never; None screens where it pays: N >= 2048, k <= N/32, and bf16
+            hardware (AMX or AVX512-BF16 CPUs, CUDA).
 
     Returns:
         (N, k) integer array of ``x``'s library.
@@ -464,7 +557,7 @@ def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
     Raises:
         ValueError: k out of range, x not 2-D, x containing NaN or inf, or
             entries so large that inner products could overflow.
-        TypeError: x not real floating point, k not an integer.
+        TypeError: x not real floating point, k not an integer, screen not a bool or None.
 
     >>> knn_indices(np.array([[0.0], [1.0], [3.0], [1.0]]), 2).tolist()
     [[1, 2], [2, 3], [1, 3], [2, 1]]
@@ -473,6 +566,7 @@ def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
     n = x.shape[0]
     k = _check_k(k, n)
     block = _check_block(block)
+    screen = _check_screen(screen, x)
     if n and x.shape[1]:
         # |x_ij| <= bound keeps every ⟨x_i, x_j⟩ (and every partial sum) finite
         bound = math.sqrt(float(xp.finfo(x.dtype).max) / x.shape[1])
@@ -480,7 +574,7 @@ def knn_indices(x: Any, k: int, *, block: int | None = None) -> Any:
             raise ValueError(f"x is too large: entries above {bound:.3g} can overflow the inner products "
                              f"in {x.dtype}; scale it down")
     _guard_lists(n, k, 1, "for knn_indices")
-    return _knn(xp, x, k, block)[1]
+    return _knn(xp, x, k, block, screen=screen)[1]
 
 
 def knn_chance(n: int, k: int) -> float:
@@ -494,10 +588,24 @@ def knn_chance(n: int, k: int) -> float:
     return _check_k(k, int(n)) / (int(n) - 1)
 
 
-def _cosine_lists(xp: Any, a: Any, b: Any, k: int, block: int | None) -> tuple[Any, Any]:
-    """The k-nearest-neighbour indices of a's and of b's L2-normalised rows (normalised tile by tile)."""
+def _cosine_lists(xp: Any, a: Any, b: Any, k: int, block: int | None, screen: bool | None) -> tuple[Any, Any]:
+    """The k-NN sets of a's and of b's L2-normalised rows (normalised tile by tile), each row's in any order."""
+    from prhsim.metrics import _knn_screen
+
     scale_a, scale_b = _row_scale(xp, a, "a"), _row_scale(xp, b, "b")  # both checked before the work
-    return _knn(xp, a, k, block, scale_a)[1], _knn(xp, b, k, block, scale_b)[1]
+    screen_a = _knn_screen.wanted(a, k) if screen is None else screen
+    screen_b = _knn_screen.wanted(b, k) if screen is None else screen
+    if screen_a and screen_b and _knn_screen.side_by_side(a):  # two CPU searches, one per core
+        from concurrent.futures import ThreadPoolExecutor
+
+        import torch  # noqa: F401  (here, not first in the worker: an import there could wait on this thread's)
+
+        with ThreadPoolExecutor(max_workers=1) as runner:
+            lists_a = runner.submit(_knn, xp, a, k, block, scale_a, True, False)
+            lists_b = _knn(xp, b, k, block, scale_b, True, ordered=False)[1]
+            return lists_a.result()[1], lists_b
+    return (_knn(xp, a, k, block, scale_a, screen_a, ordered=False)[1],
+            _knn(xp, b, k, block, scale_b, screen_b, ordered=False)[1])
 
 
 def _mutual_counts(xp: Any, ia: Any, ib: Any) -> Any:
@@ -506,18 +614,19 @@ def _mutual_counts(xp: Any, ia: Any, ib: Any) -> Any:
     return xp.sum(both[:, 1:] == both[:, :-1], axis=1)
 
 
-def _both_lists(a: Any, b: Any, k: Any, block: Any, what: str) -> tuple[Any, int, int, Any, Any]:
+def _both_lists(a: Any, b: Any, k: Any, block: Any, screen: Any, what: str) -> tuple[Any, int, int, Any, Any]:
     """Checked inputs and both sides' k-NN lists of normalised rows: ``(xp, N, k, lists of a, lists of b)``."""
     xp, a, b = _pair(a, b)
     n = a.shape[0]
     k = _check_k(k, n)
     block = _check_block(block)
+    screen = _check_screen(screen, a)
     _guard_lists(n, k, 2, f"for {what}")
-    ia, ib = _cosine_lists(xp, a, b, k, block)
+    ia, ib = _cosine_lists(xp, a, b, k, block, screen)
     return xp, n, k, ia, ib
 
 
-def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> float:
+def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None, screen: bool | None = None) -> float:
     """Mean fraction of shared k nearest neighbours (cosine similarity) in two representations.
 
     ``(1/N) Σ_i |N_k^a(i) ∩ N_k^b(i)| / k`` with rows L2-normalised and the tie
@@ -531,6 +640,7 @@ def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> floa
         b: (N, d_b) representation of the same N samples, same library.
         k: neighbours per sample, 1 <= k < N.
         block: tile side of the neighbour search (see :func:`knn_indices`).
+        screen: bf16 screening of the neighbour search: True, False, None = where it pays (:func:`knn_indices`).
 
     Raises:
         ValueError: k out of range, inputs not 2-D or of different N, NaN or inf, a zero row.
@@ -539,11 +649,11 @@ def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> floa
     >>> mutual_knn(x, 3 * x, k=1)
     1.0
     """
-    xp, n, k, ia, ib = _both_lists(a, b, k, block, "mutual_knn")
+    xp, n, k, ia, ib = _both_lists(a, b, k, block, screen, "mutual_knn")
     return float(xp.sum(_mutual_counts(xp, ia, ib))) / (n * k)
 
 
-def cycle_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> float:
+def cycle_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None, screen: bool | None = None) -> float:
     """Fraction of samples that return to themselves along a neighbour cycle b → a.
 
     ``(1/N) Σ_i 1[∃ j ∈ N_k^b(i) : i ∈ N_k^a(j)]``: from i, step to each of its
@@ -557,6 +667,7 @@ def cycle_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> float
         b: (N, d_b) representation of the first step, same library.
         k: neighbours per sample, 1 <= k < N.
         block: tile side of the neighbour search.
+        screen: bf16 screening of the neighbour search (see :func:`knn_indices`).
 
     Raises:
         ValueError: k out of range, inputs not 2-D or of different N, NaN or inf, a zero row.
@@ -565,7 +676,7 @@ def cycle_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None) -> float
     >>> cycle_knn(x, x, k=1)
     1.0
     """
-    xp, n, k, ia, ib = _both_lists(a, b, k, block, "cycle_knn")
+    xp, n, k, ia, ib = _both_lists(a, b, k, block, screen, "cycle_knn")
     rows = max(1, GATHER_ELEMENTS // (k * k))
     hits = 0
     for r0 in range(0, n, rows):
