@@ -33,7 +33,7 @@ def test_stage_estimates_follow_their_formulas():
     stages = {s.what: s.nbytes for s in plan.stages}
     # the closed form works in factor space: vectors over Z, no modal table
     assert stages["factor space: the law of Z (20,736 states) and Gram matrices of 8 features"] == (
-        FACTOR_SPACE_COPIES * FLOAT * 20_736 + GRAM_COPIES * FLOAT * 16**2)
+        FACTOR_SPACE_COPIES * FLOAT * 20_736 + GRAM_COPIES * FLOAT * 16**2 + 3 * FLOAT * 4 * 16)
     assert not any(" F of " in what for what in stages)
     tables = {s.what: s.nbytes for s in plan_run(config("k=7", "tables=true")).stages}
     assert tables["caption: F of 165,888 states x 8 eigenfunctions"] == TABLE_COPIES * FLOAT * 165_888 * 8

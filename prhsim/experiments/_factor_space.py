@@ -11,7 +11,7 @@ over the factors of Z, ``u_i`` the eigenfunction of the nuisance factor and ``s_
 feature's scale (1 for whitened features). Every second moment a run needs is then a
 product of small factor Gram matrices (docs/theory.md §6, "Factor space"):
 
-* ``E_p[f_i f_j] = Π_f ⟨T_f t_{i,f}, T_f t_{j,f}⟩_{p_f} · ⟨u_i, u_j⟩_q``, and ``E_π[f_i f'_j]``
+* ``E_p[f_i f_j] = s_i s_j Π_f ⟨T_f t_{i,f}, T_f t_{j,f}⟩_{p_f} · ⟨u_i, u_j⟩_q``, and ``E_π[f_i f'_j]``
   the same with each factor's ``Π_f``: the whitening error ``‖FᵀDF − I‖_F`` and the loss
   ``E_π‖f − f'‖² = 2 tr(FᵀDF) − 2 tr(FᵀΠF)`` (§1.1);
 * conditional means ``m_i(z) = E[f_i | z] = c_i · b_i(z)`` with ``b_i = Π_f T_f t_{i,f}`` and
@@ -78,7 +78,7 @@ class FactorFeatures:
                     "evaluate fewer states")
         out = np.broadcast_to(self.scales, (states.size, self.k)).copy()
         for table, idx, z in zip(self.tables, self.index.T, np.unravel_index(states, self.shape)):
-            out *= table[:, idx][z]  # columns first: a (n_f x k) gather, then the rows
+            out *= table[z[:, None], idx[None, :]]  # only the (s x k) entries needed
         return out
 
     def nuisance(self) -> tuple[np.ndarray, np.ndarray]:
@@ -245,8 +245,8 @@ def factor_comparison(a: FactorFeatures, b: FactorFeatures) -> Comparison:
 
 def nuisance_free_dimension(features: FactorFeatures, *, threshold: float = 0.5) -> int:
     """Eigenvalues of ``E_p[m mᵀ] = Aᵀ G A`` above ``threshold`` (docs/theory.md §4)."""
-    cols, tuples, pos, _ = _union(features, features)
-    G = _union_gram(cols, tuples, features.factors[:-1])
-    A = _conditional(features, pos, tuples.shape[0], G).coefficients
+    tuples, pos = np.unique(features.index[:, :-1], axis=0, return_inverse=True)
+    G = _union_gram(list(features.tables[:-1]), tuples, features.factors[:-1])
+    A = _conditional(features, np.ravel(pos), tuples.shape[0], G).coefficients
     gram = A.T @ G @ A
     return int(np.sum(np.linalg.eigvalsh((gram + gram.T) / 2) > threshold))

@@ -26,7 +26,8 @@ from prhsim.worlds import FULL_CHECK_LIMIT
 TABLE_COPIES = 10
 #: Peak of the factor-space closed form in vectors over Z (p_Z, the sampling law of the PRH metrics, its copies).
 FACTOR_SPACE_COPIES = 4
-#: Peak of the factor-space comparisons in (2m x 2m) float tables (the union Gram, its factor products, coefficients).
+#: Peak of the factor-space comparisons in (2m x 2m) float tables (the union Gram, its factor products,
+#: coefficients); beside them three (n_f x 2m) column tables of the largest factor.
 GRAM_COPIES = 8
 #: The injectivity check's bookkeeping per observation checked (index, key, sort order, sorted key) in bytes,
 #: and its rendered chunks: two chunks of RENDER_CHUNK observations, each with its rounded copy and hash words.
@@ -214,7 +215,8 @@ def plan_run(config: RunConfig) -> RunPlan:
     tables = config.tables or bool(config.sgd_learners)
     if not tables:  # factor space: p_Z and the sampled rows of the PRH metrics, never a modal table
         stages.append(Stage(f"factor space: the law of Z ({n:,} states) and Gram matrices of {m} features",
-                            FACTOR_SPACE_COPIES * FLOAT * float(n) + GRAM_COPIES * FLOAT * (2.0 * m) ** 2,
+                            FACTOR_SPACE_COPIES * FLOAT * float(n) + GRAM_COPIES * FLOAT * (2.0 * m) ** 2
+                            + 3 * FLOAT * max(w.factor_sizes) * 2.0 * m,
                             table_hint))
     for name, n_m, size in zip(names, modal.values(), obs):
         if tables and n_m > FEATURE_LIMIT:

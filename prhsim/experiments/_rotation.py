@@ -21,7 +21,6 @@ import numpy as np
 
 from prhsim._rng import RngLike, check_rng
 from prhsim.experiments import _factor_space as factor_space
-from prhsim.experiments._factor_space import FactorFeatures, modal_table
 from prhsim.jepa import (
     FEATURE_LIMIT,
     GAP_TOL,
@@ -162,7 +161,7 @@ class ModalityOutcome:
     collapsed: bool = False
     info: Mapping[str, Any] = field(default_factory=dict)
     table: np.ndarray | None = None
-    factor: FactorFeatures | None = None
+    factor: factor_space.FactorFeatures | None = None
     raw: np.ndarray | None = None
 
     @cached_property
@@ -177,7 +176,7 @@ class ModalityOutcome:
         if self.world.n > FEATURE_LIMIT:
             raise ValueError(f"refusing to materialise the features of {self.world.n:,} modal states "
                              f"(limit {FEATURE_LIMIT:,}); use rows(states)")
-        return modal_table(self.factor)
+        return factor_space.modal_table(self.factor)
 
     def rows(self, states: np.ndarray) -> np.ndarray:
         """The compared features at the given modal states ``z·|N| + n``."""
@@ -187,7 +186,8 @@ class ModalityOutcome:
 
     @cached_property
     def representation(self) -> Representation:
-        """What the learner returned, as a :class:`prhsim.jepa.Representation` (materialised)."""
+        """What the learner returned, as a :class:`prhsim.jepa.Representation` (for callers of the learner
+        seam; in factor space this materialises the features over every modal state)."""
         return Representation(self.learner, self.features if self.raw is None else self.raw, self.optimum,
                               dict(self.info))
 
@@ -247,9 +247,10 @@ def rotation_uniqueness(
         k: number of features, or "auto": K_Z's k by :func:`prhsim.jepa.pick_k`
             (largest relative gap, k in 1..min(32, n−2) centred).
         centred: centred whitened objective (default).
-        learner: maps (modal world, k) to a representation (default: the closed form,
+        learner: maps (modal world, k) to a representation (default None: the closed form,
             computed in factor space: no table over a modal world is formed, docs/theory.md
-            §6); learned features are whitened under p before they are compared.
+            §6). A learner passed here, ``ClosedFormLearner()`` included, returns a table
+            over every modal state; learned features are whitened under p before they are compared.
         tables: compute the closed form's quantities from full feature tables over every
             modal state (the slow twin of the factor-space path, for small worlds).
         progress: optional callable ``progress(message)`` for long runs.

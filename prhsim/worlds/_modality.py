@@ -118,8 +118,8 @@ class Parts:
 
     parts: tuple[Part, ...]
     shape: tuple[int, ...]
-    layouts: np.ndarray | None = field(default=None, repr=False)
-    layout_of: Callable[[States], np.ndarray] | None = field(default=None, repr=False)
+    layouts: np.ndarray | None = field(default=None, repr=False, compare=False)
+    layout_of: Callable[[States], np.ndarray] | None = field(default=None, repr=False, compare=False)
     _runs: tuple[int | None, ...] = field(init=False, repr=False, compare=False)
     _seen: list = field(init=False, repr=False, compare=False)  # [dtype, [row shape per part]] rendered so far
 
