@@ -7,6 +7,8 @@ import os
 import numpy as np
 from hypothesis import HealthCheck, settings
 
+from prhsim.worlds import FiniteWorld
+
 #: Named tolerances: exact identities (rounding only) and iterative solvers.
 ATOL = 1e-10
 RTOL = 1e-10
@@ -43,3 +45,14 @@ except ImportError:  # pragma: no cover - the suite runs without jax
     _jax = None
 else:
     _jax.config.update("jax_enable_x64", True)
+
+
+def negatives_above_positives() -> FiniteWorld:
+    """30 states, uniform p: 20 eigenvalues −0.03 above 9 eigenvalues 0.02 (the heap walks past the negatives)."""
+    n = 30
+    rng = np.random.default_rng(0)
+    s = np.full(n, 1 / np.sqrt(n))
+    V, _ = np.linalg.qr(np.column_stack([s, rng.normal(size=(n, n - 1))]))
+    lam = np.array([1.0] + [-0.03] * 20 + [0.02] * 9)
+    K = (V * lam) @ V.T
+    return FiniteWorld(np.full(n, 1 / n), np.maximum(K, 0) / n)

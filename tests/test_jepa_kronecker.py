@@ -19,7 +19,7 @@ from hypothesis import given, settings, strategies as st
 
 import prhsim.jepa._basis as basis_module
 import prhsim.jepa._kronecker as kr
-from conftest import assert_close, projector_distance
+from conftest import assert_close, negatives_above_positives, projector_distance
 from prhsim.jepa import top_eigenpairs
 from prhsim.jepa._basis import centred_operator, solver_threads
 from prhsim.worlds import FiniteWorld, ProductWorld, path, random_world, resampling, ring
@@ -169,17 +169,6 @@ def test_kronecker_top_with_partial_factors_matches_dense_eigh(sizes, seed, m, c
             assert projector_distance(U[:, :j], vecs[:, start:nxt]) < 1e-8
 
 
-def _negatives_above_positives() -> FiniteWorld:
-    """30 states, uniform p: 20 eigenvalues −0.03 above 9 eigenvalues 0.02 (the heap walks past the negatives)."""
-    n = 30
-    rng = np.random.default_rng(0)
-    s = np.full(n, 1 / np.sqrt(n))
-    V, _ = np.linalg.qr(np.column_stack([s, rng.normal(size=(n, n - 1))]))
-    lam = np.array([1.0] + [-0.03] * 20 + [0.02] * 9)
-    K = (V * lam) @ V.T
-    return FiniteWorld(np.full(n, 1 / n), np.maximum(K, 0) / n)
-
-
 def test_heap_extends_a_partial_dense_spectrum(monkeypatch):
     monkeypatch.setattr(kr, "PARTIAL_FROM", 10)
     monkeypatch.setattr(kr, "PARTIAL_FRACTION", 1.0)
@@ -192,7 +181,7 @@ def test_heap_extends_a_partial_dense_spectrum(monkeypatch):
         return spec
 
     monkeypatch.setattr(kr, "factor_spectrum", spy)
-    w = ProductWorld([_negatives_above_positives(), resampling([0.5, 0.5], 0.4)])
+    w = ProductWorld([negatives_above_positives(), resampling([0.5, 0.5], 0.4)])
     m = 6
     basis = kr.kronecker_top(w, m)
     ref = np.sort(np.linalg.eigvalsh(w.kernel_matrix()))[::-1][1 : m + 1]

@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
 
-from conftest import ATOL, SOLVER_ATOL, assert_close, dense, projector_distance
+from conftest import ATOL, SOLVER_ATOL, assert_close, dense, negatives_above_positives, projector_distance
 from prhsim.jepa import choose_backend, kronecker_top, top_eigenpairs, whitened_optimum
 from prhsim.metrics import principal_angles
 from prhsim.worlds import FiniteWorld, ProductWorld, grid, random_world, resampling, ring
@@ -121,13 +121,7 @@ def test_partial_spectrum_is_extended_when_the_heap_runs_past_it(monkeypatch):
 
     monkeypatch.setattr(kr, "factor_spectrum", spy)
     # a factor with 20 eigenvalues -0.03 above its 9 positive ones 0.02: the heap must walk past the negatives
-    n = 30
-    rng = np.random.default_rng(0)
-    s = np.full(n, 1 / np.sqrt(n))
-    V, _ = np.linalg.qr(np.column_stack([s, rng.normal(size=(n, n - 1))]))
-    lam = np.array([1.0] + [-0.03] * 20 + [0.02] * 9)
-    K = (V * lam) @ V.T
-    w = ProductWorld([FiniteWorld(np.full(n, 1 / n), np.maximum(K, 0) / n), resampling([0.5, 0.5], 0.4)])
+    w = ProductWorld([negatives_above_positives(), resampling([0.5, 0.5], 0.4)])
     m = 6
     kron = kr.kronecker_top(w, m)
     ref = np.sort(np.linalg.eigvalsh(w.kernel_matrix()))[::-1][1 : m + 1]
