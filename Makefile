@@ -25,6 +25,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sparse.py
 	$(BIN)/python benchmarks/bench_sigreg.py
 	$(BIN)/python benchmarks/bench_vmap_seeds.py
+	$(BIN)/python benchmarks/bench_sample_efficiency.py
 	$(BIN)/python benchmarks/bench_knn.py
 	$(BIN)/python benchmarks/bench_knn_gpu.py
 

@@ -16,6 +16,9 @@ SMALL = {
     "gap-sensitivity": ["--set", "gaps=[0.0, 0.01]"],
     "restricted-encoder": ["--set", "size=2"],
     "metric-bridge": ["--set", "levels=4", "--set", "samples=200"],
+    "ntp-ca": ["--set", "strengths=[0.1, 1.0]", "--set", "worlds=1"],
+    "sample-efficiency": ["--budgets", "100,300", "--seeds", "1", "--set", "steps=40", "--set", "batch_size=64",
+                          "--set", "hidden=[16]", "--set", "world.size=2", "--set", "world.objects=1"],
 }
 
 

@@ -30,25 +30,39 @@ from prhsim.config import (
     GapSensitivitySettings,
     KernelMismatchSweepSettings,
     MetricBridgeSettings,
+    NtpCaSettings,
     RestrictedEncoderSettings,
+    SampleEfficiencySettings,
     format_validation_error,
     resolve_settings,
 )
 
 
 @dataclass(frozen=True)
+class Flag:
+    """A shorthand option of one sweep: ``--name VALUE`` is ``--set key=<to_set(VALUE)>``, applied after every --set."""
+
+    name: str
+    key: str
+    help: str
+    to_set: Callable[[str], str | None] = lambda value: value
+    metavar: str = "VALUE"
+
+
+@dataclass(frozen=True)
 class TheoremSweep:
-    """One sweep: its settings model, how to run it, draw it and summarise it."""
+    """One sweep: its settings model, how to run it (``run(settings, say)``), draw it and summarise it."""
 
     name: str
     settings: type[BaseModel]
-    run: Callable[[Any], Any]
+    run: Callable[[Any, Callable[[str], None]], Any]
     figure: Callable[[Any], Any]
     summary: Callable[[Any], list[str]]
     help: str
+    flags: tuple[Flag, ...] = ()
 
 
-def _bad_view(s: BadViewSweepSettings):
+def _bad_view(s: BadViewSweepSettings, say: Callable[[str], None] = lambda message: None):
     from prhsim.config import RunConfig
     from prhsim.experiments import build, plan_run
     from prhsim.experiments._sweep_bad_view import DEFAULT_EPS, bad_view_sweep
@@ -71,7 +85,7 @@ def _bad_view_summary(r) -> list[str]:
     return lines
 
 
-def _kernel_mismatch(s: KernelMismatchSweepSettings):
+def _kernel_mismatch(s: KernelMismatchSweepSettings, say: Callable[[str], None] = lambda message: None):
     from prhsim.experiments._sweep_kernel_mismatch import DEFAULT_SIZES, kernel_mismatch_sweep
 
     return kernel_mismatch_sweep(n=s.n, sizes=s.sizes or DEFAULT_SIZES, k=s.k, worlds=s.worlds, rng=s.seed)
@@ -86,7 +100,7 @@ def _kernel_mismatch_summary(r) -> list[str]:
     return lines
 
 
-def _gap(s: GapSensitivitySettings):
+def _gap(s: GapSensitivitySettings, say: Callable[[str], None] = lambda message: None):
     from prhsim.experiments._sweep_gap import DEFAULT_GAPS, gap_sensitivity
 
     return gap_sensitivity(gaps=s.gaps or DEFAULT_GAPS, size=s.size, n=s.n, move=s.move, rng=s.seed)
@@ -100,7 +114,7 @@ def _gap_summary(r) -> list[str]:
     return lines
 
 
-def _restricted(s: RestrictedEncoderSettings):
+def _restricted(s: RestrictedEncoderSettings, say: Callable[[str], None] = lambda message: None):
     from prhsim.experiments._sweep_restricted import restricted_encoder
     from prhsim.worlds import bad, good, gridscene
 
@@ -123,7 +137,7 @@ def _restricted_summary(r) -> list[str]:
     return lines
 
 
-def _bridge(s: MetricBridgeSettings):
+def _bridge(s: MetricBridgeSettings, say: Callable[[str], None] = lambda message: None):
     from prhsim.experiments._metric_bridge import metric_bridge
 
     return metric_bridge(s.size, s.objects, levels=s.levels, samples=s.samples, knn_k=s.knn_k, k=s.k, rng=s.seed)
@@ -139,10 +153,63 @@ def _bridge_summary(r) -> list[str]:
     return lines
 
 
+def _sample_efficiency_figure(result):
+    from prhsim.experiments.report._sample_efficiency_figure import sample_efficiency_figure
+
+    return sample_efficiency_figure(result)
+
+
 def _bridge_figure(result):
     from prhsim.experiments.report._bridge_figure import metric_bridge_figure
 
     return metric_bridge_figure(result)
+
+
+def _ntp_ca(s: NtpCaSettings, say: Callable[[str], None] = lambda message: None):
+    from prhsim.experiments._ntp_ca import DEFAULT_STRENGTHS, ntp_ca_sweep
+
+    return ntp_ca_sweep(s.strengths or DEFAULT_STRENGTHS, d=s.d, worlds=s.worlds, restarts=s.restarts, rng=s.seed)
+
+
+def _ntp_ca_summary(r) -> list[str]:
+    return [f"{r.worlds} emission worlds ({r.n_states} states, {r.vocab} tokens, contexts of {r.context}), d = {r.d}, "
+            f"{len(r.strengths)} strengths",
+            f"s_Theta(whitened next-token optimum, CA) / sigma_1 at the {r.small_cells} weakest dependences: "
+            f"median {r.median_small_ratio:.3g}; PMI proxy vs CA {r.median_small_pmi_ratio:.3g}, "
+            f"PMI proxy vs the optimum {r.median_small_pmi_fit_ratio:.3g}",
+            f"largest s_Theta to CA: {r.max_s_theta:.3g} (sigma_1 = {r.max_sigma_1:.3g}); "
+            f"every fit converged: {r.all_converged}"]
+
+
+def _ntp_ca_figure(result):
+    from prhsim.experiments.report._ntp_figure import ntp_ca_figure
+
+    return ntp_ca_figure(result)
+
+
+def _sample_efficiency(s: SampleEfficiencySettings, say: Callable[[str], None] = lambda message: None):
+    from prhsim.experiments._sweep_sample_efficiency import sample_efficiency
+
+    scene = s.world.build_scene()
+    return sample_efficiency(scene, budgets=s.budgets, seeds=s.seeds, steps=s.steps,
+                             batch_size=s.batch_size, lr=s.lr, hidden=s.hidden, min_span=s.min_span, pairs=s.pairs,
+                             learners=s.learners, metric=s.metric, reference_budget=s.reference_budget, k=s.k,
+                             n_fit=s.n_fit, closed_forms=s.closed_forms, name=s.world.describe(), rng=s.seed,
+                             progress=say)
+
+
+def _sample_efficiency_summary(r) -> list[str]:
+    from prhsim.experiments.report._sample_efficiency_figure import chance_level, ratio_lines
+
+    lines = [f"{r.world}: {r.n_states:,} states, k = {r.k}, {r.pairs} pairs; {r.metric} (chance {chance_level(r):.3g}) "
+             f"at {', '.join(f'{b:,}' for b in r.budgets)} samples, mean over {len(r.seeds)} seeds:"]
+    for c in r.curves:
+        closed = r.closed_forms.get(c.learner)
+        tail = "" if closed is None else (f"; closed form {getattr(closed.alignment, r.metric):.3f}"
+                                          + ("" if closed.unique else " (k splits a tie)"))
+        lines.append(f"  {c.label} ({c.tokens_per_sample} tokens/sample): "
+                     f"{', '.join(f'{m:.3f}' for m in c.mean)}{tail}; untrained {getattr(r.untrained[c.learner], r.metric):.3f}")
+    return lines + ratio_lines(r)
 
 
 def _figure(name: str) -> Callable[[Any], Any]:
@@ -166,6 +233,20 @@ SWEEPS: dict[str, TheoremSweep] = {s.name: s for s in (
                  "Encoders linear in each rendering: how much Platonic alignment survives."),
     TheoremSweep("metric-bridge", MetricBridgeSettings, _bridge, _bridge_figure, _bridge_summary,
                  "The theory's rho_P against mutual k-NN, CKA, CKNNA and R@1 over controlled misalignment."),
+    TheoremSweep("ntp-ca", NtpCaSettings, _ntp_ca, _ntp_ca_figure, _ntp_ca_summary,
+                 "Next-token prediction: the whitened softmax optimum against correspondence analysis as "
+                 "the dependence strength sigma_1 shrinks."),
+    TheoremSweep("sample-efficiency", SampleEfficiencySettings, _sample_efficiency, _sample_efficiency_figure,
+                 _sample_efficiency_summary,
+                 "Good views, bad views and next-token prediction from finite samples: alignment with the "
+                 "pixel closed form against samples and tokens, and the sample ratios.",
+                 flags=(Flag("seeds", "seeds", "Seeds per budget.", metavar="S"),
+                        Flag("budgets", "budgets", "Training samples per run, comma-separated (e.g. 300,1000,3000).",
+                             lambda value: "[" + value + "]", "N,N,..."),
+                        Flag("world", "world", "The world; only gridscene has a caption renderer. 'gridscene' keeps "
+                             "the sweep's scene (4x4 grid, 2 objects, 2 shapes, 2 colours; --set world.size=… "
+                             "changes it); any other kind is refused.",
+                             lambda value: None if value == "gridscene" else value, "KIND"))),
 )}
 
 
@@ -181,9 +262,16 @@ def _command(sweep: TheoremSweep) -> click.Command:
     @click.option("--no-figures", is_flag=True, default=False, help="Skip the PNG figure.")
     @click.option("--json", "as_json", is_flag=True, default=False, help="Print results.json to stdout instead.")
     @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
-    def command(config_file, sets, out, overwrite, no_figures, as_json, quiet) -> None:
+    def command(config_file, sets, out, overwrite, no_figures, as_json, quiet, **flags) -> None:
+        shorthand = []
+        for flag in sweep.flags:
+            value = flags.get(flag.name)
+            if value is not None and flag.to_set(value) is not None:
+                shorthand.append(f"{flag.key}={flag.to_set(value)}")
+            elif value is not None and flag.to_set(value) is None:
+                continue  # the flag's value is the default: nothing to set
         try:
-            settings = resolve_settings(sweep.settings, read_own_config(config_file, None, []), sets)
+            settings = resolve_settings(sweep.settings, read_own_config(config_file, None, []), [*sets, *shorthand])
             out_dir = out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{sweep.name}")
             check_out_folder(out_dir, overwrite=overwrite)
         except (ConfigError, OutputError) as exc:
@@ -191,7 +279,7 @@ def _command(sweep: TheoremSweep) -> click.Command:
         try:
             with stage_reporter(f"prhsim sweep {sweep.name}", quiet=quiet) as say:
                 say("computing")
-                result = sweep.run(settings)
+                result = sweep.run(settings, say)
                 say(f"writing {out_dir}")
                 document = {"git_revision": git_revision(), **result.model_dump(mode="json")}
                 with staged_folder(out_dir, overwrite=overwrite) as stage:
@@ -218,6 +306,9 @@ def _command(sweep: TheoremSweep) -> click.Command:
             files = ", ".join(p.name for p in sorted(Path(out_dir).iterdir()))
             out_console.print(escape(f"{result.seconds:.2f} s; wrote {out_dir}/ ({files})"), highlight=False)
 
+    for flag in sweep.flags:
+        command = click.option(f"--{flag.name}", flag.name, default=None, metavar=flag.metavar,
+                               help=f"{flag.help} Shorthand for --set {flag.key}=….")(command)
     return command
 
 

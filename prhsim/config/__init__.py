@@ -16,7 +16,9 @@ from prhsim.config._sweeps import (
     GapSensitivitySettings as GapSensitivitySettings,
     KernelMismatchSweepSettings as KernelMismatchSweepSettings,
     MetricBridgeSettings as MetricBridgeSettings,
+    NtpCaSettings as NtpCaSettings,
     RestrictedEncoderSettings as RestrictedEncoderSettings,
+    SampleEfficiencySettings as SampleEfficiencySettings,
 )
 from prhsim.config._training import (
     LEARNER_CHOICES as LEARNER_CHOICES,

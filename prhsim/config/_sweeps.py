@@ -6,11 +6,14 @@ file (``--config``) or ``--set key=value`` sets any of them, and unknown keys ar
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from prhsim.config._worlds import GridSceneWorld, Settings, WorldConfig
+
+#: The sample-efficiency sweep's default budgets (``prhsim.experiments`` keeps the same tuple; a test checks).
+DEFAULT_BUDGETS = (300, 1000, 3000, 10000, 30000)
 
 
 class BadViewSweepSettings(Settings):
@@ -72,4 +75,70 @@ class MetricBridgeSettings(Settings):
     samples: int = Field(1000, ge=4, le=100_000)
     knn_k: int = Field(10, ge=1)
     k: int | Literal["auto"] = "auto"
+    seed: int = Field(0, ge=0)
+
+
+class SampleEfficiencySettings(Settings):
+    """``prhsim sweep sample-efficiency``: good views, bad views and next-token prediction from finite samples.
+
+    Attributes:
+        world: a world with a caption renderer (gridscene; default 4x4 grid, 2 objects, 2 shapes, 2 colours).
+        budgets: training samples (records) per run (default 300, 1000, 3000, 10000, 30000).
+        seeds: seeds per budget (vmapped together).
+        steps, batch_size, lr, hidden: the learners' optimisation (the same for every learner and budget).
+        min_span: the shortest span a JEPA view cuts.
+        pairs: "world" (views of a positive pair of states, the pixels' pair law) or "same" (one state).
+        learners: which learners (good is required: the ratios are against it).
+        metric: the alignment the curves and ratios use.
+        reference_budget: the budget whose good-view alignment is the target (default: the first
+            budget at which good views reach half their alignment at the largest budget).
+        k: features (default: the pixel closed form's gap).
+        n_fit: states the retrieval map is fitted on.
+        closed_forms: also score each learner's closed form (enumerates every span and prefix).
+        seed: seeds the records, the initialisations and the evaluation draws.
+    """
+
+    world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=2, shapes=2, colours=2))
+    budgets: list[Annotated[int, Field(ge=2)]] = Field(default_factory=lambda: list(DEFAULT_BUDGETS), min_length=1)
+    seeds: int = Field(3, ge=1, le=32)
+    steps: int = Field(3000, ge=20)
+    batch_size: int = Field(512, ge=2)
+    lr: float = Field(1e-2, gt=0)
+    hidden: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [128])
+    min_span: int = Field(9, ge=1)
+    pairs: Literal["world", "same"] = "world"
+    learners: list[Literal["good", "bad", "ntp"]] = Field(default_factory=lambda: ["good", "bad", "ntp"])
+    metric: Literal["mutual_knn", "mutual_knn_mean", "r1", "r5"] = "mutual_knn"
+    reference_budget: int | None = Field(None, ge=2)
+    k: int | Literal["auto"] = "auto"
+    n_fit: int = Field(1000, ge=2)
+    closed_forms: bool = True
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _captioned(self) -> "SampleEfficiencySettings":
+        if self.world.kind != "gridscene":
+            raise ValueError(f"sample-efficiency needs a world with a caption renderer (gridscene), got {self.world.kind}")
+        if "good" not in self.learners:
+            raise ValueError("learners must include good: the ratios are measured against good views")
+        if self.reference_budget is not None and self.reference_budget not in self.budgets:
+            raise ValueError(f"reference_budget {self.reference_budget} is not one of the budgets {self.budgets}")
+        return self
+
+
+class NtpCaSettings(Settings):
+    """``prhsim sweep ntp-ca``: the whitened next-token optimum against correspondence analysis over dependence strengths.
+
+    Attributes:
+        strengths: emission strengths a in (0, 1] (default 12 from 0.02 to 1).
+        d: embedding dimension (1..5).
+        worlds: random emission tables.
+        restarts: initialisations per fit.
+        seed: seeds the tables and the fits.
+    """
+
+    strengths: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
+    d: int = Field(2, ge=1, le=5)
+    worlds: int = Field(3, ge=1, le=100)
+    restarts: int = Field(3, ge=1, le=20)
     seed: int = Field(0, ge=0)

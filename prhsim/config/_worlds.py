@@ -15,7 +15,7 @@ from typing import Annotated, ClassVar, Literal, Union, get_args
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from prhsim.worlds import Modality, World, codebook, grid, gridscene, random_world, ring, torus
+from prhsim.worlds import GridScene, Modality, World, codebook, grid, gridscene, random_world, ring, torus
 
 #: The largest world over Z any run can hold: the smallest modality has 2 nuisance states,
 #: and a run materialises at most 5,000,000 modal states per feature table.
@@ -106,6 +106,10 @@ class GridSceneWorld(_WorldBase):
 
     def describe(self) -> str:
         return f"gridscene size {self.size} with {self.objects} object{'s' * (self.objects > 1)}"
+
+    def build_scene(self) -> GridScene:
+        """The gridscene itself (its world, modalities and caption law)."""
+        return self._scene()
 
     def _scene(self):
         return gridscene(self.size, self.objects, self.shapes, self.colours, move=self.move,

@@ -34,3 +34,14 @@ from prhsim.experiments._sweep_restricted import (
     RestrictedEncoder as RestrictedEncoder,
     restricted_encoder as restricted_encoder,
 )
+from prhsim.experiments._caption_alignment import (
+    CaptionAlignment as CaptionAlignment,
+    CaptionTarget as CaptionTarget,
+    caption_alignment as caption_alignment,
+    caption_target as caption_target,
+)
+from prhsim.experiments._ntp_ca import NtpCaResult as NtpCaResult, ntp_ca_sweep as ntp_ca_sweep
+from prhsim.experiments._sweep_sample_efficiency import (
+    SampleEfficiency as SampleEfficiency,
+    sample_efficiency as sample_efficiency,
+)

@@ -50,6 +50,31 @@ from prhsim.jepa._kronecker import (
     kronecker_top as kronecker_top,
 )
 from prhsim.jepa._lejepa import Convention as Convention, lejepa_loss as lejepa_loss
+from prhsim.jepa._next_token import (
+    CorrespondenceAnalysis as CorrespondenceAnalysis,
+    EmissionWorld as EmissionWorld,
+    LogBilinearFit as LogBilinearFit,
+    correspondence_analysis as correspondence_analysis,
+    emission_world as emission_world,
+    fit_log_bilinear as fit_log_bilinear,
+    next_token_cross_entropy as next_token_cross_entropy,
+    pmi_proxy as pmi_proxy,
+    whitened_deviation as whitened_deviation,
+)
+from prhsim.jepa._caption_optima import (
+    SpanOptimum as SpanOptimum,
+    next_token_optimum as next_token_optimum,
+    span_optimum as span_optimum,
+)
+from prhsim.jepa._text_encoder import token_one_hot as token_one_hot
+from prhsim.jepa._text_learners import (
+    TEXT_LEARNERS as TEXT_LEARNERS,
+    TextConfig as TextConfig,
+    TextResult as TextResult,
+    embed_captions as embed_captions,
+    initial_text as initial_text,
+    train_text as train_text,
+)
 from prhsim.jepa._objectives import (
     alignment_loss as alignment_loss,
     spectral_contrastive_loss as spectral_contrastive_loss,

@@ -176,15 +176,22 @@ class TrainResult:
         return bool(np.any(self.collapsed))
 
 
-def build_encoder(world: World, k: int, config: TrainConfig) -> Encoder:
-    """The encoder ``config`` asks for on ``world`` (an MLP sees :func:`observation_inputs`)."""
+def build_encoder(world: World, k: int, config: TrainConfig, inputs: np.ndarray | None = None) -> Encoder:
+    """The encoder ``config`` asks for on ``world`` (an MLP sees ``inputs``, by default :func:`observation_inputs`)."""
     if config.encoder == "tabular":
+        if inputs is not None:
+            raise ValueError("inputs are read by the MLP encoder; the tabular encoder has none")
         return tabular_encoder(world.n, k, scale=config.init_scale)
-    return mlp_encoder(observation_inputs(world), k, hidden=config.hidden)
+    if inputs is None:
+        inputs = observation_inputs(world)
+    elif np.shape(inputs)[0] != world.n:
+        raise ValueError(f"inputs must have one row per state ({world.n:,}), got shape {np.shape(inputs)}")
+    return mlp_encoder(inputs, k, hidden=config.hidden)
 
 
 def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Sequence[int] = (0,),
-          reference: Optimum | None = None, init_params: Any = None, **overrides: Any) -> TrainResult:
+          reference: Optimum | None = None, init_params: Any = None, inputs: np.ndarray | None = None,
+          **overrides: Any) -> TrainResult:
     """Train an encoder of k features on ``world`` for every seed at once (see the module docstring).
 
     Args:
@@ -196,6 +203,8 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
             (centred, when ``reference.centred``) features to it is logged.
         init_params: start here instead of the seeded init: a pytree of the encoder's params
             stacked on a leading seed axis (e.g. ``TrainResult.params``; a table is ``{"table": (S, n, k)}``).
+        inputs: the MLP's input of every state, (n, d), instead of :func:`observation_inputs`
+            (e.g. the token one-hots of a span world, :func:`prhsim.jepa.token_one_hot`).
 
     Raises:
         ValueError: on a bad argument, or when the loss or the parameters stop being finite:
@@ -209,7 +218,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     law = exact_law(world, k) if config.data == "exact" else None
     spec = config.spec(law.shape if isinstance(law, FactorLaw) else None)
     run = runner(spec)
-    encoder = build_encoder(world, k, config)
+    encoder = build_encoder(world, k, config, inputs)
     dtype = jnp.zeros(()).dtype  # float64 when jax_enable_x64, else float32
     p = np.asarray(world.p)
     shared: dict[str, Any] = {"inputs": jnp.asarray(encoder.inputs, dtype=None if encoder.kind == "tabular" else dtype),

@@ -2,7 +2,8 @@
 
 * ``dense``: ``scipy.linalg.eigh`` on K (or ``K − 3ssᵀ`` when centred), top-m subset.
 * ``sparse``: ``scipy.sparse.linalg.eigsh`` (Lanczos, ``which="LA"``) on the kernel
-  operator; K is never densified.
+  operator, completed by deflation so that no copy of a repeated eigenvalue is missed
+  (:func:`prhsim.jepa._lanczos.lanczos_top`); K is never densified.
 * ``kronecker``: the heap of docs/theory.md §6 over the factors' spectra (see
   :mod:`prhsim.jepa._kronecker`); K is never formed.
 
@@ -25,6 +26,7 @@ from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim.jepa._basis import EIGSH_TOL, EigenBasis, VectorBasis, centred_operator, solver_threads
 from prhsim.jepa._kronecker import FactorSpectra, kronecker_top
+from prhsim.jepa._lanczos import lanczos_top
 from prhsim.worlds import ProductWorld, World
 
 Backend = Literal["auto", "dense", "sparse", "kronecker"]
@@ -54,9 +56,8 @@ def _sparse(world: World, m: int, centred: bool, rng: RngLike) -> VectorBasis:
     op = centred_operator(world) if centred else world.kernel
     v0 = check_rng(rng).standard_normal(world.n)
     with solver_threads(world.n):
-        vals, vecs = spla.eigsh(op, k=m, which="LA", v0=v0, tol=EIGSH_TOL, ncv=ncv, maxiter=world.n * 20)
-    order = np.argsort(-vals, kind="stable")
-    return VectorBasis(vals[order], vecs[:, order], np.asarray(world.p), "sparse")
+        vals, vecs = lanczos_top(op, m, v0=v0, ncv=ncv, maxiter=world.n * 20)
+    return VectorBasis(vals, vecs, np.asarray(world.p), "sparse")
 
 
 def choose_backend(world: World, m: int) -> str:

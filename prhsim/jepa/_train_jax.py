@@ -49,13 +49,17 @@ def make_loss(spec: Spec):
 
 
 def make_optimizer(spec: Spec):
+    """The optimiser of ``spec`` (:func:`clipped_adamw`)."""
+    return clipped_adamw(spec.lr, spec.steps, spec.warmup, spec.end_lr, spec.weight_decay, spec.clip)
+
+
+def clipped_adamw(lr: float, steps: int, warmup: int, end_lr: float, weight_decay: float, clip: float):
     """``clip_by_global_norm(clip)`` then AdamW with linear warmup to ``lr`` and cosine decay to ``end_lr·lr``."""
     import optax
 
     schedule = optax.warmup_cosine_decay_schedule(
-        init_value=0.0, peak_value=spec.lr, warmup_steps=spec.warmup, decay_steps=spec.steps,
-        end_value=spec.end_lr * spec.lr)
-    return optax.chain(optax.clip_by_global_norm(spec.clip), optax.adamw(schedule, weight_decay=spec.weight_decay))
+        init_value=0.0, peak_value=lr, warmup_steps=warmup, decay_steps=steps, end_value=end_lr * lr)
+    return optax.chain(optax.clip_by_global_norm(clip), optax.adamw(schedule, weight_decay=weight_decay))
 
 
 class Runner(NamedTuple):

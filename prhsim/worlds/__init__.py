@@ -1,5 +1,12 @@
 """What the world is: states, p(z), positive-pair laws, modalities and views."""
 
+from prhsim.worlds._captions import (
+    CaptionLaw as CaptionLaw,
+    Records as Records,
+    SpanLaw as SpanLaw,
+    caption_law as caption_law,
+    spans_of as spans_of,
+)
 from prhsim.worlds._finite import FiniteWorld as FiniteWorld, World as World
 from prhsim.worlds._gridscene import (
     GridScene as GridScene,
@@ -31,6 +38,15 @@ from prhsim.worlds._sampling import (
     sample_modal_pairs as sample_modal_pairs,
     sample_pairs as sample_pairs,
     split_modal as split_modal,
+)
+from prhsim.worlds._span_worlds import (
+    NextTokenLaw as NextTokenLaw,
+    SpanEmission as SpanEmission,
+    SpanWorld as SpanWorld,
+    TooManySpans as TooManySpans,
+    next_token_law as next_token_law,
+    span_emission as span_emission,
+    span_world as span_world,
 )
 from prhsim.worlds._views import (
     ModalWorld as ModalWorld,

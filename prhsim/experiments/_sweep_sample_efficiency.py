@@ -1,0 +1,275 @@
+"""Sample efficiency of good views, bad views and next-token prediction in a world with a known answer (docs/theory.md §5.1).
+
+For every learner (:mod:`prhsim.jepa._text_learners`), every budget N (records in the training
+set) and every seed: draw N records from the caption law, train the token encoder for a fixed
+number of steps, embed every whole caption and score it against the pixel modality's closed form
+(:func:`prhsim.experiments._caption_alignment.caption_alignment`). Seeds run together under
+``vmap``, and every budget reuses the compiled loop (the step's shapes do not depend on N).
+
+Records, by ``pairs``:
+
+* "world" (default, the theorem's setting): a JEPA record is a positive pair ``(z, z') ~ π`` of
+  the world — the pixel modality's own pair law — with one caption of each state: of independent
+  wording for good views, of shared wording for bad views (the wording is copied across the pair,
+  docs/theory.md §4);
+* "same": both views describe one state: two captions of independent wording (good), one caption
+  cut twice (bad); the text's pair law then differs from the image's, and the theorem no longer
+  says the two meet.
+
+Next-token prediction reads each caption alone: its record is one state with one caption, in
+both modes.
+
+Token accounting: a record's tokens are every token of every caption it holds
+(:meth:`prhsim.worlds.Records.tokens_seen`), so a two-caption record counts both.
+
+Beside the learners: each learner's *closed form* on the same law (the span views' whitened
+optimum, :func:`prhsim.jepa.span_optimum`; correspondence analysis of the next-token law,
+:func:`prhsim.jepa.next_token_optimum`), the alignment a learner approaches with unlimited data
+and a universal encoder; and the *untrained* encoder's alignment (its initialisation).
+
+The ratios: for the reference budget b (by default the first budget at which good views reach
+half their alignment at the largest budget, so that the target is learned, not chance), the target is good views' mean alignment at b; the budget
+each other learner needs to reach it is read off its mean curve (:mod:`._sample_ratios`), divided
+by b (samples) and scaled by the tokens per record (tokens); the interval pairs seed s of good
+views with seed s of the other learner.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+
+from prhsim import __version__
+from prhsim._budget import ResourceError
+from prhsim.experiments._caption_alignment import CaptionAlignment, CaptionTarget, caption_alignment, caption_target
+from prhsim.experiments._results import _Record
+from prhsim.experiments._sample_ratios import sample_ratio
+from prhsim.jepa import (
+    TEXT_LEARNERS,
+    TextConfig,
+    embed_captions,
+    initial_text,
+    next_token_optimum,
+    span_optimum,
+    train_text,
+)
+from prhsim.worlds import GridScene, Records, TooManySpans
+
+DEFAULT_BUDGETS = (300, 1000, 3000, 10000, 30000)
+#: Seeds of one sweep: ``1000·rng + s`` for s < seeds, so sweeps of different ``rng`` never share one.
+MAX_SEEDS = 1000
+LABELS = {"good": "good-view JEPA", "bad": "bad-view JEPA", "ntp": "next-token prediction"}
+Metric = Literal["mutual_knn", "mutual_knn_mean", "r1", "r5"]
+METRICS: tuple[str, ...] = ("mutual_knn", "mutual_knn_mean", "r1", "r5")
+
+
+class Cell(_Record):
+    """One learner, budget and seed."""
+
+    learner: str
+    budget: int
+    seed: int
+    tokens: int
+    final_loss: float
+    alignment: CaptionAlignment
+
+
+class ClosedForm(_Record):
+    """A learner's closed form on the caption law: its alignment, and whether it is one rotation orbit.
+
+    ``unique`` is False when k splits a tie (``gap`` ≈ 0): the features are then one subspace of a
+    continuum, and a score describes that subspace only.
+    """
+
+    alignment: CaptionAlignment
+    unique: bool
+    gap: float
+
+
+class Curve(_Record):
+    """A learner's chosen metric over the budgets: mean and range over seeds."""
+
+    learner: str
+    label: str
+    tokens_per_sample: int
+    mean: list[float]
+    low: list[float]
+    high: list[float]
+
+
+class Ratio(_Record):
+    """Samples (and tokens) a learner needs to reach good views' alignment at the reference budget.
+
+    ``kind`` is "exact", "at_most" or "more_than" (then ``samples`` and the ratios are bounds);
+    ``seed_ratios`` and ``seed_kinds``: the same, seed s of this learner against seed s of good views.
+    """
+
+    learner: str
+    reference_budget: int
+    target: float
+    samples: float
+    kind: str
+    ratio: float
+    token_ratio: float
+    seed_ratios: list[float]
+    seed_kinds: list[str]
+
+
+class SampleEfficiency(_Record):
+    """The result of :func:`sample_efficiency`."""
+
+    prhsim_version: str
+    world: str
+    n_states: int
+    k: int
+    pairs: str
+    min_span: int
+    steps: int
+    batch_size: int
+    lr: float
+    hidden: list[int]
+    seeds: list[int]
+    budgets: list[int]
+    metric: str
+    knn_k: int
+    knn_chance: float
+    r1_chance: float
+    n_fit: int
+    closed_forms: dict[str, ClosedForm | None]
+    untrained: dict[str, CaptionAlignment]
+    cells: list[Cell]
+    curves: list[Curve]
+    reference_budget: int
+    ratios: list[Ratio]
+    seconds: float
+
+
+def draw_records(scene: GridScene, target: CaptionTarget, learner: str, count: int, pairs: str,
+                 gen: np.random.Generator) -> Records:
+    """A learner's training records (module docstring)."""
+    law = target.law
+    if pairs == "world" and learner != "ntp":
+        return law.sample_pairs(scene.world, count, wording="independent" if learner == "good" else "shared", rng=gen)
+    return law.sample(count, 2 if learner == "good" else 1, rng=gen)
+
+
+def closed_form_alignment(target: CaptionTarget, learner: str, config: TextConfig, pairs: str
+                          ) -> ClosedForm | None:
+    """The alignment of a learner's closed form, or None when its law is too large to enumerate."""
+    world = target.scene.world if pairs == "world" else None
+    try:
+        if learner == "ntp":
+            optimum = next_token_optimum(target.law, target.k)
+        else:
+            optimum = span_optimum(target.law, config.spans, learner, target.k, world=world)
+    except (ResourceError, TooManySpans):  # more than memory, or the enumeration limit, allows
+        return None
+    return ClosedForm(alignment=caption_alignment(target, optimum.captions), unique=optimum.unique, gap=optimum.gap)
+
+
+def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDGETS, seeds: int = 3,
+                      steps: int = 3000, batch_size: int = 512, lr: float = 1e-2, hidden: Sequence[int] = (128,),
+                      min_span: int = 9, pairs: Literal["world", "same"] = "world",
+                      learners: Sequence[str] = TEXT_LEARNERS, metric: Metric = "mutual_knn",
+                      reference_budget: int | None = None, k: int | Literal["auto"] = "auto", n_fit: int = 1000,
+                      closed_forms: bool = True, name: str = "gridscene", rng: int = 0,
+                      progress: Callable[[str], None] | None = None) -> SampleEfficiency:
+    """Run the sample-efficiency sweep (module docstring) and compute the ratios.
+
+    Raises:
+        ValueError: on a bad argument (the message names it).
+    """
+    start = time.perf_counter()
+    budgets = sorted({int(b) for b in budgets})
+    if not budgets or budgets[0] < 1:
+        raise ValueError(f"budgets must be positive integers, got {budgets}")
+    if pairs not in ("world", "same"):
+        raise ValueError(f"pairs must be 'world' or 'same', got {pairs!r}")
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    learners = list(dict.fromkeys(learners))
+    if "good" not in learners or any(x not in TEXT_LEARNERS for x in learners):
+        raise ValueError(f"learners must include 'good' and be among {TEXT_LEARNERS}, got {learners}")
+    if reference_budget is not None and int(reference_budget) not in budgets:
+        raise ValueError(f"the reference budget {reference_budget} is not one of the budgets {budgets}")
+    if isinstance(seeds, bool) or int(seeds) != seeds or not 1 <= seeds <= MAX_SEEDS:
+        raise ValueError(f"seeds must be an integer in 1..{MAX_SEEDS}, got {seeds!r}")
+    say = progress or (lambda message: None)
+    seed_list = tuple(int(rng) * 1000 + s for s in range(int(seeds)))
+    configs = {x: TextConfig(learner=x, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
+                             hidden=tuple(hidden), min_span=int(min_span)) for x in learners}
+    say("the pixel closed form and the evaluation set")
+    target = caption_target(scene, k=k, n_fit=n_fit, rng=np.random.default_rng([int(rng), 0]))
+    ceilings: dict[str, ClosedForm | None] = {}
+    if closed_forms:
+        for x in learners:
+            say(f"closed form of {LABELS[x]}")
+            ceilings[x] = closed_form_alignment(target, x, configs[x], pairs)
+    untrained = {}
+    cells: list[Cell] = []
+    total, done = len(learners) * len(budgets), 0
+    for x in learners:
+        stream = TEXT_LEARNERS.index(x) + 1  # a learner's records do not depend on which others run
+        records0 = None
+        for budget in budgets:
+            say(f"{LABELS[x]}: {budget:,} samples x {len(seed_list)} seeds ({done}/{total} runs done)")
+            records = [draw_records(scene, target, x, budget, pairs, np.random.default_rng([int(rng), stream, budget, s]))
+                       for s in range(len(seed_list))]
+            records0 = records0 or records
+            result = train_text(target.law, records, target.k, configs[x], seeds=seed_list)
+            features = embed_captions(result, target.law, target.captions)
+            for s, seed in enumerate(seed_list):
+                cells.append(Cell(learner=x, budget=budget, seed=seed, tokens=result.tokens,
+                                  final_loss=float(result.loss[s, -1]),
+                                  alignment=caption_alignment(target, features[s])))
+            done += 1
+        init = initial_text(target.law, target.k, configs[x], seeds=seed_list[:1], records=records0[:1])
+        untrained[x] = caption_alignment(target, embed_captions(init, target.law, target.captions)[0])
+    curves = [_curve(x, cells, budgets, metric) for x in learners]
+    good = next(c for c in curves if c.learner == "good")
+    reference = default_reference(budgets, good.mean) if reference_budget is None else int(reference_budget)
+    ratios = [_ratio(c, good, cells, budgets, reference, metric, seed_list) for c in curves if c.learner != "good"]
+    law = target.law
+    return SampleEfficiency(
+        prhsim_version=__version__, world=name, n_states=law.n_states, k=target.k, pairs=pairs, min_span=int(min_span),
+        steps=int(steps), batch_size=int(batch_size), lr=float(lr), hidden=[int(h) for h in hidden],
+        seeds=list(seed_list), budgets=budgets, metric=metric, knn_k=target.knn_k, knn_chance=target.knn_chance,
+        r1_chance=target.r1_chance, n_fit=int(np.sum(target.fit)), closed_forms=ceilings, untrained=untrained,
+        cells=cells, curves=curves, reference_budget=reference, ratios=ratios, seconds=time.perf_counter() - start)
+
+
+def default_reference(budgets: Sequence[int], good: Sequence[float]) -> int:
+    """The first budget at which good views reach half their alignment at the largest budget."""
+    return int(next(b for b, a in zip(budgets, good) if a >= 0.5 * good[-1]))
+
+
+def _values(cells: list[Cell], learner: str, budget: int, metric: str) -> list[float]:
+    return [getattr(c.alignment, metric) for c in cells if c.learner == learner and c.budget == budget]
+
+
+def _curve(learner: str, cells: list[Cell], budgets: list[int], metric: str) -> Curve:
+    rows = [_values(cells, learner, b, metric) for b in budgets]
+    per_budget = {c.budget: c.tokens for c in cells if c.learner == learner}
+    return Curve(learner=learner, label=LABELS[learner], tokens_per_sample=per_budget[budgets[0]] // budgets[0],
+                 mean=[float(np.mean(r)) for r in rows], low=[float(np.min(r)) for r in rows],
+                 high=[float(np.max(r)) for r in rows])
+
+
+def _ratio(curve: Curve, good: Curve, cells: list[Cell], budgets: list[int], reference: int, metric: str,
+           seeds: tuple[int, ...]) -> Ratio:
+    i = budgets.index(reference)
+    target = good.mean[i]
+    needed = sample_ratio(budgets, curve.mean, target, reference)
+    tokens = curve.tokens_per_sample / good.tokens_per_sample
+    per_seed = []
+    for s in seeds:
+        mine = [next(getattr(c.alignment, metric) for c in cells if c.learner == curve.learner and c.budget == b
+                     and c.seed == s) for b in budgets]
+        theirs = next(getattr(c.alignment, metric) for c in cells if c.learner == "good" and c.budget == reference
+                      and c.seed == s)
+        per_seed.append(sample_ratio(budgets, mine, theirs, reference))
+    return Ratio(learner=curve.learner, reference_budget=reference, target=target, samples=needed.value * reference,
+                 kind=needed.kind, ratio=needed.value, token_ratio=needed.value * tokens,
+                 seed_ratios=[r.value for r in per_seed], seed_kinds=[r.kind for r in per_seed])

@@ -1,0 +1,93 @@
+"""Figure of the sample-efficiency sweep (docs/theory.md §5.1): alignment against samples and against tokens.
+
+Two panels share the y axis (the sweep's metric): against training samples (left) and against the
+text tokens those samples hold (right), both on log axes. Per learner: the mean over seeds (line),
+the range over seeds (band), its closed form's alignment (dashed line: where unlimited data and a
+universal encoder would take it) and its untrained encoder's (dotted); the chance level in grey.
+The sample and token ratios at the reference budget are printed on the right panel.
+
+Drawn on a standalone figure (no pyplot); matplotlib is imported only when drawing. Every series
+carries a gid (the constants below, then ``-<learner>``) so tests can find it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from prhsim.experiments._sweep_sample_efficiency import SampleEfficiency
+from prhsim.experiments.report._figures import COLOURS, _new_figure
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
+    from matplotlib.figure import Figure
+
+#: gids: "<prefix>-<learner>" for the curves, closed forms and untrained levels; the ratio text box.
+CURVE = "sample-efficiency-curve"
+CLOSED_FORM = "sample-efficiency-closed-form"
+UNTRAINED = "sample-efficiency-untrained"
+RATIO_TEXT = "sample-efficiency-ratios"
+METRIC_LABELS = {"mutual_knn": "mutual 10-NN with the pixels (one caption)",
+                 "mutual_knn_mean": "mutual 10-NN with the pixels (mean caption)",
+                 "r1": "R@1 text → image (one rotation)", "r5": "R@5 text → image (one rotation)"}
+
+
+def chance_level(result: SampleEfficiency) -> float:
+    """The chance level of the sweep's metric: ``k/(N − 1)`` for mutual k-NN, ``r/|held out|`` for R@r."""
+    if result.metric.startswith("mutual"):
+        return result.knn_chance
+    return min(1.0, (5 if result.metric == "r5" else 1) * result.r1_chance)
+
+
+def ratio_lines(result: SampleEfficiency) -> list[str]:
+    """One line per learner: the samples and tokens it needs to reach good views' alignment at the reference budget."""
+    lines = [f"target: good views' {result.metric} at {result.reference_budget:,} samples"]
+    for r in result.ratios:
+        sign = {"exact": "", "at_most": "≤ ", "more_than": "> "}[r.kind]
+        finite = [x for x, kind in zip(r.seed_ratios, r.seed_kinds) if kind == "exact"]
+        spread = f" (seeds {min(finite):.1f}–{max(finite):.1f}x)" if len(finite) == len(r.seed_ratios) > 1 else ""
+        lines.append(f"{r.learner}: {sign}{r.ratio:.3g}x samples, {sign}{r.token_ratio:.3g}x tokens{spread}")
+    return lines
+
+
+def sample_efficiency_figure(result: SampleEfficiency) -> Figure:
+    """Alignment against samples (left) and tokens (right), bands over seeds, closed forms dashed, ratios printed."""
+    if not result.curves:
+        raise ValueError("the sweep has no learner to draw")
+    from matplotlib.ticker import NullFormatter
+
+    fig = _new_figure((11.5, 4.6))
+    left, right = fig.subplots(1, 2, sharey=True)
+    budgets = np.asarray(result.budgets, dtype=float)
+    chance = chance_level(result)
+    for i, curve in enumerate(result.curves):
+        colour = COLOURS[i % len(COLOURS)]
+        for ax, x in ((left, budgets), (right, budgets * curve.tokens_per_sample)):
+            ax.fill_between(x, curve.low, curve.high, color=colour, alpha=0.2, lw=0)
+            ax.plot(x, curve.mean, "o-", color=colour, ms=4, label=curve.label, gid=f"{CURVE}-{curve.learner}")
+            closed = result.closed_forms.get(curve.learner)
+            if closed is not None:
+                ax.axhline(getattr(closed.alignment, result.metric), color=colour, ls="--" if closed.unique else "-.",
+                           lw=1, gid=f"{CLOSED_FORM}-{curve.learner}")
+            untrained = result.untrained.get(curve.learner)
+            if untrained is not None:
+                ax.axhline(getattr(untrained, result.metric), color=colour, ls=":", lw=1,
+                           gid=f"{UNTRAINED}-{curve.learner}")
+    for ax, xlabel in ((left, "training samples (records)"), (right, "text tokens in those samples")):
+        ax.axhline(chance, color="tab:gray", lw=1, label="chance")
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: minor labels collide
+        ax.set_xlabel(xlabel)
+        ax.grid(True, alpha=0.3)
+    left.set_ylabel(METRIC_LABELS.get(result.metric, result.metric))
+    left.plot([], [], color="black", ls="--", lw=1, label="closed form (same colour)")
+    if any(c is not None and not c.unique for c in result.closed_forms.values()):
+        left.plot([], [], color="black", ls="-.", lw=1, label="closed form at a tie (one of a continuum)")
+    left.plot([], [], color="black", ls=":", lw=1, label="untrained encoder")
+    left.legend(fontsize="small", loc="upper left")
+    right.text(0.02, 0.65, "\n".join(ratio_lines(result)), transform=right.transAxes, ha="left", va="center",
+              fontsize="small", gid=RATIO_TEXT, bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "0.7"})
+    fig.suptitle(f"{result.world}: {result.n_states:,} states, k = {result.k}, {result.pairs} pairs, spans of "
+                 f"≥ {result.min_span} tokens; {result.steps} steps of {result.batch_size}, {len(result.seeds)} seeds",
+                 fontsize="medium")
+    return fig

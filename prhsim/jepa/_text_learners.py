@@ -1,0 +1,351 @@
+"""Text learners from a finite sample of captions: good-view JEPA, bad-view JEPA, next-token prediction (docs/theory.md §5.1).
+
+Every learner trains the token encoder of :mod:`prhsim.jepa._text_encoder` on a fixed set of
+records (:class:`prhsim.worlds.Records`: states with their captions), for a fixed number of
+steps of B training pairs, drawn afresh each step from the records:
+
+* ``good``: a record, two different captions of it (of independent wording), one span of each;
+* ``bad``: a record, one caption, two independent spans of it (the wording is shared);
+* ``ntp``: a record, one caption, a prefix of length t uniform on ``1..T−1`` and its next token.
+
+JEPA learners minimise the objectives of this package on the two spans' embeddings:
+``whiten`` is :func:`prhsim.jepa.whitened_invariance` (the theorem's hard whitening),
+``sigreg`` is :func:`prhsim.jepa.lejepa_loss` (LeJEPA, docs/theory.md §7). The next-token
+learner has a context encoder h (the same token encoder, reading the prefix), output
+embeddings ``w_v`` and biases, and minimises :func:`prhsim.jepa.next_token_cross_entropy`.
+
+A caption's embedding: the encoder of the whole caption (JEPA); for next-token prediction, the
+mean of h over the caption's prefixes of lengths 1..T−1 (the contexts that have a next token), as
+the platonic-representation protocol pools a language model's token states.
+
+Randomness per seed s: the init from ``jax.random.key(s)``; the step data from one generator
+``default_rng([s, DATA_STREAM])``, drawn on the host one chunk of ``log_every`` steps at a time;
+SIGReg directions from :func:`prhsim.jepa.draw_directions` (seed s, the step). Seeds run
+together under ``vmap``; compiled loops are cached per configuration and shapes, so runs that
+differ only in their records (the budgets of a sample-efficiency sweep) compile once.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, Sequence
+
+import numpy as np
+
+from prhsim.jepa._lejepa import LAMBDA, lejepa_loss
+from prhsim.jepa._next_token import next_token_cross_entropy
+from prhsim.jepa._sigreg import draw_directions
+from prhsim.jepa._text_encoder import token_apply, token_init
+from prhsim.jepa._train_jax import clipped_adamw
+from prhsim.jepa._whitened_loss import whitened_invariance
+from prhsim.worlds import CaptionLaw, Records, SpanLaw, spans_of
+
+TextLearnerKind = Literal["good", "bad", "ntp"]
+TEXT_LEARNERS: tuple[TextLearnerKind, ...] = ("good", "bad", "ntp")
+#: Stream tag of the step data: one generator ``default_rng([seed, DATA_STREAM])`` per seed.
+DATA_STREAM = 3
+#: Captions are embedded in chunks of this many rows.
+EMBED_CHUNK = 8192
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """Hyperparameters of :func:`train_text` (validated on construction).
+
+    Attributes:
+        learner: "good", "bad" or "ntp" (module docstring).
+        objective: the JEPA objective, "whiten" or "sigreg" (ignored by "ntp").
+        steps: optimiser steps.
+        batch_size: B, training pairs per step (span pairs, or (prefix, next token) pairs).
+        lr, warmup, end_lr, weight_decay, clip: AdamW with warmup and cosine decay, global-norm clipping.
+        hidden: the MLP's hidden widths.
+        min_span: the shortest span (spans are uniform in length up to the whole caption).
+        lam: SIGReg weight λ; num_directions: SIGReg's M.
+        log_every: the loss is logged every this many steps.
+    """
+
+    learner: TextLearnerKind = "good"
+    objective: Literal["whiten", "sigreg"] = "whiten"
+    steps: int = 1500
+    batch_size: int = 256
+    lr: float = 3e-3
+    warmup: float = 0.05
+    end_lr: float = 0.0
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    hidden: tuple[int, ...] = (256,)
+    min_span: int = 3
+    lam: float = LAMBDA
+    num_directions: int = 256
+    log_every: int = 250
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("learner", TEXT_LEARNERS), ("objective", ("whiten", "sigreg"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("steps", "batch_size", "min_span", "num_directions", "log_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("lr", "clip"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        for name in ("warmup", "end_lr"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)!r}")
+        if round(self.warmup * self.steps) >= self.steps:
+            raise ValueError(f"warmup must leave steps for the cosine decay: warmup {self.warmup} of {self.steps} steps")
+        if not self.weight_decay >= 0 or not 0 <= self.lam < 1:
+            raise ValueError(f"weight_decay must be >= 0 and lam in [0, 1), got {self.weight_decay}, {self.lam}")
+        if self.batch_size < 2:
+            raise ValueError("a text learner needs batch_size >= 2 (whitening and SIGReg use batch statistics)")
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+
+    @property
+    def spans(self) -> SpanLaw:
+        return SpanLaw(self.min_span)
+
+    @property
+    def captions_needed(self) -> int:
+        """Captions a record must hold: two for good views, one otherwise."""
+        return 2 if self.learner == "good" else 1
+
+
+class TextResult(NamedTuple):
+    """What :func:`train_text` returns (leading axis of params and loss: the seed).
+
+    Attributes:
+        config: the hyperparameters.
+        k: embedding dimension.
+        seeds: the seeds.
+        params: final parameters (numpy pytree).
+        logged: logged steps (L,); loss: (S, L), the training loss at those steps.
+        samples: records per seed; tokens: tokens those records hold (every caption's).
+        seconds: wall time of the call.
+    """
+
+    config: TextConfig
+    k: int
+    seeds: tuple[int, ...]
+    params: Any
+    logged: np.ndarray
+    loss: np.ndarray
+    samples: int
+    tokens: int
+    seconds: float
+
+
+class _Key(NamedTuple):
+    learner: str
+    objective: str
+    steps: int
+    warmup: int
+    lr: float
+    end_lr: float
+    weight_decay: float
+    clip: float
+    lam: float
+
+
+def _loss(key: _Key):
+    import jax.numpy as jnp
+
+    if key.learner == "ntp":
+        def loss(params: Any, step: Any) -> Any:
+            h = token_apply(params["encoder"], step["x"])
+            return next_token_cross_entropy(h, params["out"], step["y"], params["bias"])
+    elif key.objective == "whiten":
+        def loss(params: Any, step: Any) -> Any:
+            return whitened_invariance(token_apply(params, step["x"]), token_apply(params, step["y"]))
+    else:
+        def loss(params: Any, step: Any) -> Any:
+            views = jnp.stack([token_apply(params, step["x"]), token_apply(params, step["y"])])
+            return lejepa_loss(views, step["dirs"], lam=key.lam)
+    return loss
+
+
+@functools.lru_cache(maxsize=32)
+def _runner(key: _Key):
+    """The jitted, seed-vmapped chunk loop and loss for one configuration."""
+    import jax
+    import optax
+
+    loss = _loss(key)
+    opt = clipped_adamw(key.lr, key.steps, key.warmup, key.end_lr, key.weight_decay, key.clip)
+
+    def one_step(carry: Any, step: Any) -> tuple[Any, Any]:
+        params, state = carry
+        value, grads = jax.value_and_grad(loss)(params, step)
+        updates, state = opt.update(grads, state, params)
+        return (optax.apply_updates(params, updates), state), value
+
+    def run(params: Any, state: Any, chunk: Any) -> tuple[Any, Any, Any]:
+        (params, state), values = jax.lax.scan(one_step, (params, state), chunk)
+        return params, state, values
+
+    return jax.jit(jax.vmap(opt.init)), jax.jit(jax.vmap(run)), jax.jit(jax.vmap(loss))
+
+
+def _init(key: Any, law: CaptionLaw, k: int, config: TextConfig) -> Any:
+    import jax
+
+    T, n_ids = law.length, law.vocab_size + 1
+    if config.learner != "ntp":
+        return token_init(key, T, n_ids, k, config.hidden)
+    k_enc, k_out = jax.random.split(key)
+    V = law.vocab_size
+    return {"encoder": token_init(k_enc, T, n_ids, k, config.hidden),
+            "out": jax.random.normal(k_out, (V, k)) / np.sqrt(k), "bias": jax.numpy.zeros(V)}
+
+
+def draw_steps(records: Records, law: CaptionLaw, config: TextConfig, steps: int,
+               gen: np.random.Generator) -> dict[str, np.ndarray]:
+    """The next ``steps`` steps' training pairs from ``records``: "x", "y" (steps, B, T), or prefixes and next tokens (ntp)."""
+    B, T, C = config.batch_size, law.length, records.captions
+    shape = (steps, B)
+    rec = gen.integers(records.count, size=shape)
+    if config.learner == "good":
+        first = gen.integers(C, size=shape)
+        second = (first + 1 + gen.integers(C - 1, size=shape)) % C
+        cut = config.spans.cut
+        return {"x": cut(records.tokens[rec, first], law.pad, rng=gen),
+                "y": cut(records.tokens[rec, second], law.pad, rng=gen)}
+    if config.learner == "bad" and records.paired:  # spans of the pair's two captions, wording shared
+        first = gen.integers(2, size=shape)
+        cut = config.spans.cut
+        return {"x": cut(records.tokens[rec, first], law.pad, rng=gen),
+                "y": cut(records.tokens[rec, 1 - first], law.pad, rng=gen)}
+    caption = records.tokens[rec, gen.integers(C, size=shape)]
+    if config.learner == "bad":
+        return {"x": config.spans.cut(caption, law.pad, rng=gen), "y": config.spans.cut(caption, law.pad, rng=gen)}
+    t = gen.integers(1, T, size=shape)
+    return {"x": spans_of(caption, np.zeros_like(t), t, law.pad),
+            "y": np.take_along_axis(caption, t[..., None], axis=-1)[..., 0].astype(np.int32)}
+
+
+def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: TextConfig | None = None, *,
+               seeds: Sequence[int] = (0,)) -> TextResult:
+    """Train one text learner per seed on that seed's records (see the module docstring).
+
+    Args:
+        law: the caption law the records were drawn from (T, V, pad id).
+        records: one set of records per seed, all of one size; ``config.captions_needed``
+            captions each at least.
+        k: embedding dimension.
+        config: hyperparameters.
+        seeds: non-negative integer seeds, one per set of records.
+
+    Raises:
+        ValueError: on a bad argument, or when the loss stops being finite (naming the step and seed).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    start = time.perf_counter()
+    config = config or TextConfig()
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct non-negative integers, got {seeds}")
+    if len(records) != len(seeds):
+        raise ValueError(f"one set of records per seed: {len(records)} sets for {len(seeds)} seeds")
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    counts = {r.count for r in records}
+    if len(counts) != 1:
+        raise ValueError(f"every seed needs the same number of records, got {sorted(counts)}")
+    need = config.captions_needed
+    for r in records:
+        if r.captions < need or r.tokens.shape[2] != law.length:
+            raise ValueError(f"{config.learner} views need records of at least {need} caption(s) of "
+                             f"{law.length} tokens, got {r.tokens.shape[1:]}")
+    key = _Key(config.learner, config.objective, config.steps, int(round(config.warmup * config.steps)),
+               float(config.lr), float(config.end_lr), float(config.weight_decay), float(config.clip), float(config.lam))
+    init_state, run, loss_of = _runner(key)
+    params = jax.vmap(lambda s: _init(s, law, int(k), config))(jnp.stack([jax.random.key(s) for s in seeds]))
+    state = init_state(params)
+    gens = [np.random.default_rng([s, DATA_STREAM]) for s in seeds]
+    sigreg = config.learner != "ntp" and config.objective == "sigreg"
+
+    def chunk_data(first: int, count: int) -> dict[str, Any]:
+        per_seed = [draw_steps(r, law, config, count, g) for r, g in zip(records, gens)]
+        data = {name: jnp.asarray(np.stack([d[name] for d in per_seed])) for name in per_seed[0]}
+        if sigreg:
+            data["dirs"] = jnp.asarray(np.array([[draw_directions(int(k), config.num_directions, seed=s, step=t)
+                                                  for t in range(first, first + count)] for s in seeds]))
+        return data
+
+    logged, losses = [], []
+    for first in range(0, config.steps, config.log_every):
+        count = min(config.log_every, config.steps - first)
+        params, state, values = run(params, state, chunk_data(first, count))
+        values = np.asarray(values)
+        _check_finite(values, first, seeds, config)
+        logged.append(first)
+        losses.append(values[:, 0])
+    final = np.asarray(loss_of(params, jax.tree.map(lambda a: a[:, 0], chunk_data(config.steps, 1))))
+    _check_finite(final[:, None], config.steps, seeds, config)
+    logged.append(config.steps)
+    losses.append(final)
+    return TextResult(config, int(k), seeds, jax.tree.map(np.asarray, params), np.array(logged),
+                      np.stack(losses, axis=1), records[0].count, records[0].tokens_seen(),
+                      time.perf_counter() - start)
+
+
+def initial_text(law: CaptionLaw, k: int, config: TextConfig, *, seeds: Sequence[int] = (0,),
+                 records: Sequence[Records] | None = None) -> TextResult:
+    """The untrained encoders :func:`train_text` starts from (the same seeds give the same initialisation)."""
+    import jax
+    import jax.numpy as jnp
+
+    seeds = tuple(int(s) for s in seeds)
+    params = jax.vmap(lambda s: _init(s, law, int(k), config))(jnp.stack([jax.random.key(s) for s in seeds]))
+    count = records[0].count if records else 0
+    tokens = records[0].tokens_seen() if records else 0
+    return TextResult(config, int(k), seeds, jax.tree.map(np.asarray, params), np.array([0]),
+                      np.full((len(seeds), 1), np.nan), count, tokens, 0.0)
+
+
+def _check_finite(values: np.ndarray, first: int, seeds: tuple[int, ...], config: TextConfig) -> None:
+    bad = np.argwhere(~np.isfinite(values))
+    if bad.size:
+        s, t = bad[0]
+        raise ValueError(f"{config.learner} training diverged: the loss is not finite at step {first + t} "
+                         f"for seed {seeds[s]} (lr={config.lr:g})")
+
+
+@functools.lru_cache(maxsize=8)
+def _embedder(learner: str):
+    import jax
+
+    def embed(params: Any, rows: Any) -> Any:
+        if learner != "ntp":
+            return token_apply(params, rows)
+        return token_apply(params["encoder"], rows).mean(axis=-2)
+
+    return jax.jit(jax.vmap(embed, in_axes=(0, None)))
+
+
+def caption_prefixes(tokens: np.ndarray, pad: int) -> np.ndarray:
+    """The prefixes of lengths 1..T−1 of each caption (m, T): (m, T − 1, T), prefix i padded after i + 1 tokens."""
+    tokens = np.asarray(tokens)
+    T = tokens.shape[-1]
+    keep = np.arange(T)[None, :] <= np.arange(T - 1)[:, None]  # (prefix, position)
+    return np.where(keep[None], tokens[:, None, :], pad).astype(np.int32)
+
+
+def embed_captions(result: TextResult, law: CaptionLaw, tokens: np.ndarray) -> np.ndarray:
+    """Every seed's embedding of whole captions (m, T): (S, m, k) float64 (module docstring)."""
+    import jax.numpy as jnp
+
+    tokens = np.asarray(tokens, dtype=np.int32)
+    embed = _embedder(result.config.learner)
+    out = np.empty((len(result.seeds), tokens.shape[0], result.k))
+    chunk = EMBED_CHUNK if result.config.learner != "ntp" else max(1, EMBED_CHUNK // law.length)
+    for i in range(0, tokens.shape[0], chunk):
+        rows = tokens[i:i + chunk]
+        if result.config.learner == "ntp":
+            rows = caption_prefixes(rows, law.pad)
+        out[:, i:i + chunk] = np.asarray(embed(result.params, jnp.asarray(rows)), dtype=np.float64)
+    return out
