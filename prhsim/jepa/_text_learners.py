@@ -61,22 +61,25 @@ class TextConfig:
         batch_size: B, training pairs per step (span pairs, or (prefix, next token) pairs).
         lr, warmup, end_lr, weight_decay, clip: AdamW with warmup and cosine decay, global-norm clipping.
         hidden: the MLP's hidden widths.
-        min_span: the shortest span (spans are uniform in length up to the whole caption).
+        min_span: the shortest span (spans are uniform in length up to the whole caption); the
+            default, 9 tokens, is one gridscene clause.
+
+    The defaults are the sample-efficiency sweep's (docs/experiments/sample-efficiency.md).
         lam: SIGReg weight λ; num_directions: SIGReg's M.
         log_every: the loss is logged every this many steps.
     """
 
     learner: TextLearnerKind = "good"
     objective: Literal["whiten", "sigreg"] = "whiten"
-    steps: int = 1500
-    batch_size: int = 256
-    lr: float = 3e-3
+    steps: int = 3000
+    batch_size: int = 512
+    lr: float = 1e-2
     warmup: float = 0.05
     end_lr: float = 0.0
     weight_decay: float = 0.0
     clip: float = 1.0
-    hidden: tuple[int, ...] = (256,)
-    min_span: int = 3
+    hidden: tuple[int, ...] = (128,)
+    min_span: int = 9
     lam: float = LAMBDA
     num_directions: int = 256
     log_every: int = 250
