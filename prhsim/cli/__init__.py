@@ -2,9 +2,10 @@
 
 Commands: ``prhsim run`` (solve, compare, check, write a run folder; ``--learner``
 trains SGD learners beside the closed form), ``prhsim sweep NAME`` (bad-view,
-kernel-mismatch, gap-sensitivity, restricted-encoder, metric-bridge, sigreg-weight: one
-experiment over a grid, one folder), ``prhsim prh`` (the PRH alignment protocol on feature files) and
-``prhsim worlds`` (every world kind with its settings). Usage errors are one
+kernel-mismatch, gap-sensitivity, restricted-encoder, metric-bridge, sigreg-weight, ntp-ca,
+sample-efficiency: one experiment over a grid, one folder), ``prhsim prh`` (the PRH alignment
+protocol on feature files), ``prhsim worlds`` (every world kind with its settings) and
+``prhsim real`` (real caption and image data: ``export-synthetic``). Usage errors are one
 line and exit 2; an unexpected exception is a bug and ends with its traceback
 (exit 1); Ctrl-C exits 130.
 """
@@ -15,6 +16,7 @@ import click
 
 from prhsim import __version__
 from prhsim.cli._prh import prh
+from prhsim.cli._real import real
 from prhsim.cli._run import run
 from prhsim.cli._sweep import sweep
 from prhsim.cli._theorem_sweeps import add_theorem_sweeps
@@ -32,3 +34,4 @@ main.add_command(prh)
 add_theorem_sweeps(sweep)
 main.add_command(sweep)
 main.add_command(worlds)
+main.add_command(real)
