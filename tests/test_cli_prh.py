@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from prhsim.cli import main
-from prhsim.cli._feature_files import FeatureFileError, load_features
+from prhsim.experiments.real._feature_files import FeatureFileError, load_features
 
 N, L, D = 120, 3, 12
 

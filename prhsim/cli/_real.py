@@ -14,12 +14,14 @@ from prhsim._budget import ResourceError
 from prhsim._io import OutputError, check_out_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.cli._run import _parse_out, git_revision, read_own_config
-from prhsim.config import ConfigError, ExportSettings, resolve_settings
+from pydantic import ValidationError
+
+from prhsim.config import ConfigError, ExportSettings, format_validation_error, resolve_settings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def real() -> None:
-    """Real caption and image data: export a synthetic Flickr-format dataset from a prhsim world."""
+    """Real caption and image data: export a synthetic dataset, train text encoders, evaluate them."""
 
 
 @real.command("export-synthetic")
@@ -65,3 +67,83 @@ def export_synthetic_command(world_kind, out, images, captions, seed, config_fil
         console().print(escape(
             f"wrote {out}/: {summary.images:,} images of {summary.side} px ({json.dumps(summary.splits)}), "
             f"{summary.captions} captions each, image features of k = {summary.k}"), highlight=False)
+
+
+@real.command("train")
+@click.option("--data", default=None, metavar="DIR", help="Dataset folder (one dataset_*.json, Karpathy split) or the JSON.")
+@click.option("--views", default=None, type=click.Choice(["good", "bad", "ntp"]), help="good, bad or ntp (default good).")
+@click.option("--model", default=None, type=click.Choice(["tiny", "bert-s", "bert-b"]), help="Model size (default bert-s).")
+@click.option("--steps", type=int, default=None, metavar="N", help="Optimiser steps.")
+@click.option("--batch-size", type=int, default=None, metavar="B", help="Images per step.")
+@click.option("--features", default=None, metavar="FILE", help="Image features for evaluation (default: the dataset's).")
+@click.option("--out", callback=_parse_out, required=True, metavar="RUN", help="The run folder (new, or the one to resume).")
+@click.option("--resume", is_flag=True, default=False, help="Continue the run in --out from its checkpoint.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="JSON or TOML file of these settings; --set and flags override it.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting (values as in TOML; repeatable).")
+@click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
+def train_command(data, views, model, steps, batch_size, features, out, resume, config_file, sets, quiet) -> None:
+    """Train a text encoder on a caption dataset with the objectives of prhsim.jepa (good or bad views: LeJEPA's
+    invariance + SIGReg; ntp: next-token cross-entropy), with checkpoints a killed run resumes from."""
+    from prhsim.config import RealTrainSettings
+    from prhsim.experiments.real import DataError, TrainingDiverged, train_real
+
+    flags = [f"{key}={json.dumps(value)}" for key, value in (
+        ("data", data), ("views", views), ("model", model), ("steps", steps), ("batch_size", batch_size),
+        ("features", features)) if value is not None]
+    try:
+        base = read_own_config(config_file, None, [])
+        if resume:
+            saved = out / "config.json"
+            if not saved.is_file():
+                raise ConfigError(f"--resume: {out} holds no config.json (not a prhsim real run folder)")
+            base = {**json.loads(saved.read_text()), **base}
+        elif out.exists() and any(out.iterdir()):
+            raise OutputError(f"--out {out} exists and is not empty; pass --resume to continue that run, or choose another folder")
+        settings = resolve_settings(RealTrainSettings, base, [*sets, *flags])
+    except ValidationError as exc:
+        raise UsageProblem(format_validation_error(exc)) from None
+    except (ConfigError, OutputError) as exc:
+        raise UsageProblem(str(exc)) from None
+    try:
+        with stage_reporter("prhsim real train", quiet=quiet) as say:
+            summary = train_real(settings, out, resume=resume, progress=say)
+    except (DataError, TrainingDiverged, ResourceError, ValueError) as exc:
+        raise UsageProblem(str(exc).splitlines()[0]) from None
+    except KeyboardInterrupt:
+        click.echo(f"prhsim real train: interrupted; resume with --resume --out {out}", err=True)
+        sys.exit(130)
+    if not quiet:
+        console().print(escape(f"{summary.steps} steps (from {summary.resumed_from}), final loss {summary.loss:.4f}, "
+                               f"{summary.seconds:.1f} s; wrote {out}/"), highlight=False)
+
+
+@real.command("eval")
+@click.argument("run", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--features", default=None, metavar="FILE", help="Image features (default: the run's, or the dataset's).")
+@click.option("--n-fit", type=int, default=1000, show_default=True, help="Validation pairs the rotation is fitted on.")
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print eval.json to stdout instead of a table.")
+def eval_command(run, features, n_fit, as_json) -> None:
+    """Score a run's text encoder against the image features: R@1/R@5 both ways after one rotation fitted on
+    validation pairs, mutual k-NN and CKA on the test split, each beside its chance level."""
+    from prhsim.experiments.real import DataError, evaluate_run
+
+    try:
+        result = evaluate_run(run, features=features, n_fit=n_fit)
+    except (DataError, ValueError) as exc:
+        raise UsageProblem(str(exc).splitlines()[0]) from None
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    out = console()
+    out.print(escape(f"{run} ({result['views']}, {result['model']}, step {result['step']}): {result['n_test']} test "
+                     f"images, rotation fitted on {result['n_fit']} validation pairs"), highlight=False)
+    chance = result["chance"]
+    for key, label, level in (("r1_text_to_image", "R@1 text -> image", chance["r1"]),
+                              ("r5_text_to_image", "R@5 text -> image", chance["r5"]),
+                              ("r1_image_to_text", "R@1 image -> text", chance["r1"]),
+                              ("r5_image_to_text", "R@5 image -> text", chance["r5"]),
+                              ("mutual_knn", f"mutual {result['knn_k']}-NN", chance["mutual_knn"]),
+                              ("linear_cka", "linear CKA", None)):
+        tail = "" if level is None else f"   (chance {level:.4f})"
+        out.print(escape(f"  {label:<20s} {result[key]:.4f}{tail}"), highlight=False)

@@ -11,7 +11,7 @@ from prhsim.config._merge import (
     resolve_run_config as resolve_run_config,
     resolve_settings as resolve_settings,
 )
-from prhsim.config._real import ExportSettings as ExportSettings
+from prhsim.config._real import ExportSettings as ExportSettings, RealTrainSettings as RealTrainSettings
 from prhsim.config._sweeps import (
     BadViewSweepSettings as BadViewSweepSettings,
     GapSensitivitySettings as GapSensitivitySettings,

@@ -38,3 +38,48 @@ class ExportSettings(Settings):
         if self.val + self.test >= 1:
             raise ValueError(f"val + test must leave images for training, got {self.val} + {self.test}")
         return self
+
+
+class RealTrainSettings(Settings):
+    """``prhsim real train``: a text encoder on a caption dataset, with the objectives of ``prhsim.jepa``.
+
+    Attributes:
+        data: the dataset folder (holding one ``dataset_*.json`` in the Karpathy split format) or the JSON itself.
+        views: "good" (spans of different captions of an image), "bad" (spans of one caption) or
+            "ntp" (next-token prediction with causal attention).
+        model: "tiny", "bert-s" or "bert-b"; weights: a local Hugging Face checkpoint directory (random init if None).
+        tokenizer: a local tokenizer.json or vocab.txt (None: WordPiece trained on the training captions,
+            ``vocab_size`` tokens).
+        max_length: tokens kept per caption.
+        steps, batch_size: optimiser steps and images per step.
+        lr, weight_decay, warmup, clip: AdamW, linear warmup (a fraction of the steps) then cosine
+            decay to 0, gradient clipping at this global norm.
+        lam, num_directions, proj_dim: SIGReg's weight (λ·SIGReg + (1 − λ)·invariance), its
+            directions M and the projector's output dimension (JEPA views).
+        features: the image features file for evaluation (default: the dataset folder's image_features.npy).
+        checkpoint_every, log_every: steps between checkpoints and between metric lines.
+        device: "auto" (CUDA when available), "cpu" or "cuda".
+        seed: seeds the initialisation, the batches, the views and the directions.
+    """
+
+    data: str
+    views: Literal["good", "bad", "ntp"] = "good"
+    model: Literal["tiny", "bert-s", "bert-b"] = "bert-s"
+    weights: str | None = None
+    tokenizer: str | None = None
+    vocab_size: int = Field(8192, ge=16, le=1_000_000)
+    max_length: int = Field(64, ge=4, le=512)
+    steps: int = Field(1000, ge=1)
+    batch_size: int = Field(256, ge=2)
+    lr: float = Field(5e-4, gt=0)
+    weight_decay: float = Field(0.05, ge=0)
+    warmup: float = Field(0.1, ge=0, lt=1)
+    clip: float = Field(1.0, gt=0)
+    lam: float = Field(0.02, ge=0, lt=1)
+    num_directions: int = Field(256, ge=1)
+    proj_dim: int = Field(128, ge=1)
+    features: str | None = None
+    checkpoint_every: int = Field(100, ge=1)
+    log_every: int = Field(10, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = Field(0, ge=0)

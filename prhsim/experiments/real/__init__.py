@@ -18,3 +18,11 @@ from prhsim.experiments.real._karpathy import (
     Record as Record,
     read_karpathy as read_karpathy,
 )
+from prhsim.experiments.real._feature_files import FeatureFileError as FeatureFileError, load_features as load_features
+from prhsim.experiments.real._train import (
+    TrainingDiverged as TrainingDiverged,
+    TrainSummary as TrainSummary,
+    dataset_json as dataset_json,
+    train_real as train_real,
+)
+from prhsim.experiments.real._eval import evaluate_run as evaluate_run

@@ -1,0 +1,78 @@
+"""Text views of ``prhsim real`` (docs/theory.md §4, §5.1): 2 global and 6 local contiguous spans with masked tokens.
+
+For each image of a batch:
+
+* ``good``: every view is a span of one of the image's captions, the two global views of two
+  different captions (when it has two or more): the wording differs between views;
+* ``bad``: every view is a span of one caption, drawn once per image: the wording is shared;
+* a global span covers a fraction of its caption uniform on ``[global_min, 1]``, a local span
+  ``[local_min, local_max]`` (at least one token); each kept token is replaced by ``[MASK]`` with
+  probability ``mask_prob``;
+* ``ntp`` reads whole captions: one per image, drawn at random.
+
+Spans are written from position 0 and padded with ``[PAD]`` (id ``pad``); ``mask`` marks the real tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+
+ViewKind = Literal["good", "bad", "ntp"]
+
+
+@dataclass(frozen=True)
+class ViewLaw:
+    """How views are cut: counts, span fractions and the masking probability."""
+
+    n_global: int = 2
+    n_local: int = 6
+    global_min: float = 0.5
+    local_min: float = 0.15
+    local_max: float = 0.4
+    mask_prob: float = 0.1
+
+    @property
+    def n_views(self) -> int:
+        return self.n_global + self.n_local
+
+
+def _span(caption: np.ndarray, low: float, high: float, gen: np.random.Generator) -> np.ndarray:
+    n = caption.size
+    length = max(1, int(round(gen.uniform(low, high) * n)))
+    start = int(gen.integers(0, n - length + 1))
+    return caption[start:start + length]
+
+
+def batch_views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, law: ViewLaw, *, pad: int, mask_id: int,
+                max_length: int, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Views of a batch of images (each a list of caption id arrays): ids and mask, (V, B, L) (V = 1 for ntp)."""
+    B = len(captions)
+    views = 1 if kind == "ntp" else law.n_views
+    rows: list[list[np.ndarray]] = [[None] * B for _ in range(views)]  # type: ignore[list-item]
+    for b, image in enumerate(captions):
+        if kind == "ntp":
+            rows[0][b] = image[int(gen.integers(len(image)))]
+            continue
+        if kind == "bad":
+            source = [int(gen.integers(len(image)))] * views
+        else:
+            first = int(gen.integers(len(image)))
+            second = (first + 1 + int(gen.integers(len(image) - 1))) % len(image) if len(image) > 1 else first
+            source = [first, second] + [int(gen.integers(len(image))) for _ in range(views - 2)]
+        for v in range(views):
+            low, high = (law.global_min, 1.0) if v < law.n_global else (law.local_min, law.local_max)
+            span = _span(image[source[v]], low, high, gen).copy()
+            span[gen.random(span.size) < law.mask_prob] = mask_id
+            rows[v][b] = span
+    length = min(max_length, max(r.size for row in rows for r in row))
+    ids = np.full((views, B, length), pad, dtype=np.int64)
+    mask = np.zeros((views, B, length), dtype=np.int64)
+    for v, row in enumerate(rows):
+        for b, span in enumerate(row):
+            span = span[:length]
+            ids[v, b, :span.size] = span
+            mask[v, b, :span.size] = 1
+    return ids, mask
