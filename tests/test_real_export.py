@@ -82,3 +82,19 @@ def test_the_command_writes_the_folder_whole(tmp_path):
     ring = runner.invoke(main, ["real", "export-synthetic", "--world", "ring", "--out", str(tmp_path / "r")])
     assert ring.exit_code == 2 and "caption renderers" in ring.output and not (tmp_path / "r").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staged folder left behind
+
+
+def test_json_lines_are_read_into_the_same_records(tmp_path):
+    from prhsim.experiments.real import read_captions
+
+    path = tmp_path / "captions.jsonl"
+    path.write_text('{"id": 3, "texts": ["a red square", "a crimson block"], "image": "3.png"}\n\n'
+                    '{"id": 4, "texts": ["a blue dot"], "split": "test"}\n')
+    dataset = read_captions(path)
+    assert [(r.id, r.split, len(r.texts)) for r in dataset.records] == [(3, "train", 2), (4, "test", 1)]
+    path.write_text('{"id": 3, "texts": []}\n')
+    with pytest.raises(DataError, match="line 1: id 3 has no captions"):
+        read_captions(path)
+    path.write_text('{"id": 3, "texts": ["x"]}\n{"id": 3, "texts": ["y"]}\n')
+    with pytest.raises(DataError, match="line 2: id 3 appears twice"):
+        read_captions(path)

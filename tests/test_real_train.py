@@ -39,6 +39,7 @@ def test_each_learner_trains_and_is_scored(data, tmp_path, views):
     assert summary.steps == 6 and np.isfinite(summary.loss)
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [2, 4, 6] and all(x["tokens_per_s"] > 0 for x in lines)
+    assert (run / "loss.png").read_bytes()[:4] == b"\x89PNG" and (run / "summary.json").is_file()
     result = evaluate_run(run, n_fit=10)
     for key in ("r1_text_to_image", "r5_text_to_image", "r1_image_to_text", "r5_image_to_text", "mutual_knn",
                 "linear_cka"):
@@ -92,3 +93,30 @@ def test_the_command_line_trains_resumes_and_evaluates(data, tmp_path):
     assert resumed.exit_code == 0, resumed.output
     table = runner.invoke(main, ["real", "eval", str(run), "--n-fit", "10"])
     assert table.exit_code == 0 and "R@1 text -> image" in table.output and "chance" in table.output
+
+
+def test_dinov2_features_of_every_image_in_order(data, tmp_path):
+    from transformers import Dinov2Config, Dinov2Model
+
+    from prhsim.experiments.real import load_features
+    from prhsim.experiments.real._image_features import preprocess
+
+    weights = tmp_path / "dino"
+    torch.manual_seed(0)
+    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                             patch_size=14, image_size=28)).save_pretrained(weights)
+    out = tmp_path / "feats.safetensors"
+    runner = CliRunner()
+    result = runner.invoke(main, ["real", "features", "--data", str(data), "--weights", str(weights), "--out", str(out),
+                                  "--image-size", "28", "--batch-size", "16", "--device", "cpu", "-q"])
+    assert result.exit_code == 0, result.output
+    feats = load_features(out)[:, -1]
+    assert feats.shape == (60, 32)
+    model = Dinov2Model.from_pretrained(str(weights), local_files_only=True).eval()
+    with torch.no_grad():  # image 7, alone, through the same preprocessing: the same row
+        pixels = torch.from_numpy(preprocess(data / "images" / "000007.png", 28)[None])
+        assert np.allclose(feats[7], model(pixel_values=pixels).pooler_output[0].numpy(), atol=1e-5)
+    missing = runner.invoke(main, ["real", "features", "--data", str(data), "--weights", str(tmp_path / "none"),
+                                   "--out", str(tmp_path / "f.npy")])
+    assert missing.exit_code == 2 and "not a Hugging Face checkpoint directory" in missing.output
+    assert not (tmp_path / "f.npy").exists()

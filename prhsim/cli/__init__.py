@@ -5,7 +5,7 @@ trains SGD learners beside the closed form), ``prhsim sweep NAME`` (bad-view,
 kernel-mismatch, gap-sensitivity, restricted-encoder, metric-bridge, sigreg-weight, ntp-ca,
 sample-efficiency: one experiment over a grid, one folder), ``prhsim prh`` (the PRH alignment
 protocol on feature files), ``prhsim worlds`` (every world kind with its settings) and
-``prhsim real`` (real caption and image data: ``export-synthetic``, ``train``, ``eval``). Usage errors are one
+``prhsim real`` (real caption and image data: ``export-synthetic``, ``features``, ``train``, ``eval``). Usage errors are one
 line and exit 2; an unexpected exception is a bug and ends with its traceback
 (exit 1); Ctrl-C exits 130.
 """

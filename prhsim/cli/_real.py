@@ -147,3 +147,32 @@ def eval_command(run, features, n_fit, as_json) -> None:
                               ("linear_cka", "linear CKA", None)):
         tail = "" if level is None else f"   (chance {level:.4f})"
         out.print(escape(f"  {label:<20s} {result[key]:.4f}{tail}"), highlight=False)
+
+
+@real.command("features")
+@click.option("--data", required=True, metavar="DIR", help="Dataset folder (one dataset_*.json) or the JSON.")
+@click.option("--weights", required=True, metavar="DIR", help="A local DINOv2 checkpoint directory (Hugging Face format).")
+@click.option("--out", required=True, metavar="FILE", help="Features file to write (.npy or .safetensors).")
+@click.option("--images", default=None, metavar="DIR", help="The image folder (default: images/ beside the JSON, else its folder).")
+@click.option("--image-size", type=int, default=224, show_default=True, help="Side of the centre crop the model reads.")
+@click.option("--batch-size", type=int, default=64, show_default=True, help="Images per forward pass.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--overwrite", is_flag=True, default=False, help="Replace an existing features file.")
+@click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
+def features_command(data, weights, out, images, image_size, batch_size, device, overwrite, quiet) -> None:
+    """Frozen image features of every image of a caption dataset (DINOv2's pooled class token), one row per
+    image in the dataset JSON's order: the image side of prhsim real eval."""
+    from prhsim.experiments.real import DataError, encode_images
+
+    if Path(out).exists() and not overwrite:
+        raise UsageProblem(f"--out {out} exists; pass --overwrite to replace it")
+    if image_size < 14 or batch_size < 1:
+        raise UsageProblem(f"--image-size must be at least 14 and --batch-size at least 1, got {image_size}, {batch_size}")
+    try:
+        with stage_reporter("prhsim real features", quiet=quiet) as say:
+            feats = encode_images(data, weights, out, images=images, image_size=image_size, batch_size=batch_size,
+                                  device=device, progress=say)
+    except (DataError, ValueError) as exc:
+        raise UsageProblem(str(exc).splitlines()[0]) from None
+    if not quiet:
+        console().print(escape(f"wrote {out}: {feats.shape[0]:,} images x {feats.shape[1]} features"), highlight=False)

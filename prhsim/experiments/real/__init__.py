@@ -1,8 +1,11 @@
-"""The bridge to real caption and image data (``prhsim real``): datasets, and the synthetic export that tests it.
+"""The bridge to real caption and image data (``prhsim real``), in PyTorch.
 
 Library code here reads and writes files (the only part of prhsim besides the command line that
-does): Karpathy-split caption datasets (:func:`read_karpathy`) and a Flickr-format dataset
-exported from a prhsim world with its known image representation (:func:`export_synthetic`).
+does): caption datasets (Karpathy-split JSON, JSON lines: :func:`read_captions`), feature files
+(:func:`load_features`), a Flickr-format dataset exported from a prhsim world with its known image
+representation (:func:`export_synthetic`), DINOv2 image features (:func:`encode_images`), BERT text
+encoders trained with the simulator's objectives (:func:`train_real`) and their evaluation against
+image features (:func:`evaluate_run`). torch and transformers are imported only where they are used.
 """
 
 from prhsim.experiments.real._export import (
@@ -16,6 +19,8 @@ from prhsim.experiments.real._karpathy import (
     CaptionDataset as CaptionDataset,
     DataError as DataError,
     Record as Record,
+    read_captions as read_captions,
+    read_jsonl as read_jsonl,
     read_karpathy as read_karpathy,
 )
 from prhsim.experiments.real._feature_files import FeatureFileError as FeatureFileError, load_features as load_features
@@ -26,3 +31,4 @@ from prhsim.experiments.real._train import (
     train_real as train_real,
 )
 from prhsim.experiments.real._eval import evaluate_run as evaluate_run
+from prhsim.experiments.real._image_features import encode_images as encode_images

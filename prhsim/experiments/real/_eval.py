@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from prhsim._io import json_text
-from prhsim.experiments.real._karpathy import DataError, read_karpathy
+from prhsim.experiments.real._karpathy import DataError, read_captions
 from prhsim.experiments.real._tokenizer import encode, load_tokenizer
 from prhsim.experiments.real._train import CONFIG_NAME, TOKENIZER_NAME, dataset_json
 
@@ -85,7 +85,7 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, n_fit: 
         raise DataError(f"{run}: not a prhsim real run folder (no {CONFIG_NAME})")
     settings = RealTrainSettings.model_validate(json.loads((run / CONFIG_NAME).read_text()))
     json_path = dataset_json(settings.data)
-    dataset = read_karpathy(json_path)
+    dataset = read_captions(json_path)
     feats_path = Path(features or settings.features or json_path.parent / "image_features.npy")
     images = image_features(feats_path, len(dataset.records))
     tokenizer = load_tokenizer(run / TOKENIZER_NAME)

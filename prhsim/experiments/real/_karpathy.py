@@ -7,7 +7,8 @@ Format (``dataset_flickr30k.json``)::
                  "sentids": [...], "sentences": [{"raw": "...", "tokens": [...], "imgid": 0, "sentid": 0}, ...]},
                 ...]}
 
-The images live in a folder beside the JSON (``images/`` for prhsim's synthetic export, as
+A generic JSON-lines format (:func:`read_jsonl`: one ``{"id", "texts", "image"?, "split"?}`` per
+line) is read into the same records. The images live in a folder beside the JSON (``images/`` for prhsim's synthetic export, as
 ``--images`` names it). :func:`read_karpathy` returns one :class:`Record` per image; every
 problem is a :class:`DataError` whose one-line message names the file and what was expected.
 """
@@ -108,3 +109,47 @@ def _record(path: Path, i: int, image: Any) -> Record:
     if isinstance(imgid, bool) or not isinstance(imgid, int):
         raise DataError(f"{where} ({filename}): imgid must be an integer, got {imgid!r}")
     return Record(imgid, filename, split, tuple(texts))
+
+
+def read_jsonl(path: Path | str) -> CaptionDataset:
+    """A generic caption dataset: one JSON object per line, ``{"id": ..., "texts": [...], "image": ..., "split": ...}``.
+
+    ``image`` (a file name) and ``split`` (default "train") are optional; ``id`` is an integer and
+    ``texts`` a non-empty list of strings. Errors name the file and the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file (expected JSON lines of {{id, texts, image?, split?}})")
+    records, seen = [], set()
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}: line {number}"
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{where}: malformed JSON: {exc.msg}") from None
+            if not isinstance(item, dict):
+                raise DataError(f"{where}: expected an object, got {type(item).__name__}")
+            ident, texts = item.get("id"), item.get("texts")
+            if isinstance(ident, bool) or not isinstance(ident, int):
+                raise DataError(f"{where}: id must be an integer, got {ident!r}")
+            if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
+                raise DataError(f'{where}: id {ident} has no captions (expected a non-empty "texts" list of strings)')
+            split = item.get("split", "train")
+            if split not in SPLITS:
+                raise DataError(f"{where}: split must be one of {SPLITS}, got {split!r}")
+            if ident in seen:
+                raise DataError(f"{where}: id {ident} appears twice")
+            seen.add(ident)
+            image = item.get("image", "")
+            records.append(Record(ident, str(image) if image is not None else "", split, tuple(t.strip() for t in texts)))
+    if not records:
+        raise DataError(f"{path}: no records")
+    return CaptionDataset(path.stem, path, tuple(records))
+
+
+def read_captions(path: Path | str) -> CaptionDataset:
+    """A caption dataset by suffix: ``.jsonl`` (:func:`read_jsonl`) or Karpathy-split ``.json`` (:func:`read_karpathy`)."""
+    return read_jsonl(path) if Path(path).suffix == ".jsonl" else read_karpathy(path)

@@ -13,7 +13,8 @@ AdamW with linear warmup then cosine decay to 0, gradient clipping; bf16 autocas
 SIGReg statistic in float32). The run folder holds config.json, tokenizer.json, metrics.jsonl
 (one JSON line every ``log_every`` steps: loss, learning rate, samples/s, tokens/s),
 ``checkpoint/`` (every ``checkpoint_every`` steps and at the end; a killed run resumes from it
-exactly) and summary.json. A loss that is not finite stops the run with an error naming the step;
+exactly), and summary.json with loss.png (loss and learning rate against the step) when the run
+is complete. A loss that is not finite stops the run with an error naming the step;
 the last good checkpoint stays.
 """
 
@@ -29,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from prhsim._io import json_text
-from prhsim.experiments.real._karpathy import CaptionDataset, DataError, read_karpathy
+from prhsim.experiments.real._karpathy import CaptionDataset, DataError, read_captions
 from prhsim.experiments.real._tokenizer import encode, load_tokenizer, train_wordpiece
 from prhsim.experiments.real._views import ViewLaw, batch_views
 
@@ -37,6 +38,7 @@ CONFIG_NAME = "config.json"
 TOKENIZER_NAME = "tokenizer.json"
 METRICS_NAME = "metrics.jsonl"
 SUMMARY_NAME = "summary.json"
+FIGURE_NAME = "loss.png"
 #: Stream tag of the batches: ``default_rng([seed, DATA_STREAM])``.
 DATA_STREAM = 7
 
@@ -56,16 +58,16 @@ class TrainSummary:
 
 
 def dataset_json(data: Path | str) -> Path:
-    """The Karpathy JSON of a dataset folder (its one ``dataset_*.json``), or ``data`` itself when it is a file."""
+    """The dataset file of a folder (its one ``dataset_*.json`` or ``*.jsonl``), or ``data`` itself when it is a file."""
     data = Path(data)
     if data.is_file():
         return data
     if not data.is_dir():
-        raise DataError(f"{data}: no such dataset folder (expected a folder holding dataset_*.json, or the JSON)")
-    found = sorted(data.glob("dataset_*.json"))
+        raise DataError(f"{data}: no such dataset folder (expected a folder holding dataset_*.json, or the file)")
+    found = sorted([*data.glob("dataset_*.json"), *data.glob("*.jsonl")])
     if len(found) != 1:
-        what = "no dataset_*.json" if not found else f"{len(found)} dataset_*.json files"
-        raise DataError(f"{data}: {what} in this folder (expected exactly one Karpathy-split JSON)")
+        what = "no dataset_*.json or *.jsonl" if not found else f"{len(found)} dataset files"
+        raise DataError(f"{data}: {what} in this folder (expected exactly one Karpathy-split JSON or JSON lines)")
     return found[0]
 
 
@@ -139,7 +141,7 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
     start_time = time.perf_counter()
     out = Path(out)
     say = progress or (lambda message: None)
-    dataset = read_karpathy(dataset_json(settings.data))
+    dataset = read_captions(dataset_json(settings.data))
     if resume:
         if not has_checkpoint(out):
             raise DataError(f"{out}: no checkpoint to resume from (expected {out / 'checkpoint'})")
@@ -208,6 +210,11 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
                                 extra={"loss": loss_value})
     summary = TrainSummary(step, loss_value, time.perf_counter() - start_time, first)
     if step >= settings.steps:
+        from prhsim.experiments.real._figure import run_figure
+        from prhsim.experiments.report import save_png
+
+        save_png(run_figure(out / METRICS_NAME, f"{settings.views} views, {settings.model}, {step} steps"),
+                 out / FIGURE_NAME)
         _write_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "views": settings.views,
                                                      "model": settings.model}))
     return summary
