@@ -78,6 +78,55 @@ def test_bad_input_is_one_line_and_leaves_no_run(data, tmp_path):
     weights = runner.invoke(main, ["real", "train", "--data", str(data), "--model", "tiny", "--set",
                                    f'weights="{tmp_path}"', "--out", str(tmp_path / "r4")])
     assert weights.exit_code == 2 and "not a Hugging Face checkpoint directory" in weights.output
+    assert not (tmp_path / "r3").exists() and not (tmp_path / "r4").exists()
+
+
+def test_a_diverging_run_stops_and_leaves_nothing_to_half_resume(data, tmp_path):
+    from prhsim.experiments.real import TrainingDiverged
+
+    run = tmp_path / "boom"
+    with pytest.raises(TrainingDiverged, match="not finite at step"):
+        train_real(_settings(data, lr=1e12, steps=20, warmup=0.0), run)
+    assert not run.exists()  # failed before its first checkpoint: no run folder
+
+
+def test_resume_logs_each_step_once_and_a_finished_run_stays_finished(data, tmp_path):
+    run = tmp_path / "r"
+    settings = _settings(data, steps=8, checkpoint_every=4, log_every=1)
+    train_real(settings, run, stop_after=6)  # checkpoints at 4 and 6 ...
+    with (run / "metrics.jsonl").open("a") as f:  # ... and a line logged after the last checkpoint
+        f.write(json.dumps({"step": 7, "loss": 0.0, "lr": 0.0, "samples_per_s": 1.0, "tokens_per_s": 1.0}) + "\n")
+    train_real(settings, run, resume=True)
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 9))
+    summary = json.loads((run / "summary.json").read_text())
+    again = train_real(settings, run, resume=True)
+    assert again.steps == 8 and np.isfinite(again.loss) and json.loads((run / "summary.json").read_text()) == summary
+
+
+def test_next_token_prediction_from_a_checkpoint_is_causal_and_evaluates(data, tmp_path):
+    from transformers import BertConfig, BertModel
+
+    from prhsim.experiments.real._text_models import TextEncoder
+
+    tokenizer_run = tmp_path / "tok"
+    train_real(_settings(data, steps=1), tokenizer_run)  # for its tokenizer
+    vocab = json.loads((tokenizer_run / "model_config.json").read_text())["vocab_size"]
+    weights = tmp_path / "bert"
+    BertModel(BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(weights)
+    encoder = TextEncoder("tiny", vocab, 16, causal=True, weights=weights)
+    ids = torch.randint(5, vocab, (1, 6))
+    changed = ids.clone()
+    changed[0, -1] = 5 if int(ids[0, -1]) != 5 else 6
+    with torch.no_grad():  # a later token never changes an earlier position's state
+        a = encoder.backbone(input_ids=ids).last_hidden_state[0, :-1]
+        b = encoder.backbone(input_ids=changed).last_hidden_state[0, :-1]
+    assert torch.allclose(a, b, atol=1e-6)
+    run = tmp_path / "ntp"
+    train_real(_settings(data, views="ntp", steps=2, weights=str(weights),
+                         tokenizer=str(tokenizer_run / "tokenizer.json")), run)
+    assert evaluate_run(run, n_fit=10)["n_test"] == 12
 
 
 def test_the_command_line_trains_resumes_and_evaluates(data, tmp_path):
@@ -91,6 +140,10 @@ def test_the_command_line_trains_resumes_and_evaluates(data, tmp_path):
     assert again.exit_code == 2 and "--resume" in again.output
     resumed = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--steps", "6", "-q"])
     assert resumed.exit_code == 0, resumed.output
+    assert json.loads((run / "config.json").read_text())["steps"] == 6
+    assert json.loads((run / "summary.json").read_text())["steps"] == 6
+    changed = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--views", "bad"])
+    assert changed.exit_code == 2 and "not views" in changed.output
     table = runner.invoke(main, ["real", "eval", str(run), "--n-fit", "10"])
     assert table.exit_code == 0 and "R@1 text -> image" in table.output and "chance" in table.output
 

@@ -11,7 +11,7 @@ import click
 from rich.markup import escape
 
 from prhsim._budget import ResourceError
-from prhsim._io import OutputError, check_out_folder
+from prhsim._io import OutputError, check_out_folder, json_text
 from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.cli._run import _parse_out, git_revision, read_own_config
 from pydantic import ValidationError
@@ -69,6 +69,10 @@ def export_synthetic_command(world_kind, out, images, captions, seed, config_fil
             f"{summary.captions} captions each, image features of k = {summary.k}"), highlight=False)
 
 
+#: Settings ``--resume`` may change: the number of steps (the schedule is rebuilt for the new total).
+RESUMABLE = ("steps", "checkpoint_every", "log_every", "device")
+
+
 @real.command("train")
 @click.option("--data", default=None, metavar="DIR", help="Dataset folder (one dataset_*.json, Karpathy split) or the JSON.")
 @click.option("--views", default=None, type=click.Choice(["good", "bad", "ntp"]), help="good, bad or ntp (default good).")
@@ -101,6 +105,12 @@ def train_command(data, views, model, steps, batch_size, features, out, resume, 
         elif out.exists() and any(out.iterdir()):
             raise OutputError(f"--out {out} exists and is not empty; pass --resume to continue that run, or choose another folder")
         settings = resolve_settings(RealTrainSettings, base, [*sets, *flags])
+        if resume:
+            old = RealTrainSettings.model_validate(json.loads((out / "config.json").read_text())).model_dump()
+            changed = sorted(k for k, v in settings.model_dump().items() if old[k] != v and k not in RESUMABLE)
+            if changed:
+                raise ConfigError(f"--resume continues the run as it was set up; only {', '.join(RESUMABLE)} may "
+                                  f"change, not {', '.join(changed)}")
     except ValidationError as exc:
         raise UsageProblem(format_validation_error(exc)) from None
     except (ConfigError, OutputError) as exc:
@@ -108,10 +118,15 @@ def train_command(data, views, model, steps, batch_size, features, out, resume, 
     try:
         with stage_reporter("prhsim real train", quiet=quiet) as say:
             summary = train_real(settings, out, resume=resume, progress=say)
+            if resume:  # the run's settings now include the new number of steps
+                (out / "config.json").write_text(json_text(settings.model_dump(mode="json")))
     except (DataError, TrainingDiverged, ResourceError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
     except KeyboardInterrupt:
-        click.echo(f"prhsim real train: interrupted; resume with --resume --out {out}", err=True)
+        from prhsim.experiments.real._checkpoint import has_checkpoint
+
+        tail = f"resume with --resume --out {out}" if has_checkpoint(out) else "no checkpoint was written; nothing was kept"
+        click.echo(f"prhsim real train: interrupted; {tail}", err=True)
         sys.exit(130)
     if not quiet:
         console().print(escape(f"{summary.steps} steps (from {summary.resumed_from}), final loss {summary.loss:.4f}, "
@@ -121,7 +136,8 @@ def train_command(data, views, model, steps, batch_size, features, out, resume, 
 @real.command("eval")
 @click.argument("run", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--features", default=None, metavar="FILE", help="Image features (default: the run's, or the dataset's).")
-@click.option("--n-fit", type=int, default=1000, show_default=True, help="Validation pairs the rotation is fitted on.")
+@click.option("--n-fit", type=click.IntRange(min=2), default=1000, show_default=True,
+              help="Validation pairs the rotation is fitted on.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print eval.json to stdout instead of a table.")
 def eval_command(run, features, n_fit, as_json) -> None:
     """Score a run's text encoder against the image features: R@1/R@5 both ways after one rotation fitted on

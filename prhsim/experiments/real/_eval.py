@@ -10,7 +10,8 @@ per image of the dataset JSON in its order (the synthetic export's ``image_featu
   fits its rotation on 1,000 Flickr30k validation pairs);
 * mutual k-NN (PRH protocol, k = 10) and linear CKA on the test split;
 
-each beside its chance level.
+each beside its chance level (for CKA: the CKA of the same rows with the images shuffled, a
+permutation baseline, since linear CKA of unrelated features is well above 0 when the rows are few).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 from prhsim._io import json_text
 from prhsim.experiments.real._karpathy import DataError, read_captions
 from prhsim.experiments.real._tokenizer import encode, load_tokenizer
-from prhsim.experiments.real._train import CONFIG_NAME, TOKENIZER_NAME, dataset_json
+from prhsim.experiments.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, dataset_json
 
 EVAL_NAME = "eval.json"
 
@@ -83,18 +84,24 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, n_fit: 
     run = Path(run)
     if not (run / CONFIG_NAME).is_file():
         raise DataError(f"{run}: not a prhsim real run folder (no {CONFIG_NAME})")
-    settings = RealTrainSettings.model_validate(json.loads((run / CONFIG_NAME).read_text()))
+    try:
+        settings = RealTrainSettings.model_validate(json.loads((run / CONFIG_NAME).read_text()))
+        model_config = json.loads((run / MODEL_CONFIG_NAME).read_text())
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{run}: its {CONFIG_NAME} or {MODEL_CONFIG_NAME} cannot be read ({str(exc).splitlines()[0]})") from None
     json_path = dataset_json(settings.data)
     dataset = read_captions(json_path)
     feats_path = Path(features or settings.features or json_path.parent / "image_features.npy")
     images = image_features(feats_path, len(dataset.records))
     tokenizer = load_tokenizer(run / TOKENIZER_NAME)
     model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
-                        causal=settings.views == "ntp", proj_dim=settings.proj_dim)
+                        causal=settings.views == "ntp", proj_dim=settings.proj_dim, config=model_config)
     optimizer = torch.optim.AdamW(model.parameters())
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
     state = load_checkpoint(run, model=model, optimizer=optimizer, scheduler=scheduler)
     index = {r.id: i for i, r in enumerate(dataset.records)}
+    if isinstance(n_fit, bool) or int(n_fit) != n_fit or n_fit < 2:
+        raise DataError(f"n_fit must be an integer of at least 2, got {n_fit!r}")
     val = [r for r in dataset.records if r.split == "val"][:n_fit]
     test = [r for r in dataset.records if r.split == "test"]
     if len(val) < 2 or len(test) < 2:
@@ -113,7 +120,8 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, n_fit: 
         "r1_text_to_image": recall.a_to_b[1], "r5_text_to_image": recall.a_to_b[5],
         "r1_image_to_text": recall.b_to_a[1], "r5_image_to_text": recall.b_to_a[5],
         "mutual_knn": mutual_knn(t_test, i_test, k), "knn_k": k, "linear_cka": linear_cka(t_test, i_test),
-        "chance": {"r1": chance_recall(n, 1), "r5": chance_recall(n, 5), "mutual_knn": knn_chance(n, k)},
+        "chance": {"r1": chance_recall(n, 1), "r5": chance_recall(n, 5), "mutual_knn": knn_chance(n, k),
+                   "linear_cka": linear_cka(t_test, i_test[np.random.default_rng(0).permutation(n)])},
     }
     tmp = run / f".{EVAL_NAME}.tmp"
     tmp.write_text(json_text(result))

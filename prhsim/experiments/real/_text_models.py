@@ -2,7 +2,9 @@
 
 * ``tiny`` (2 layers, width 64, 2 heads; for tests and CPU runs), ``bert-s`` (12 layers, width 384,
   6 heads, 33M parameters with a 30k vocabulary) and ``bert-b`` (12 layers, width 768, 12 heads);
-  initialised at random, or from a local Hugging Face checkpoint directory.
+  initialised at random, or from a local Hugging Face checkpoint directory (loaded with causal
+  attention for next-token prediction); a run saves the model's configuration, so evaluation
+  rebuilds the same model without the checkpoint directory.
 * JEPA learners: ``BertModel`` (bidirectional), the mean of the last hidden states over the real
   tokens, then a projector (Linear, GELU, Linear) into the space the objective sees.
 * Next-token prediction: the same configuration with causal attention (``is_decoder``) and BERT's
@@ -42,7 +44,7 @@ class TextEncoder(nn.Module):
     """A BERT text encoder with a projector (JEPA) or an LM head (next-token prediction)."""
 
     def __init__(self, kind: ModelKind, vocab_size: int, max_length: int, *, causal: bool, proj_dim: int = 128,
-                 weights: Path | None = None) -> None:
+                 weights: Path | None = None, config: dict | None = None) -> None:
         super().__init__()
         from transformers import BertLMHeadModel, BertModel
 
@@ -54,12 +56,16 @@ class TextEncoder(nn.Module):
             if not (weights / "config.json").is_file():
                 raise DataError(f"{weights}: not a Hugging Face checkpoint directory (expected config.json and weights)")
             cls = BertLMHeadModel if causal else BertModel
-            self.model = cls.from_pretrained(str(weights), local_files_only=True)
+            self.model = cls.from_pretrained(str(weights), local_files_only=True, is_decoder=causal)
+            if self.model.config.is_decoder != causal:  # a bidirectional model would see the token it predicts
+                raise DataError(f"{weights}: the checkpoint could not be loaded with causal={causal} attention")
             if self.model.config.vocab_size != vocab_size:
                 raise DataError(f"{weights}: the checkpoint's vocabulary has {self.model.config.vocab_size} tokens, "
                                 f"the tokenizer {vocab_size}: give the checkpoint's own tokenizer")
         else:
-            config = _config(kind, vocab_size, max_length, causal)
+            from transformers import BertConfig
+
+            config = BertConfig.from_dict(config) if config is not None else _config(kind, vocab_size, max_length, causal)
             self.model = BertLMHeadModel(config) if causal else BertModel(config, add_pooling_layer=False)
         hidden = self.model.config.hidden_size
         self.projector = None if causal else nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(),

@@ -75,6 +75,8 @@ def load_tokenizer(path: Path | str):
             tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:  # the library raises its own exception types
         raise DataError(f"{path}: not a tokenizer the tokenizers library can read ({str(exc).splitlines()[0]})") from None
+    tokenizer.no_padding()  # a saved fast tokenizer may pad or cut: prhsim pads and cuts itself
+    tokenizer.no_truncation()
     missing = [t for t in ("[PAD]", "[MASK]") if tokenizer.token_to_id(t) is None]
     if missing:
         raise DataError(f"{path}: the tokenizer has no {' or '.join(missing)} token")

@@ -9,12 +9,14 @@ their views (:mod:`._views`), and
   :func:`prhsim.jepa.draw_directions`, redrawn every step from (seed, step));
 * next-token prediction: :func:`prhsim.jepa.next_token_cross_entropy` over every real next token.
 
-AdamW with linear warmup then cosine decay to 0, gradient clipping; bf16 autocast on CUDA (the
-SIGReg statistic in float32). The run folder holds config.json, tokenizer.json, metrics.jsonl
+AdamW with linear warmup then cosine decay to 0, gradient clipping; bf16 autocast on CUDA for the
+encoder, the objective in float32. On CUDA a resumed run matches an uninterrupted one only with
+deterministic kernels (``torch.use_deterministic_algorithms``); on CPU it matches exactly. The run folder holds config.json, tokenizer.json, metrics.jsonl
 (one JSON line every ``log_every`` steps: loss, learning rate, samples/s, tokens/s),
+model_config.json (the BERT configuration, so evaluation rebuilds the model),
 ``checkpoint/`` (every ``checkpoint_every`` steps and at the end; a killed run resumes from it
 exactly), and summary.json with loss.png (loss and learning rate against the step) when the run
-is complete. A loss that is not finite stops the run with an error naming the step;
+is complete. A loss or gradient that is not finite stops the run with an error naming the step;
 the last good checkpoint stays.
 """
 
@@ -38,6 +40,7 @@ CONFIG_NAME = "config.json"
 TOKENIZER_NAME = "tokenizer.json"
 METRICS_NAME = "metrics.jsonl"
 SUMMARY_NAME = "summary.json"
+MODEL_CONFIG_NAME = "model_config.json"
 FIGURE_NAME = "loss.png"
 #: Stream tag of the batches: ``default_rng([seed, DATA_STREAM])``.
 DATA_STREAM = 7
@@ -93,7 +96,7 @@ def _schedule(steps: int, warmup: float) -> Callable[[int], float]:
     return factor
 
 
-def build(settings, out: Path, dataset: CaptionDataset, *, tokenizer=None):
+def build(settings, out: Path, dataset: CaptionDataset, *, tokenizer=None, model_config: dict | None = None):
     """The tokenizer (trained and saved into ``out`` when the settings name none), the encoded training
     captions per image, the model, the optimiser and the scheduler."""
     import torch
@@ -112,7 +115,8 @@ def build(settings, out: Path, dataset: CaptionDataset, *, tokenizer=None):
     torch.manual_seed(settings.seed)
     model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
                         causal=settings.views == "ntp", proj_dim=settings.proj_dim,
-                        weights=Path(settings.weights) if settings.weights else None)
+                        weights=Path(settings.weights) if settings.weights and model_config is None else None,
+                        config=model_config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(settings.steps, settings.warmup))
     return tokenizer, captions, model, optimizer, scheduler
@@ -122,48 +126,79 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
                progress: Callable[[str], None] | None = None) -> TrainSummary:
     """Train (or resume) the run in ``out`` (module docstring).
 
+    A new run's folder is created only once the data, tokenizer and model are built, and removed
+    again if the call fails before its first checkpoint: what is left is always a run that can be
+    resumed, or nothing.
+
     Args:
         settings: :class:`prhsim.config.RealTrainSettings`.
         out: the run folder; a new run needs it new or empty, a resumed one needs its checkpoint.
-        resume: continue from ``out/checkpoint`` (with the tokenizer saved in ``out``).
+        resume: continue from ``out/checkpoint`` (with the tokenizer and model configuration saved in ``out``).
         stop_after: stop after this step (a checkpoint is written there), as a killed run would.
         progress: receives one line per logged step.
 
     Raises:
         DataError: a dataset, tokenizer or weights problem (one line, naming the path).
-        TrainingDiverged: the loss stopped being finite.
+        TrainingDiverged: the loss or the gradient stopped being finite.
     """
+    from prhsim.experiments.real._checkpoint import has_checkpoint
+
+    out = Path(out)
+    if resume and not has_checkpoint(out):
+        raise DataError(f"{out}: no checkpoint to resume from (expected {out / 'checkpoint'})")
+    created = not resume and not out.exists()
+    try:
+        return _train(settings, out, resume=resume, stop_after=stop_after, progress=progress)
+    except BaseException:
+        if not resume and not has_checkpoint(out) and out.is_dir():
+            _remove_new_run(out, created)
+        raise
+
+
+def _remove_new_run(out: Path, created: bool) -> None:
+    """Remove what a new run wrote before its first checkpoint (the folder too, when this call made it)."""
+    import shutil
+
+    for name in (CONFIG_NAME, TOKENIZER_NAME, METRICS_NAME, MODEL_CONFIG_NAME):
+        (out / name).unlink(missing_ok=True)
+    if created:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _train(settings, out: Path, *, resume: bool, stop_after: int | None,
+           progress: Callable[[str], None] | None) -> TrainSummary:
     import torch
 
     from prhsim.experiments.real._checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
     from prhsim.jepa import draw_directions, lejepa_loss
 
     start_time = time.perf_counter()
-    out = Path(out)
     say = progress or (lambda message: None)
     dataset = read_captions(dataset_json(settings.data))
-    if resume:
-        if not has_checkpoint(out):
-            raise DataError(f"{out}: no checkpoint to resume from (expected {out / 'checkpoint'})")
-        tokenizer = load_tokenizer(out / TOKENIZER_NAME)
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        tokenizer = None
-    tokenizer, captions, model, optimizer, scheduler = build(settings, out, dataset, tokenizer=tokenizer)
+    tokenizer = load_tokenizer(out / TOKENIZER_NAME) if resume else None
+    model_config = json.loads((out / MODEL_CONFIG_NAME).read_text()) if resume else None
+    tokenizer, captions, model, optimizer, scheduler = build(settings, out, dataset, tokenizer=tokenizer,
+                                                             model_config=model_config)
     device = _device(settings.device)
     model.to(device)
     if resume:
         state = load_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler)
         step, gen = state.step, state.generator
+        _truncate_metrics(out / METRICS_NAME, step)  # lines logged after the checkpoint are logged again
+        if step >= settings.steps:
+            return TrainSummary(step, float(state.extra.get("loss", float("nan"))), time.perf_counter() - start_time,
+                                step)
     else:
+        out.mkdir(parents=True, exist_ok=True)
         tokenizer.save(str(out / TOKENIZER_NAME))
+        (out / MODEL_CONFIG_NAME).write_text(json_text(model.model.config.to_dict()))
         (out / CONFIG_NAME).write_text(json_text(settings.model_dump(mode="json")))
         step, gen = 0, np.random.default_rng([settings.seed, DATA_STREAM])
     first = step
     pad, mask_id = tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[MASK]")
     law = ViewLaw()
     last = stop_after if stop_after is not None else settings.steps
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else _null()
+    cuda = device.type == "cuda"
     loss_value, seen, tokens, tick = float("nan"), 0, 0, time.perf_counter()
     model.train()
     with (out / METRICS_NAME).open("a") as metrics:
@@ -172,23 +207,27 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
             ids, mask = batch_views(batch, settings.views, law, pad=pad, mask_id=mask_id,
                                     max_length=settings.max_length, gen=gen)
             ids, mask = torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)
-            with autocast:
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
                 if settings.views == "ntp":
                     loss = model.next_token_loss(ids[0], mask[0])
                 else:
                     V, B, L = ids.shape
-                    e = model.embed(ids.reshape(V * B, L), mask.reshape(V * B, L)).float().reshape(V, B, -1)
-                    directions = torch.as_tensor(draw_directions(e.shape[-1], settings.num_directions,
-                                                                 seed=settings.seed, step=step),
-                                                 dtype=torch.float32, device=device)
-                    loss = lejepa_loss(e, directions, lam=settings.lam, n_global=law.n_global, dims="mean")
+                    e = model.embed(ids.reshape(V * B, L), mask.reshape(V * B, L)).reshape(V, B, -1)
+            if settings.views != "ntp":
+                directions = torch.as_tensor(draw_directions(e.shape[-1], settings.num_directions,
+                                                             seed=settings.seed, step=step),
+                                             dtype=torch.float32, device=device)
+                with torch.autocast("cuda", enabled=False):  # the statistic in float32
+                    loss = lejepa_loss(e.float(), directions, lam=settings.lam, n_global=law.n_global, dims="mean")
             if not torch.isfinite(loss):
-                kept = f"the checkpoint of step {_checkpoint_step(out)} is kept" if has_checkpoint(out) else \
-                    "no checkpoint was written yet"
-                raise TrainingDiverged(f"the loss is not finite at step {step} (lr {settings.lr:g}); {kept} in {out}")
+                raise TrainingDiverged(f"the loss is not finite at step {step} (lr {settings.lr:g}); "
+                                       f"{_kept(out, has_checkpoint)}")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
+            if not torch.isfinite(norm):
+                raise TrainingDiverged(f"the gradient is not finite at step {step} (lr {settings.lr:g}); "
+                                       f"{_kept(out, has_checkpoint)}")
             optimizer.step()
             scheduler.step()
             step += 1
@@ -220,6 +259,19 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
     return summary
 
 
+def _kept(out: Path, has_checkpoint) -> str:
+    step = _checkpoint_step(out) if has_checkpoint(out) else None
+    return f"the checkpoint of step {step} is kept in {out}" if step is not None else "no checkpoint was written"
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Keep the metric lines up to ``step`` (a resumed run logs the later ones again)."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    _write_atomic(path, "".join(line + "\n" for line in kept))
+
+
 def _checkpoint_step(out: Path) -> int | None:
     try:
         return int(json.loads((out / "checkpoint" / "state.json").read_text())["step"])
@@ -233,9 +285,3 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-class _null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
