@@ -626,7 +626,7 @@ def test_screen_on_cuda():
 
 
 def test_screen_is_chosen_only_where_it_pays(monkeypatch):
-    """Automatic: large N and k ≪ N on numpy/torch data with fast bf16; never JAX; screen=False always exact."""
+    """Automatic: large N and k ≪ N on numpy/CPU torch data with fast bf16; never JAX or CUDA; screen=False always exact."""
     pytest.importorskip("torch")
     x = np.random.default_rng(31).normal(size=(300, 8))
     assert not _knn_screen.wanted(x, 3)  # too small
@@ -641,6 +641,9 @@ def test_screen_is_chosen_only_where_it_pays(monkeypatch):
     np.testing.assert_array_equal(knn_indices(x, 3, screen=False), expected)
     assert len(calls) == int(_knn_screen._cpu_bf16_fast())
     assert not _knn_screen.wanted(x, 100)  # k > N / MIN_RATIO
+    import torch
+
+    assert not _knn_screen.wanted(torch.empty((300, 8), device="meta"), 3)  # not automatic off the CPU (CUDA: slower)
     jnp = pytest.importorskip("jax.numpy")
     assert not _knn_screen.wanted(jnp.asarray(x), 3)
 

@@ -146,15 +146,17 @@ def available(x: Any) -> bool:
 
 
 def wanted(x: Any, k: int) -> bool:
-    """The automatic choice: screen where it pays (N >= MIN_ROWS, k <= N/MIN_RATIO, fast bf16 products).
+    """The automatic choice: screen where it pays (N >= MIN_ROWS, k <= N/MIN_RATIO, CPUs with fast bf16 products).
 
+    Not on CUDA: measured on an H200 (mutual 10-NN, N = 10^5, d = 768), the screen took 14.9 s
+    in bf16 and 13.4 s in fp32 against 2.4 s for the exact tiles; ``screen=True`` still runs it.
     Imports torch only once the sizes qualify (``import prhsim.metrics`` stays light).
     """
     n, d = x.shape
     if n < MIN_ROWS or k * MIN_RATIO > n or d == 0 or is_jax_array(x):
         return False
-    if is_torch_array(x) and x.device.type == "cuda":
-        return True
+    if is_torch_array(x) and x.device.type != "cpu":
+        return False
     return available(x) and _cpu_bf16_fast()
 
 
