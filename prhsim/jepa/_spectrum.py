@@ -20,11 +20,10 @@ from typing import Literal
 
 import numpy as np
 import scipy.linalg as sla
-import scipy.sparse.linalg as spla
 
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
-from prhsim.jepa._basis import EIGSH_TOL, EigenBasis, VectorBasis, centred_operator, solver_threads
+from prhsim.jepa._basis import EigenBasis, VectorBasis, centred_operator, solver_threads
 from prhsim.jepa._kronecker import FactorSpectra, kronecker_top
 from prhsim.jepa._lanczos import lanczos_top
 from prhsim.worlds import ProductWorld, World
