@@ -32,3 +32,8 @@ from prhsim.experiments.real._train import (
 )
 from prhsim.experiments.real._eval import evaluate_run as evaluate_run
 from prhsim.experiments.real._image_features import encode_images as encode_images
+from prhsim.experiments.real._parquet import (
+    StreamStats as StreamStats,
+    shard_slots as shard_slots,
+    stream_records as stream_records,
+)
