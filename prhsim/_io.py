@@ -1,9 +1,9 @@
-"""Writing a run's folder whole or not at all.
+"""Writing a run's folder, or one file, whole or not at all.
 
 :func:`check_out_folder` refuses an output folder that cannot be used before any
 work is done; :func:`staged_folder` has the run written into a temporary sibling
 folder and renames it into place at the end, so an interrupted or failed run
-leaves nothing behind. Files and folders get the permissions of ordinary ones
+leaves nothing behind; :func:`atomic_file` does the same for one file. Files and folders get the permissions of ordinary ones
 under the process's umask (0644 and 0755 under the usual 022), not mkdtemp's
 private 0700.
 """
@@ -85,6 +85,29 @@ def check_out_folder(out: Path, *, overwrite: bool = False) -> None:
     except OSError as exc:
         raise OutputError(f"--out {given} cannot be written: {parent}: {exc.strerror}") from None
     os.rmdir(probe)
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """Yield a hidden temporary sibling of ``path`` (same suffix) to write; on success rename it onto ``path``.
+
+    On any exception (KeyboardInterrupt included) the temporary file is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial{path.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through :func:`atomic_file`."""
+    with atomic_file(path) as tmp:
+        tmp.write_text(text)
 
 
 @contextmanager

@@ -93,3 +93,20 @@ def test_files_and_folder_have_ordinary_permissions(tmp_path):
     os.umask(mask)
     assert (tmp_path / "run").stat().st_mode & 0o777 == 0o777 & ~mask
     assert (tmp_path / "run" / "results.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_atomic_file_renames_on_success_and_leaves_nothing_on_failure(tmp_path):
+    from prhsim._io import atomic_file, write_text_atomic
+
+    target = tmp_path / "sub" / "feats.npy"
+    with atomic_file(target) as tmp:
+        assert tmp.suffix == ".npy" and tmp.parent == target.parent and not target.exists()
+        tmp.write_bytes(b"new")
+    assert target.read_bytes() == b"new"
+    with pytest.raises(RuntimeError):
+        with atomic_file(target) as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("interrupted")
+    assert target.read_bytes() == b"new" and sorted(p.name for p in target.parent.iterdir()) == ["feats.npy"]
+    write_text_atomic(tmp_path / "a.json", "{}")
+    assert (tmp_path / "a.json").read_text() == "{}"

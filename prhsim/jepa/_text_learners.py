@@ -203,6 +203,14 @@ def _init(key: Any, law: CaptionLaw, k: int, config: TextConfig) -> Any:
             "out": jax.random.normal(k_out, (V, k)) / np.sqrt(k), "bias": jax.numpy.zeros(V)}
 
 
+def _initial_params(law: CaptionLaw, k: int, config: TextConfig, seeds: tuple[int, ...]) -> Any:
+    """Every seed's initial parameters, stacked on a leading seed axis (seed s from ``jax.random.key(s)``)."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.vmap(lambda key: _init(key, law, k, config))(jnp.stack([jax.random.key(s) for s in seeds]))
+
+
 def draw_steps(records: Records, law: CaptionLaw, config: TextConfig, steps: int,
                gen: np.random.Generator) -> dict[str, np.ndarray]:
     """The next ``steps`` steps' training pairs from ``records``: "x", "y" (steps, B, T), or prefixes and next tokens (ntp)."""
@@ -266,7 +274,7 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
     key = _Key(config.learner, config.objective, config.steps, int(round(config.warmup * config.steps)),
                float(config.lr), float(config.end_lr), float(config.weight_decay), float(config.clip), float(config.lam))
     init_state, run, loss_of = _runner(key)
-    params = jax.vmap(lambda s: _init(s, law, int(k), config))(jnp.stack([jax.random.key(s) for s in seeds]))
+    params = _initial_params(law, int(k), config, seeds)
     state = init_state(params)
     gens = [np.random.default_rng([s, DATA_STREAM]) for s in seeds]
     sigreg = config.learner != "ntp" and config.objective == "sigreg"
@@ -300,10 +308,9 @@ def initial_text(law: CaptionLaw, k: int, config: TextConfig, *, seeds: Sequence
                  records: Sequence[Records] | None = None) -> TextResult:
     """The untrained encoders :func:`train_text` starts from (the same seeds give the same initialisation)."""
     import jax
-    import jax.numpy as jnp
 
     seeds = tuple(int(s) for s in seeds)
-    params = jax.vmap(lambda s: _init(s, law, int(k), config))(jnp.stack([jax.random.key(s) for s in seeds]))
+    params = _initial_params(law, int(k), config, seeds)
     count = records[0].count if records else 0
     tokens = records[0].tokens_seen() if records else 0
     return TextResult(config, int(k), seeds, jax.tree.map(np.asarray, params), np.array([0]),

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from prhsim._io import json_text
+from prhsim._io import json_text, write_text_atomic
 from prhsim.experiments.real._karpathy import DataError, read_captions
 from prhsim.experiments.real._tokenizer import encode, load_tokenizer
 from prhsim.experiments.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, dataset_json
@@ -123,7 +123,5 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, n_fit: 
         "chance": {"r1": chance_recall(n, 1), "r5": chance_recall(n, 5), "mutual_knn": knn_chance(n, k),
                    "linear_cka": linear_cka(t_test, i_test[np.random.default_rng(0).permutation(n)])},
     }
-    tmp = run / f".{EVAL_NAME}.tmp"
-    tmp.write_text(json_text(result))
-    tmp.replace(run / EVAL_NAME)
+    write_text_atomic(run / EVAL_NAME, json_text(result))
     return result

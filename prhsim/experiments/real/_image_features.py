@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from prhsim._io import atomic_file
 from prhsim.experiments.real._karpathy import DataError, read_captions
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
@@ -93,17 +94,11 @@ def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, ima
             rows.append(pooled.float().cpu().numpy())
             say(f"{start + len(chunk):,}/{len(dataset.records):,} images")
     feats = np.concatenate(rows).astype(np.float32)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.partial{out.suffix}")
-    try:
+    with atomic_file(out) as tmp:
         if out.suffix == ".npy":
             np.save(tmp, feats)
         else:
             from safetensors.numpy import save_file
 
             save_file({"feats": feats}, str(tmp))
-        tmp.replace(out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return feats

@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from prhsim._io import json_text
+from prhsim._io import json_text, write_text_atomic
 from prhsim.experiments.real._karpathy import CaptionDataset, DataError, read_captions
 from prhsim.experiments.real._tokenizer import encode, load_tokenizer, train_wordpiece
 from prhsim.experiments.real._views import ViewLaw, batch_views
@@ -96,9 +96,9 @@ def _schedule(steps: int, warmup: float) -> Callable[[int], float]:
     return factor
 
 
-def build(settings, out: Path, dataset: CaptionDataset, *, tokenizer=None, model_config: dict | None = None):
-    """The tokenizer (trained and saved into ``out`` when the settings name none), the encoded training
-    captions per image, the model, the optimiser and the scheduler."""
+def build(settings, dataset: CaptionDataset, *, tokenizer=None, model_config: dict | None = None):
+    """The tokenizer (given, read from ``settings.tokenizer``, or built from the training captions), the
+    encoded training captions per image, the model, the optimiser and the scheduler."""
     import torch
 
     from prhsim.experiments.real._text_models import TextEncoder
@@ -177,7 +177,7 @@ def _train(settings, out: Path, *, resume: bool, stop_after: int | None,
     dataset = read_captions(dataset_json(settings.data))
     tokenizer = load_tokenizer(out / TOKENIZER_NAME) if resume else None
     model_config = json.loads((out / MODEL_CONFIG_NAME).read_text()) if resume else None
-    tokenizer, captions, model, optimizer, scheduler = build(settings, out, dataset, tokenizer=tokenizer,
+    tokenizer, captions, model, optimizer, scheduler = build(settings, dataset, tokenizer=tokenizer,
                                                              model_config=model_config)
     device = _device(settings.device)
     model.to(device)
@@ -254,7 +254,7 @@ def _train(settings, out: Path, *, resume: bool, stop_after: int | None,
 
         save_png(run_figure(out / METRICS_NAME, f"{settings.views} views, {settings.model}, {step} steps"),
                  out / FIGURE_NAME)
-        _write_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "views": settings.views,
+        write_text_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "views": settings.views,
                                                      "model": settings.model}))
     return summary
 
@@ -269,7 +269,7 @@ def _truncate_metrics(path: Path, step: int) -> None:
     if not path.is_file():
         return
     kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
-    _write_atomic(path, "".join(line + "\n" for line in kept))
+    write_text_atomic(path, "".join(line + "\n" for line in kept))
 
 
 def _checkpoint_step(out: Path) -> int | None:
@@ -277,11 +277,5 @@ def _checkpoint_step(out: Path) -> int | None:
         return int(json.loads((out / "checkpoint" / "state.json").read_text())["step"])
     except (OSError, ValueError, KeyError):
         return None
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
