@@ -54,3 +54,44 @@ def stage_reporter(command: str, *, quiet: bool) -> Iterator[Callable[[str], Non
                   console=err, transient=True) as progress:
         task = progress.add_task(command, total=None)
         yield lambda message: progress.update(task, description=escape(f"{command}: {message}"))
+
+
+@contextmanager
+def bar_reporter(command: str, *, quiet: bool) -> Iterator[Callable[..., None]]:
+    """Yield ``say(message, done=None, total=None)``: a progress bar of done/total with its ETA in a terminal,
+    plain stderr lines (the ETA appended) otherwise. The ETA is the rate since the first call with ``done``."""
+    if quiet:
+        yield lambda message, done=None, total=None: None
+        return
+    err = console(stderr=True)
+    start = time.perf_counter()
+    first: list[tuple[int, float]] = []
+
+    def eta(done: int | None, total: int | None) -> str:
+        if done is None or total is None:
+            return ""
+        if not first:
+            first.append((done, time.perf_counter()))
+        base, when = first[0]
+        if done <= base:
+            return ""
+        return f", ETA {(total - done) * (time.perf_counter() - when) / (done - base):.0f} s"
+
+    if not err.is_terminal:
+        def plain(message: str, done: int | None = None, total: int | None = None) -> None:
+            print(f"{command} [{time.perf_counter() - start:6.1f} s] {message}{eta(done, total)}", file=sys.stderr,
+                  flush=True)
+
+        yield plain
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
+                  console=err, transient=True) as progress:
+        task = progress.add_task(command, total=None, status="")
+
+        def bar(message: str, done: int | None = None, total: int | None = None) -> None:
+            progress.update(task, status=escape(message), completed=done, total=total)
+
+        yield bar

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from prhsim._budget import ResourceError
 from prhsim._io import OutputError, check_out_folder, json_text
-from prhsim.cli._console import UsageProblem, console, stage_reporter
+from prhsim.cli._console import UsageProblem, bar_reporter, console, stage_reporter
 from prhsim.cli._run import _parse_out, git_revision, read_own_config
 from pydantic import ValidationError
 
@@ -69,24 +69,28 @@ def export_synthetic_command(world_kind, out, images, captions, seed, config_fil
             f"{summary.captions} captions each, image features of k = {summary.k}"), highlight=False)
 
 
-#: Settings ``--resume`` may change: the number of steps (the schedule is rebuilt for the new total).
-RESUMABLE = ("steps", "checkpoint_every", "log_every", "device")
+#: Settings ``--resume`` may change: the number of steps (the schedule is rebuilt for the new total), what is
+#: logged and where, and (for a dataset in memory, whose batches do not depend on it) the number of workers.
+RESUMABLE = ("steps", "checkpoint_every", "log_every", "device", "tensorboard", "features")
 
 
 @real.command("train")
-@click.option("--data", default=None, metavar="DIR", help="Dataset folder (one dataset_*.json, Karpathy split) or the JSON.")
+@click.option("--data", default=None, metavar="DIR",
+              help="Dataset: a folder with one dataset_*.json (Karpathy split) or *.jsonl, the file, or parquet shards.")
 @click.option("--views", default=None, type=click.Choice(["good", "bad", "ntp"]), help="good, bad or ntp (default good).")
 @click.option("--model", default=None, type=click.Choice(["tiny", "bert-s", "bert-b"]), help="Model size (default bert-s).")
 @click.option("--steps", type=int, default=None, metavar="N", help="Optimiser steps.")
 @click.option("--batch-size", type=int, default=None, metavar="B", help="Images per step.")
 @click.option("--features", default=None, metavar="FILE", help="Image features for evaluation (default: the dataset's).")
+@click.option("--workers", type=int, default=None, metavar="W", help="Data-loader workers building the batches (default 0).")
 @click.option("--out", callback=_parse_out, required=True, metavar="RUN", help="The run folder (new, or the one to resume).")
 @click.option("--resume", is_flag=True, default=False, help="Continue the run in --out from its checkpoint.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="JSON or TOML file of these settings; --set and flags override it.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting (values as in TOML; repeatable).")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
-def train_command(data, views, model, steps, batch_size, features, out, resume, config_file, sets, quiet) -> None:
+def train_command(data, views, model, steps, batch_size, features, workers, out, resume, config_file, sets,
+                  quiet) -> None:
     """Train a text encoder on a caption dataset with the objectives of prhsim.jepa (good or bad views: LeJEPA's
     invariance + SIGReg; ntp: next-token cross-entropy), with checkpoints a killed run resumes from."""
     from prhsim.config import RealTrainSettings
@@ -94,7 +98,7 @@ def train_command(data, views, model, steps, batch_size, features, out, resume, 
 
     flags = [f"{key}={json.dumps(value)}" for key, value in (
         ("data", data), ("views", views), ("model", model), ("steps", steps), ("batch_size", batch_size),
-        ("features", features)) if value is not None]
+        ("features", features), ("num_workers", workers)) if value is not None]
     try:
         base = read_own_config(config_file, None, [])
         if resume:
@@ -107,16 +111,19 @@ def train_command(data, views, model, steps, batch_size, features, out, resume, 
         settings = resolve_settings(RealTrainSettings, base, [*sets, *flags])
         if resume:
             old = RealTrainSettings.model_validate(json.loads((out / "config.json").read_text())).model_dump()
-            changed = sorted(k for k, v in settings.model_dump().items() if old[k] != v and k not in RESUMABLE)
+            from prhsim.experiments.real._train import parquet_shards
+
+            free = (*RESUMABLE, *(() if parquet_shards(settings.data) else ("num_workers",)))
+            changed = sorted(k for k, v in settings.model_dump().items() if old[k] != v and k not in free)
             if changed:
-                raise ConfigError(f"--resume continues the run as it was set up; only {', '.join(RESUMABLE)} may "
+                raise ConfigError(f"--resume continues the run as it was set up; only {', '.join(free)} may "
                                   f"change, not {', '.join(changed)}")
     except ValidationError as exc:
         raise UsageProblem(format_validation_error(exc)) from None
     except (ConfigError, OutputError) as exc:
         raise UsageProblem(str(exc)) from None
     try:
-        with stage_reporter("prhsim real train", quiet=quiet) as say:
+        with bar_reporter("prhsim real train", quiet=quiet) as say:
             summary = train_real(settings, out, resume=resume, progress=say)
             if resume:  # the run's settings now include the new number of steps
                 (out / "config.json").write_text(json_text(settings.model_dump(mode="json")))
@@ -136,16 +143,18 @@ def train_command(data, views, model, steps, batch_size, features, out, resume, 
 @real.command("eval")
 @click.argument("run", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--features", default=None, metavar="FILE", help="Image features (default: the run's, or the dataset's).")
+@click.option("--data", default=None, metavar="DIR",
+              help="Caption dataset to score on (default: the run's; needed for a run trained on parquet shards).")
 @click.option("--n-fit", type=click.IntRange(min=2), default=1000, show_default=True,
               help="Validation pairs the rotation is fitted on.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print eval.json to stdout instead of a table.")
-def eval_command(run, features, n_fit, as_json) -> None:
+def eval_command(run, features, data, n_fit, as_json) -> None:
     """Score a run's text encoder against the image features: R@1/R@5 both ways after one rotation fitted on
     validation pairs, mutual k-NN and CKA on the test split, each beside its chance level."""
     from prhsim.experiments.real import DataError, evaluate_run
 
     try:
-        result = evaluate_run(run, features=features, n_fit=n_fit)
+        result = evaluate_run(run, features=features, data=data, n_fit=n_fit)
     except (DataError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
     if as_json:
@@ -172,22 +181,25 @@ def eval_command(run, features, n_fit, as_json) -> None:
 @click.option("--images", default=None, metavar="DIR", help="The image folder (default: images/ beside the JSON, else its folder).")
 @click.option("--image-size", type=int, default=224, show_default=True, help="Side of the centre crop the model reads.")
 @click.option("--batch-size", type=int, default=64, show_default=True, help="Images per forward pass.")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Data-loader workers decoding and resizing the images (0: in this process).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing features file.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
-def features_command(data, weights, out, images, image_size, batch_size, device, overwrite, quiet) -> None:
+def features_command(data, weights, out, images, image_size, batch_size, workers, device, overwrite, quiet) -> None:
     """Frozen image features of every image of a caption dataset (DINOv2's pooled class token), one row per
     image in the dataset JSON's order: the image side of prhsim real eval."""
     from prhsim.experiments.real import DataError, encode_images
 
     if Path(out).exists() and not overwrite:
         raise UsageProblem(f"--out {out} exists; pass --overwrite to replace it")
-    if image_size < 14 or batch_size < 1:
-        raise UsageProblem(f"--image-size must be at least 14 and --batch-size at least 1, got {image_size}, {batch_size}")
+    if image_size < 14 or batch_size < 1 or workers < 0:
+        raise UsageProblem(f"--image-size must be at least 14, --batch-size at least 1 and --workers at least 0, "
+                           f"got {image_size}, {batch_size}, {workers}")
     try:
-        with stage_reporter("prhsim real features", quiet=quiet) as say:
+        with bar_reporter("prhsim real features", quiet=quiet) as say:
             feats = encode_images(data, weights, out, images=images, image_size=image_size, batch_size=batch_size,
-                                  device=device, progress=say)
+                                  num_workers=workers, device=device, progress=say)
     except (DataError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
     if not quiet:

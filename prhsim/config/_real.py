@@ -44,7 +44,14 @@ class RealTrainSettings(Settings):
     """``prhsim real train``: a text encoder on a caption dataset, with the objectives of ``prhsim.jepa``.
 
     Attributes:
-        data: the dataset folder (holding one ``dataset_*.json`` in the Karpathy split format) or the JSON itself.
+        data: the dataset: a folder holding one ``dataset_*.json`` (Karpathy split format) or
+            ``*.jsonl``, that file itself, or parquet shards (a folder of ``*.parquet``, or one file),
+            read as a stream (Recap-DataComp style).
+        text_columns, id_column: the parquet columns whose texts are an image's captions (the
+            views), and an optional integer id column.
+        shuffle_buffer: records in the shuffle buffer of each parquet reader.
+        tokenizer_records: parquet records the WordPiece vocabulary is built from (when no tokenizer is given).
+        num_workers: data-loader worker processes building the batches (0: in the training process).
         views: "good" (spans of different captions of an image), "bad" (spans of one caption) or
             "ntp" (next-token prediction with causal attention).
         model: "tiny", "bert-s" or "bert-b"; weights: a local Hugging Face checkpoint directory (random init if None).
@@ -58,6 +65,7 @@ class RealTrainSettings(Settings):
             directions M and the projector's output dimension (JEPA views).
         features: the image features file for evaluation (default: the dataset folder's image_features.npy).
         checkpoint_every, log_every: steps between checkpoints and between metric lines.
+        tensorboard: also log the metrics to ``RUN/tensorboard`` when the tensorboard package is installed.
         device: "auto" (CUDA when available), "cpu" or "cuda".
         seed: seeds the initialisation, the batches, the views and the directions.
     """
@@ -79,6 +87,12 @@ class RealTrainSettings(Settings):
     num_directions: int = Field(256, ge=1)
     proj_dim: int = Field(128, ge=1)
     features: str | None = None
+    text_columns: list[str] = Field(default_factory=lambda: ["org_caption", "re_caption"], min_length=1)
+    id_column: str | None = None
+    shuffle_buffer: int = Field(10_000, ge=1)
+    tokenizer_records: int = Field(100_000, ge=1)
+    num_workers: int = Field(0, ge=0, le=256)
+    tensorboard: bool = True
     checkpoint_every: int = Field(100, ge=1)
     log_every: int = Field(10, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"

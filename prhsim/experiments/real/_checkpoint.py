@@ -17,7 +17,7 @@ Format (version 1), one folder ``<folder>/checkpoint/``:
        "model": {"aliases": {"head.weight": "embed.weight"}},
        "optimizer": {"class": "AdamW", "param_groups": [...], "state": {"0": {...}}},  # non-tensor entries
        "scheduler": {"class": "LambdaLR", "state": {...}},
-       "generator": {"bit_generator": "PCG64", "state": {"state": ..., "inc": ...}, ...},
+       "generator": {"bit_generator": "PCG64", "state": {"state": ..., "inc": ...}, ...},  # or null
        "extra": {...}}
 
   Values JSON has no type for are tagged: ``{"__tuple__": [...]}``, ``{"__items__": [[key, value], ...]}``
@@ -32,7 +32,7 @@ then reads and the next save moves back first. One process saves into a folder a
 
 :func:`load_checkpoint` checks everything before changing anything, then restores the model,
 optimiser, scheduler and torch's generators in place and returns the step, the numpy data
-generator and ``extra``. Every problem is a :class:`CheckpointError` whose one-line message names
+generator (None if none was saved) and ``extra``. Every problem is a :class:`CheckpointError` whose one-line message names
 the file (or folder) and what is wrong.
 """
 
@@ -81,12 +81,12 @@ class Resumed:
 
     Attributes:
         step: the optimiser steps taken when the checkpoint was saved.
-        generator: the data generator, restored to its saved state.
+        generator: the data generator, restored to its saved state (None if none was saved).
         extra: the JSON-serialisable dict given to :func:`save_checkpoint` (``{}`` if none was).
     """
 
     step: int
-    generator: np.random.Generator
+    generator: np.random.Generator | None
     extra: dict
 
 
@@ -94,7 +94,7 @@ class Resumed:
 
 
 def save_checkpoint(folder: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler, generator: np.random.Generator,
+                    scheduler: torch.optim.lr_scheduler.LRScheduler, generator: np.random.Generator | None,
                     step: int, extra: dict | None = None) -> Path:
     """Save the training state into ``folder/checkpoint/``, replacing the previous checkpoint atomically.
 
@@ -103,7 +103,8 @@ def save_checkpoint(folder: Path, *, model: torch.nn.Module, optimizer: torch.op
         model: the model; its ``state_dict`` is saved.
         optimizer: the optimiser, with its per-parameter state and parameter groups.
         scheduler: the learning-rate scheduler.
-        generator: the numpy generator that draws the data; its bit generator's state is saved.
+        generator: the numpy generator that draws the data; its bit generator's state is saved
+            (None: the data is a function of the step, nothing to save).
         step: the optimiser steps taken so far (at least 0).
         extra: anything else to resume with (JSON-serialisable: dicts, lists, tuples, numbers, strings).
 
@@ -152,7 +153,7 @@ def _write_checkpoint(directory: Path, state_path: Path, *, model, optimizer, sc
         "optimizer": {"class": type(optimizer).__name__, **_encode(optimizer_json, "optimizer", state_path)},
         "scheduler": {"class": type(scheduler).__name__,
                       "state": _encode(scheduler.state_dict(), "scheduler", state_path)},
-        "generator": _encode(generator.bit_generator.state, "generator", state_path),
+        "generator": None if generator is None else _encode(generator.bit_generator.state, "generator", state_path),
         "extra": _encode(extra, "extra", state_path),
     }
     text = json.dumps(document, indent=1)
@@ -342,7 +343,8 @@ def _read_checkpoint(directory: Path, model, optimizer, scheduler) -> tuple:
     optimizer_state = _read_optimizer(directory / OPTIMIZER_FILE, state_path, document["optimizer"], optimizer)
     scheduler_state = _scheduler_state(state_path, document["scheduler"], scheduler)
     rng_states = _read_rng(directory / RNG_FILE)
-    generator = _restore_generator(state_path, document["generator"])
+    saved = document["generator"]
+    generator = None if saved is None else _restore_generator(state_path, saved)
     return document, model_state, optimizer_state, scheduler_state, rng_states, generator
 
 
@@ -372,7 +374,7 @@ def _read_state(path: Path) -> dict[str, Any]:
     step = document.get("step")
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise CheckpointError(f'{path}: "step" must be an integer of at least 0, got {step!r}')
-    for key, kind in (("model", dict), ("optimizer", dict), ("scheduler", dict), ("generator", dict),
+    for key, kind in (("model", dict), ("optimizer", dict), ("scheduler", dict), ("generator", (dict, type(None))),
                       ("extra", dict)):
         if not isinstance(document.get(key), kind):
             raise CheckpointError(f'{path}: expected an object under "{key}"')

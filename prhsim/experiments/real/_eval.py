@@ -25,7 +25,8 @@ import numpy as np
 from prhsim._io import json_text, write_text_atomic
 from prhsim.experiments.real._karpathy import DataError, read_captions
 from prhsim.experiments.real._tokenizer import encode, load_tokenizer
-from prhsim.experiments.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, dataset_json
+from prhsim.experiments.real._export import FEATURES_NAME
+from prhsim.experiments.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, dataset_json, parquet_shards
 
 EVAL_NAME = "eval.json"
 
@@ -66,9 +67,12 @@ def embed_texts(model, tokenizer, texts: list[str], max_length: int, *, batch: i
     return np.concatenate(out).astype(np.float64)
 
 
-def evaluate_run(run: Path | str, *, features: Path | str | None = None, n_fit: int = 1000, knn_k: int = 10
-                 ) -> dict[str, Any]:
+def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: Path | str | None = None,
+                 n_fit: int = 1000, knn_k: int = 10) -> dict[str, Any]:
     """Score the run's text encoder against the image features (module docstring); writes ``run/eval.json``.
+
+    ``data`` is the caption dataset whose val and test splits are scored (default: the one the run
+    trained on; a run trained on parquet shards needs one, e.g. Flickr30k's Karpathy JSON).
 
     Raises:
         DataError: a missing run file, a features file whose rows do not match the dataset, splits
@@ -89,9 +93,12 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, n_fit: 
         model_config = json.loads((run / MODEL_CONFIG_NAME).read_text())
     except (OSError, ValueError) as exc:
         raise DataError(f"{run}: its {CONFIG_NAME} or {MODEL_CONFIG_NAME} cannot be read ({str(exc).splitlines()[0]})") from None
-    json_path = dataset_json(settings.data)
+    if data is None and parquet_shards(settings.data):
+        raise DataError(f"{run}: trained on parquet shards ({settings.data}), which have no val or test split; "
+                        "pass the caption dataset to evaluate on (--data, a Karpathy JSON with its image features)")
+    json_path = dataset_json(data if data is not None else settings.data)
     dataset = read_captions(json_path)
-    feats_path = Path(features or settings.features or json_path.parent / "image_features.npy")
+    feats_path = Path(features or (settings.features if data is None else None) or json_path.parent / FEATURES_NAME)
     images = image_features(feats_path, len(dataset.records))
     tokenizer = load_tokenizer(run / TOKENIZER_NAME)
     model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
@@ -116,7 +123,7 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, n_fit: 
     k = min(knn_k, n - 1)
     result = {
         "run": str(run), "step": state.step, "views": settings.views, "model": settings.model,
-        "features": str(feats_path), "n_fit": len(val), "n_test": n,
+        "data": str(json_path), "features": str(feats_path), "n_fit": len(val), "n_test": n,
         "r1_text_to_image": recall.a_to_b[1], "r5_text_to_image": recall.a_to_b[5],
         "r1_image_to_text": recall.b_to_a[1], "r5_image_to_text": recall.b_to_a[5],
         "mutual_knn": mutual_knn(t_test, i_test, k), "knn_k": k, "linear_cka": linear_cka(t_test, i_test),

@@ -7,11 +7,14 @@ centre-cropped to ``image_size`` x ``image_size`` and normalised with the ImageN
 standard deviation (what DINOv2's image processor does), then encoded; the feature is the
 model's pooled output (the layer-normed class token), (N, D) float32. Written atomically to
 ``.npy`` or ``.safetensors`` (tensor "feats"), the formats ``prhsim real eval`` and ``prhsim prh``
-read. bf16 autocast on CUDA.
+read. Images are decoded by a torch ``DataLoader`` with ``num_workers`` worker processes (0: in the
+calling process), so decoding overlaps the model; batches come in dataset order, in pinned memory on
+CUDA. bf16 autocast on CUDA.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -46,6 +49,36 @@ def preprocess(path: Path, image_size: int) -> np.ndarray:
     return ((array - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1)
 
 
+class _Images:
+    """The preprocessed images ``folder / filenames[i]``, in order (a map-style torch dataset).
+
+    A ``DataError`` is returned as its message, not raised, so that it crosses a worker process unchanged
+    (the DataLoader would wrap it with the worker's traceback); :func:`_collate` and the caller raise it.
+    """
+
+    def __init__(self, folder: Path, filenames: list[str], image_size: int):
+        self.folder, self.filenames, self.image_size = folder, filenames, image_size
+
+    def __len__(self) -> int:
+        return len(self.filenames)
+
+    def __getitem__(self, index: int):
+        import torch
+
+        try:
+            return torch.from_numpy(preprocess(self.folder / self.filenames[index], self.image_size))
+        except DataError as exc:
+            return str(exc)
+
+
+def _collate(items: list):
+    """A batch (B, 3, S, S), or the message of the first image that could not be read."""
+    import torch
+
+    errors = [x for x in items if isinstance(x, str)]
+    return errors[0] if errors else torch.stack(items)
+
+
 def image_folder(json_path: Path, images: Path | str | None) -> Path:
     """The folder the dataset's image files are in: ``images`` if given, else ``images/`` beside the JSON, else its folder."""
     if images is not None:
@@ -58,14 +91,21 @@ def image_folder(json_path: Path, images: Path | str | None) -> Path:
 
 
 def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, images: Path | str | None = None,
-                   image_size: int = 224, batch_size: int = 64, device: str = "auto",
-                   progress: Callable[[str], None] | None = None) -> np.ndarray:
+                   image_size: int = 224, batch_size: int = 64, num_workers: int = 0, device: str = "auto",
+                   progress: Callable[..., None] | None = None) -> np.ndarray:
     """Encode every image of the dataset with the DINOv2 checkpoint in ``weights``; write and return (N, D) float32.
+
+    ``num_workers`` processes decode images (0: the calling process does). ``progress(message, done, total)``
+    is called after every batch.
 
     Raises:
         DataError: a missing dataset, weights directory or image file (one line, naming the path).
+        ValueError: ``num_workers`` is not an int >= 0.
     """
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError(f"num_workers must be an int >= 0 (0: decode images in this process), not {num_workers!r}")
     import torch
+    from torch.utils.data import DataLoader
     from transformers import Dinov2Model
 
     from prhsim.experiments.real._train import _device, dataset_json
@@ -82,18 +122,23 @@ def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, ima
     folder = image_folder(json_path, images)
     dev = _device(device)
     model = Dinov2Model.from_pretrained(str(weights), local_files_only=True).to(dev).eval()
-    say = progress or (lambda message: None)
-    rows = []
+    say = progress or (lambda message, done=None, total=None: None)
+    loader = DataLoader(_Images(folder, [r.filename for r in dataset.records], image_size), batch_size=batch_size,
+                        shuffle=False, num_workers=num_workers, collate_fn=_collate, pin_memory=dev.type == "cuda",
+                        persistent_workers=False, prefetch_factor=4 if num_workers else None)
+    rows, done, total = [], 0, len(dataset.records)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else torch.autocast("cpu",
                                                                                                        enabled=False)
+    started = time.perf_counter()
     with torch.no_grad(), autocast:
-        for start in range(0, len(dataset.records), batch_size):
-            chunk = dataset.records[start:start + batch_size]
-            pixels = np.stack([preprocess(folder / r.filename, image_size) for r in chunk])
-            pooled = model(pixel_values=torch.from_numpy(pixels).to(dev)).pooler_output
-            rows.append(pooled.float().cpu().numpy())
-            say(f"{start + len(chunk):,}/{len(dataset.records):,} images")
-    feats = np.concatenate(rows).astype(np.float32)
+        for pixels in loader:
+            if isinstance(pixels, str):
+                raise DataError(pixels)
+            pooled = model(pixel_values=pixels.to(dev, non_blocking=True)).pooler_output
+            rows.append(pooled.float())  # kept on the device: no host synchronisation per batch
+            done += len(pixels)
+            say(f"{done:,}/{total:,} images, {done / (time.perf_counter() - started):,.0f} images/s", done, total)
+    feats = torch.cat(rows).cpu().numpy().astype(np.float32)
     with atomic_file(out) as tmp:
         if out.suffix == ".npy":
             np.save(tmp, feats)

@@ -1,7 +1,8 @@
 """``prhsim real train``: a BERT text encoder on a caption dataset with the objectives the simulator checks.
 
-One step: B images drawn from the training split (with replacement, from the run's generator),
-their views (:mod:`._views`), and
+One step: a batch of B images (:mod:`._batches`: epochs of a caption dataset in memory, or parquet
+shards streamed; a function of (seed, step), so a resumed run sees the batches an uninterrupted one
+would), their views (:mod:`._views`), and
 
 * JEPA views: ``λ·SIGReg + (1 − λ)·invariance`` on the projector's outputs,
   :func:`prhsim.jepa.lejepa_loss` on torch tensors (invariance to the mean of the two global views,
@@ -11,11 +12,12 @@ their views (:mod:`._views`), and
 
 AdamW with linear warmup then cosine decay to 0, gradient clipping; bf16 autocast on CUDA for the
 encoder, the objective in float32. On CUDA a resumed run matches an uninterrupted one only with
-deterministic kernels (``torch.use_deterministic_algorithms``); on CPU it matches exactly. The run folder holds config.json, tokenizer.json, metrics.jsonl
-(one JSON line every ``log_every`` steps: loss, learning rate, samples/s, tokens/s),
-model_config.json (the BERT configuration, so evaluation rebuilds the model),
-``checkpoint/`` (every ``checkpoint_every`` steps and at the end; a killed run resumes from it
-exactly), and summary.json with loss.png (loss and learning rate against the step) when the run
+deterministic kernels (``torch.use_deterministic_algorithms``); on CPU it matches exactly. The run
+folder holds config.json, tokenizer.json, metrics.jsonl (one JSON line every ``log_every`` steps:
+loss, learning rate, samples/s, tokens/s; the same scalars in ``tensorboard/`` when the tensorboard
+package is installed), model_config.json (the BERT configuration, so evaluation rebuilds the
+model), ``checkpoint/`` (every ``checkpoint_every`` steps and at the end; a killed run resumes from
+it exactly), and summary.json with loss.png (loss and learning rate against the step) when the run
 is complete. A loss or gradient that is not finite stops the run with an error naming the step;
 the last good checkpoint stays.
 """
@@ -29,12 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
 from prhsim._io import json_text, write_text_atomic
 from prhsim.experiments.real._karpathy import CaptionDataset, DataError, read_captions
 from prhsim.experiments.real._tokenizer import encode, load_tokenizer, train_wordpiece
-from prhsim.experiments.real._views import ViewLaw, batch_views
+from prhsim.experiments.real._views import ViewLaw
 
 CONFIG_NAME = "config.json"
 TOKENIZER_NAME = "tokenizer.json"
@@ -42,8 +42,9 @@ METRICS_NAME = "metrics.jsonl"
 SUMMARY_NAME = "summary.json"
 MODEL_CONFIG_NAME = "model_config.json"
 FIGURE_NAME = "loss.png"
-#: Stream tag of the batches: ``default_rng([seed, DATA_STREAM])``.
-DATA_STREAM = 7
+TENSORBOARD_NAME = "tensorboard"
+#: ``progress(message, done, total)``: a line for the user, with the steps done and to do.
+Progress = Callable[..., None]
 
 
 class TrainingDiverged(ValueError):
@@ -96,22 +97,49 @@ def _schedule(steps: int, warmup: float) -> Callable[[int], float]:
     return factor
 
 
-def build(settings, dataset: CaptionDataset, *, tokenizer=None, model_config: dict | None = None):
-    """The tokenizer (given, read from ``settings.tokenizer``, or built from the training captions), the
-    encoded training captions per image, the model, the optimiser and the scheduler."""
+def parquet_shards(data: Path | str) -> list[Path]:
+    """The parquet shards ``data`` names (one ``.parquet`` file, or a folder's ``*.parquet`` in name order), else []."""
+    data = Path(data)
+    if data.is_file():
+        return [data] if data.suffix == ".parquet" else []
+    return sorted(data.glob("*.parquet")) if data.is_dir() else []
+
+
+def training_data(settings) -> CaptionDataset | list[Path]:
+    """The training data of ``settings.data``: a caption dataset in memory, or the parquet shards to stream."""
+    shards = parquet_shards(settings.data)
+    if shards:
+        return shards
+    dataset = read_captions(dataset_json(settings.data))
+    if not dataset.split("train"):
+        raise DataError(f"{dataset.path}: no image in the train split")
+    return dataset
+
+
+def _training_texts(settings, data: CaptionDataset | list[Path]):
+    """The texts a new tokenizer is built from: every training caption, or the first ``tokenizer_records`` streamed records'."""
+    import itertools
+
+    from prhsim.experiments.real._parquet import stream_records
+
+    if isinstance(data, CaptionDataset):
+        return (t for r in data.split("train") for t in r.texts)
+    records = stream_records(data, settings.text_columns, id_column=settings.id_column)
+    return (t for r in itertools.islice(records, settings.tokenizer_records) for t in r.texts)
+
+
+def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_config: dict | None = None):
+    """The tokenizer (given, read from ``settings.tokenizer``, or built from the training texts), the model,
+    the optimiser and the scheduler."""
     import torch
 
     from prhsim.experiments.real._text_models import TextEncoder
 
-    train_records = dataset.split("train")
-    if not train_records:
-        raise DataError(f"{dataset.path}: no image in the train split")
     if tokenizer is None:
         if settings.tokenizer is not None:
             tokenizer = load_tokenizer(settings.tokenizer)
         else:
-            tokenizer = train_wordpiece((t for r in train_records for t in r.texts), settings.vocab_size)
-    captions = [encode(tokenizer, list(r.texts), settings.max_length) for r in train_records]
+            tokenizer = train_wordpiece(_training_texts(settings, data), settings.vocab_size)
     torch.manual_seed(settings.seed)
     model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
                         causal=settings.views == "ntp", proj_dim=settings.proj_dim,
@@ -119,11 +147,27 @@ def build(settings, dataset: CaptionDataset, *, tokenizer=None, model_config: di
                         config=model_config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(settings.steps, settings.warmup))
-    return tokenizer, captions, model, optimizer, scheduler
+    return tokenizer, model, optimizer, scheduler
+
+
+def batch_source(settings, data: CaptionDataset | list[Path], tokenizer, *, start: int, rank: int = 0,
+                 world_size: int = 1):
+    """The step-indexed batches of the run (:mod:`._batches`), for a loader that starts at step ``start``."""
+    from prhsim.experiments.real._batches import EpochBatches, StreamBatches
+
+    pad, mask_id = tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[MASK]")
+    if isinstance(data, CaptionDataset):
+        captions = [encode(tokenizer, list(r.texts), settings.max_length) for r in data.split("train")]
+        return EpochBatches(captions, settings.views, batch_size=settings.batch_size, pad=pad, mask_id=mask_id,
+                            max_length=settings.max_length, seed=settings.seed, rank=rank, world_size=world_size)
+    return StreamBatches(data, settings.text_columns, settings.views, tokenizer=tokenizer,
+                         batch_size=settings.batch_size, max_length=settings.max_length, seed=settings.seed,
+                         start=start, num_workers=settings.num_workers, shuffle_buffer=settings.shuffle_buffer,
+                         id_column=settings.id_column, rank=rank, world_size=world_size)
 
 
 def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: int | None = None,
-               progress: Callable[[str], None] | None = None) -> TrainSummary:
+               progress: Progress | None = None) -> TrainSummary:
     """Train (or resume) the run in ``out`` (module docstring).
 
     A new run's folder is created only once the data, tokenizer and model are built, and removed
@@ -135,7 +179,7 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
         out: the run folder; a new run needs it new or empty, a resumed one needs its checkpoint.
         resume: continue from ``out/checkpoint`` (with the tokenizer and model configuration saved in ``out``).
         stop_after: stop after this step (a checkpoint is written there), as a killed run would.
-        progress: receives one line per logged step.
+        progress: called as ``progress(message, step, steps)`` at the start and at every logged step.
 
     Raises:
         DataError: a dataset, tokenizer or weights problem (one line, naming the path).
@@ -165,48 +209,47 @@ def _remove_new_run(out: Path, created: bool) -> None:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def _train(settings, out: Path, *, resume: bool, stop_after: int | None,
-           progress: Callable[[str], None] | None) -> TrainSummary:
+def _train(settings, out: Path, *, resume: bool, stop_after: int | None, progress: Progress | None) -> TrainSummary:
     import torch
 
+    from prhsim.experiments.real._batches import batch_loader
     from prhsim.experiments.real._checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
     from prhsim.jepa import draw_directions, lejepa_loss
 
     start_time = time.perf_counter()
-    say = progress or (lambda message: None)
-    dataset = read_captions(dataset_json(settings.data))
+    say = progress or (lambda message, done=None, total=None: None)
+    data = training_data(settings)
     tokenizer = load_tokenizer(out / TOKENIZER_NAME) if resume else None
     model_config = json.loads((out / MODEL_CONFIG_NAME).read_text()) if resume else None
-    tokenizer, captions, model, optimizer, scheduler = build(settings, dataset, tokenizer=tokenizer,
-                                                             model_config=model_config)
+    tokenizer, model, optimizer, scheduler = build(settings, data, tokenizer=tokenizer, model_config=model_config)
     device = _device(settings.device)
     model.to(device)
+    step = 0
     if resume:
         state = load_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler)
-        step, gen = state.step, state.generator
+        step = state.step
         _truncate_metrics(out / METRICS_NAME, step)  # lines logged after the checkpoint are logged again
         if step >= settings.steps:
             return TrainSummary(step, float(state.extra.get("loss", float("nan"))), time.perf_counter() - start_time,
                                 step)
-    else:
+    source = batch_source(settings, data, tokenizer, start=step)
+    if not resume:
         out.mkdir(parents=True, exist_ok=True)
         tokenizer.save(str(out / TOKENIZER_NAME))
         (out / MODEL_CONFIG_NAME).write_text(json_text(model.model.config.to_dict()))
         (out / CONFIG_NAME).write_text(json_text(settings.model_dump(mode="json")))
-        step, gen = 0, np.random.default_rng([settings.seed, DATA_STREAM])
     first = step
-    pad, mask_id = tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[MASK]")
-    law = ViewLaw()
-    last = stop_after if stop_after is not None else settings.steps
+    n_global = ViewLaw().n_global
+    last = min(stop_after if stop_after is not None else settings.steps, settings.steps)
     cuda = device.type == "cuda"
+    batches = batch_loader(source, start=step, stop=last, num_workers=settings.num_workers, pin_memory=cuda)
+    board = _tensorboard(out, step) if settings.tensorboard else None
     loss_value, seen, tokens, tick = float("nan"), 0, 0, time.perf_counter()
+    say(f"step {step}/{settings.steps}", step, settings.steps)
     model.train()
     with (out / METRICS_NAME).open("a") as metrics:
-        while step < min(last, settings.steps):
-            batch = [captions[i] for i in gen.integers(len(captions), size=settings.batch_size)]
-            ids, mask = batch_views(batch, settings.views, law, pad=pad, mask_id=mask_id,
-                                    max_length=settings.max_length, gen=gen)
-            ids, mask = torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)
+        for ids, mask in batches:
+            ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
                 if settings.views == "ntp":
                     loss = model.next_token_loss(ids[0], mask[0])
@@ -218,7 +261,7 @@ def _train(settings, out: Path, *, resume: bool, stop_after: int | None,
                                                              seed=settings.seed, step=step),
                                              dtype=torch.float32, device=device)
                 with torch.autocast("cuda", enabled=False):  # the statistic in float32
-                    loss = lejepa_loss(e.float(), directions, lam=settings.lam, n_global=law.n_global, dims="mean")
+                    loss = lejepa_loss(e.float(), directions, lam=settings.lam, n_global=n_global, dims="mean")
             if not torch.isfinite(loss):
                 raise TrainingDiverged(f"the loss is not finite at step {step} (lr {settings.lr:g}); "
                                        f"{_kept(out, has_checkpoint)}")
@@ -232,7 +275,7 @@ def _train(settings, out: Path, *, resume: bool, stop_after: int | None,
             scheduler.step()
             step += 1
             loss_value = float(loss.detach())
-            seen += settings.batch_size
+            seen += ids.shape[1]
             tokens += int(mask.sum())
             if step % settings.log_every == 0 or step == settings.steps:
                 elapsed = max(time.perf_counter() - tick, 1e-9)
@@ -240,13 +283,18 @@ def _train(settings, out: Path, *, resume: bool, stop_after: int | None,
                         "samples_per_s": seen / elapsed, "tokens_per_s": tokens / elapsed}
                 metrics.write(json.dumps(line) + "\n")
                 metrics.flush()
-                eta = (settings.steps - step) * elapsed / max(1, seen // settings.batch_size)
+                if board is not None:
+                    for key, value in line.items():
+                        if key != "step":
+                            board.add_scalar(f"train/{key}", value, step)
                 say(f"step {step}/{settings.steps} loss {loss_value:.4f}, {line['samples_per_s']:.0f} samples/s, "
-                    f"{line['tokens_per_s']:.0f} tokens/s, ETA {eta:.0f} s")
+                    f"{line['tokens_per_s']:.0f} tokens/s", step, settings.steps)
                 seen, tokens, tick = 0, 0, time.perf_counter()
             if step % settings.checkpoint_every == 0 or step in (settings.steps, last):
-                save_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler, generator=gen, step=step,
+                save_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler, generator=None, step=step,
                                 extra={"loss": loss_value})
+    if board is not None:
+        board.close()
     summary = TrainSummary(step, loss_value, time.perf_counter() - start_time, first)
     if step >= settings.steps:
         from prhsim.experiments.real._figure import run_figure
@@ -257,6 +305,17 @@ def _train(settings, out: Path, *, resume: bool, stop_after: int | None,
         write_text_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "views": settings.views,
                                                      "model": settings.model}))
     return summary
+
+
+def _tensorboard(out: Path, step: int):
+    """A TensorBoard writer into ``out/tensorboard``, or None when tensorboard is not installed.
+
+    A run resumed at ``step`` drops the events logged after it (they are logged again)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter(str(out / TENSORBOARD_NAME), purge_step=step + 1 if step else None)  # as the metric lines
 
 
 def _kept(out: Path, has_checkpoint) -> str:

@@ -10,6 +10,8 @@ For each image of a batch:
   probability ``mask_prob``;
 * ``ntp`` reads whole captions: one per image, drawn at random.
 
+Each image's views are drawn from its own generator, so an image's views do not depend on which
+other images share its batch (a batch split over processes gets the views it would get whole).
 Spans are written from position 0 and padded with ``[PAD]`` (id ``pad``); ``mask`` marks the real tokens.
 """
 
@@ -47,12 +49,15 @@ def _span(caption: np.ndarray, low: float, high: float, gen: np.random.Generator
 
 
 def batch_views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, law: ViewLaw, *, pad: int, mask_id: int,
-                max_length: int, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Views of a batch of images (each a list of caption id arrays): ids and mask, (V, B, L) (V = 1 for ntp)."""
+                max_length: int, gens: Sequence[np.random.Generator]) -> tuple[np.ndarray, np.ndarray]:
+    """Views of a batch of images (each a list of caption id arrays), image b's drawn from ``gens[b]``: ids and
+    mask, (V, B, L) (V = 1 for ntp)."""
     B = len(captions)
+    if len(gens) != B:
+        raise ValueError(f"one generator per image: {len(gens)} generators for {B} images")
     views = 1 if kind == "ntp" else law.n_views
     rows: list[list[np.ndarray]] = [[None] * B for _ in range(views)]  # type: ignore[list-item]
-    for b, image in enumerate(captions):
+    for b, (image, gen) in enumerate(zip(captions, gens)):
         if kind == "ntp":
             rows[0][b] = image[int(gen.integers(len(image)))]
             continue
