@@ -85,9 +85,27 @@ def test_a_diverging_run_stops_and_leaves_nothing_to_half_resume(data, tmp_path)
     from prhsim.experiments.real import TrainingDiverged
 
     run = tmp_path / "boom"
-    with pytest.raises(TrainingDiverged, match="not finite at step"):
-        train_real(_settings(data, lr=1e12, steps=20, warmup=0.0), run)
+    with pytest.raises(TrainingDiverged, match=r"not finite at step 1 \(lr 1e\+12\); no checkpoint was written"):
+        train_real(_settings(data, lr=1e12, steps=20, warmup=0.0), run)  # step 0's update blows up, seen at step 2
     assert not run.exists()  # failed before its first checkpoint: no run folder
+
+
+def test_a_step_gone_non_finite_is_named_and_no_checkpoint_after_it_is_written(data, tmp_path, monkeypatch):
+    """The check is read at logged and saved steps only: step 3 goes bad, step 4's checkpoint is never written."""
+    from prhsim.experiments.real import TrainingDiverged
+    from prhsim.experiments.real import _train
+
+    objective = _train._objective
+
+    def poisoned(model, ids, mask, settings, step, device):
+        loss = objective(model, ids, mask, settings, step, device)
+        return loss * float("nan") if step == 3 else loss
+
+    monkeypatch.setattr(_train, "_objective", poisoned)
+    run = tmp_path / "nan"
+    with pytest.raises(TrainingDiverged, match="not finite at step 3 .* the checkpoint of step 2 is kept"):
+        train_real(_settings(data, steps=8, checkpoint_every=2, log_every=10), run)
+    assert json.loads((run / "checkpoint" / "state.json").read_text())["step"] == 2
 
 
 def test_resume_logs_each_step_once_and_a_finished_run_stays_finished(data, tmp_path):

@@ -59,20 +59,21 @@ def stage_reporter(command: str, *, quiet: bool) -> Iterator[Callable[[str], Non
 @contextmanager
 def bar_reporter(command: str, *, quiet: bool) -> Iterator[Callable[..., None]]:
     """Yield ``say(message, done=None, total=None)``: a progress bar of done/total with its ETA in a terminal,
-    plain stderr lines (the ETA appended) otherwise. The ETA is the rate since the first call with ``done``."""
+    plain stderr lines (the ETA appended) otherwise. The ETA is the rate since the first call of the same count
+    (a new ``total``, or ``done`` going back, starts a new count)."""
     if quiet:
         yield lambda message, done=None, total=None: None
         return
     err = console(stderr=True)
     start = time.perf_counter()
-    first: list[tuple[int, float]] = []
+    first: dict[str, tuple[int, int, float]] = {}  # the (total, done, time) a count started from
 
     def eta(done: int | None, total: int | None) -> str:
         if done is None or total is None:
             return ""
-        if not first:
-            first.append((done, time.perf_counter()))
-        base, when = first[0]
+        if "count" not in first or first["count"][0] != total or done < first["count"][1]:  # a new count
+            first["count"] = (total, done, time.perf_counter())
+        _, base, when = first["count"]
         if done <= base:
             return ""
         return f", ETA {(total - done) * (time.perf_counter() - when) / (done - base):.0f} s"

@@ -85,16 +85,23 @@ RESUMABLE = ("steps", "checkpoint_every", "log_every", "device", "tensorboard", 
 @click.option("--workers", type=int, default=None, metavar="W", help="Data-loader workers building the batches (default 0).")
 @click.option("--out", callback=_parse_out, required=True, metavar="RUN", help="The run folder (new, or the one to resume).")
 @click.option("--resume", is_flag=True, default=False, help="Continue the run in --out from its checkpoint.")
+@click.option("--stop-after", type=click.IntRange(min=1), default=None, metavar="S",
+              help="Stop after step S with a checkpoint, keeping the schedule of --steps (resume with --resume).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="JSON or TOML file of these settings; --set and flags override it.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting (values as in TOML; repeatable).")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
-def train_command(data, views, model, steps, batch_size, features, workers, out, resume, config_file, sets,
-                  quiet) -> None:
+def train_command(data, views, model, steps, batch_size, features, workers, out, resume, stop_after, config_file,
+                  sets, quiet) -> None:
     """Train a text encoder on a caption dataset with the objectives of prhsim.jepa (good or bad views: LeJEPA's
-    invariance + SIGReg; ntp: next-token cross-entropy), with checkpoints a killed run resumes from."""
+    invariance + SIGReg; ntp: next-token cross-entropy), with checkpoints a killed run resumes from. Under
+    torchrun, the processes split each global batch (--batch-size) and the first one writes the run."""
     from prhsim.config import RealTrainSettings
     from prhsim.experiments.real import DataError, TrainingDiverged, train_real
+    from prhsim.experiments.real._distributed import launched
+
+    main = launched().main
+    quiet = quiet or not main
 
     flags = [f"{key}={json.dumps(value)}" for key, value in (
         ("data", data), ("views", views), ("model", model), ("steps", steps), ("batch_size", batch_size),
@@ -106,7 +113,7 @@ def train_command(data, views, model, steps, batch_size, features, workers, out,
             if not saved.is_file():
                 raise ConfigError(f"--resume: {out} holds no config.json (not a prhsim real run folder)")
             base = {**json.loads(saved.read_text()), **base}
-        elif out.exists() and any(out.iterdir()):
+        elif main and out.exists() and any(out.iterdir()):  # the other processes start when the first may have written
             raise OutputError(f"--out {out} exists and is not empty; pass --resume to continue that run, or choose another folder")
         settings = resolve_settings(RealTrainSettings, base, [*sets, *flags])
         if resume:
@@ -124,8 +131,8 @@ def train_command(data, views, model, steps, batch_size, features, workers, out,
         raise UsageProblem(str(exc)) from None
     try:
         with bar_reporter("prhsim real train", quiet=quiet) as say:
-            summary = train_real(settings, out, resume=resume, progress=say)
-            if resume:  # the run's settings now include the new number of steps
+            summary = train_real(settings, out, resume=resume, stop_after=stop_after, progress=say)
+            if resume and main:  # the run's settings now include the new number of steps
                 (out / "config.json").write_text(json_text(settings.model_dump(mode="json")))
     except (DataError, TrainingDiverged, ResourceError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
@@ -204,3 +211,57 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
         raise UsageProblem(str(exc).splitlines()[0]) from None
     if not quiet:
         console().print(escape(f"wrote {out}: {feats.shape[0]:,} images x {feats.shape[1]} features"), highlight=False)
+
+
+@real.command("smoke")
+@click.option("--out", default="prhsim-smoke", show_default=True, metavar="DIR",
+              help="Folder for the export, features and run (an export of the same size there is reused).")
+@click.option("--images", type=click.IntRange(min=10), default=29_000, show_default=True, help="Images to export.")
+@click.option("--captions", type=click.IntRange(min=2), default=5, show_default=True, help="Captions per image.")
+@click.option("--model", default="bert-s", type=click.Choice(["tiny", "bert-s", "bert-b"]), show_default=True)
+@click.option("--views", default="good", type=click.Choice(["good", "bad", "ntp"]), show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True)
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--weights", default=None, metavar="DIR",
+              help="A local DINOv2 checkpoint directory (default: a randomly initialised ViT-S/14, for throughput).")
+@click.option("--image-size", type=click.IntRange(min=14), default=224, show_default=True)
+@click.option("--workers", type=click.IntRange(min=0), default=8, show_default=True, help="Data-loader workers.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print smoke.json to stdout instead of a table.")
+@click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors and the result.")
+def smoke_command(out, images, captions, model, views, batch_size, epochs, weights, image_size, workers, device,
+                  as_json, quiet) -> None:
+    """The whole pipeline once at Flickr30k's size (export, DINOv2 features, one epoch of training, evaluation),
+    printing samples/s, tokens/s, MFU and peak GPU memory."""
+    from prhsim.experiments.real import DataError, TrainingDiverged
+    from prhsim.experiments.real._smoke import smoke
+
+    try:
+        with bar_reporter("prhsim real smoke", quiet=quiet or as_json) as say:
+            report = smoke(out, images=images, captions=captions, model=model, views=views, batch_size=batch_size,
+                           epochs=epochs, weights=weights, image_size=image_size, workers=workers, device=device,
+                           progress=say)
+    except (DataError, TrainingDiverged, ResourceError, OutputError, ValueError) as exc:
+        raise UsageProblem(str(exc).splitlines()[0]) from None
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    features, train, scores = report["features"], report["train"], report["eval"]
+    mfu = "n/a (no known peak for this device)" if train["mfu"] is None else f"{100 * train['mfu']:.1f} %"
+    memory = "n/a" if train["peak_memory_gib"] is None else f"{train['peak_memory_gib']:.2f} GiB"
+    rows = [
+        ("device", report["device"]),
+        ("export", f"{report['images']:,} images x {report['captions']} captions, {report['export_s']:.1f} s"),
+        ("image features", f"{features['images_per_s']:,.0f} images/s with {features['workers']} workers; model alone "
+                           f"{features['model_alone_images_per_s']:,.0f} images/s ({100 * features['share']:.0f} %)"),
+        ("training", f"{report['steps']} steps of {report['batch_size']} ({report['views']} views, {report['model']}), "
+                     f"{train['seconds']:.1f} s"),
+        ("samples/s", f"{train['samples_per_s']:,.0f}"),
+        ("tokens/s", f"{train['tokens_per_s']:,.0f}"),
+        ("MFU", mfu),
+        ("peak GPU memory", memory),
+        ("R@1 text -> image", f"{scores['r1_text_to_image']:.4f} (chance {scores['chance_r1']:.4f})"),
+        ("mutual k-NN", f"{scores['mutual_knn']:.4f}"),
+        ("total", f"{report['total_s']:.1f} s; wrote {out}/smoke.json"),
+    ]
+    console().print(escape("\n".join(f"  {name:<18s} {value}" for name, value in rows)), highlight=False)

@@ -58,7 +58,9 @@ class RealTrainSettings(Settings):
         tokenizer: a local tokenizer.json or vocab.txt (None: WordPiece trained on the training captions,
             ``vocab_size`` tokens).
         max_length: tokens kept per caption.
-        steps, batch_size: optimiser steps and images per step.
+        steps, batch_size: optimiser steps and images per step (the global batch: under torchrun each
+            of the W processes reads batch_size / W images).
+        dropout: BERT's hidden and attention dropout.
         lr, weight_decay, warmup, clip: AdamW, linear warmup (a fraction of the steps) then cosine
             decay to 0, gradient clipping at this global norm.
         lam, num_directions, proj_dim: SIGReg's weight (λ·SIGReg + (1 − λ)·invariance), its
@@ -79,6 +81,7 @@ class RealTrainSettings(Settings):
     max_length: int = Field(64, ge=4, le=512)
     steps: int = Field(1000, ge=1)
     batch_size: int = Field(256, ge=2)
+    dropout: float = Field(0.1, ge=0, lt=1)
     lr: float = Field(5e-4, gt=0)
     weight_decay: float = Field(0.05, ge=0)
     warmup: float = Field(0.1, ge=0, lt=1)

@@ -108,7 +108,10 @@ def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, ima
     from torch.utils.data import DataLoader
     from transformers import Dinov2Model
 
+    from prhsim.experiments.real._text_models import quiet_transformers
     from prhsim.experiments.real._train import _device, dataset_json
+
+    quiet_transformers()
 
     json_path = dataset_json(data)
     dataset = read_captions(json_path)

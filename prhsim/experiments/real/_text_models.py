@@ -31,22 +31,31 @@ SIZES: dict[str, tuple[int, int, int, int]] = {"tiny": (64, 2, 2, 128), "bert-s"
                                                "bert-b": (768, 12, 12, 3072)}
 
 
-def _config(kind: str, vocab_size: int, max_length: int, causal: bool):
+def quiet_transformers() -> None:
+    """Turn off transformers' progress bars (loading and saving weights), which would interleave with prhsim's own."""
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+
+
+def _config(kind: str, vocab_size: int, max_length: int, causal: bool, dropout: float):
     from transformers import BertConfig
 
     hidden, layers, heads, inter = SIZES[kind]
     return BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                       intermediate_size=inter, max_position_embeddings=max(64, max_length), is_decoder=causal,
-                      pad_token_id=0)
+                      pad_token_id=0, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
 
 
 class TextEncoder(nn.Module):
     """A BERT text encoder with a projector (JEPA) or an LM head (next-token prediction)."""
 
     def __init__(self, kind: ModelKind, vocab_size: int, max_length: int, *, causal: bool, proj_dim: int = 128,
-                 weights: Path | None = None, config: dict | None = None) -> None:
+                 weights: Path | None = None, config: dict | None = None, dropout: float = 0.1) -> None:
         super().__init__()
         from transformers import BertLMHeadModel, BertModel
+
+        quiet_transformers()
 
         if kind not in SIZES:
             raise ValueError(f"model must be one of {tuple(SIZES)}, got {kind!r}")
@@ -56,7 +65,8 @@ class TextEncoder(nn.Module):
             if not (weights / "config.json").is_file():
                 raise DataError(f"{weights}: not a Hugging Face checkpoint directory (expected config.json and weights)")
             cls = BertLMHeadModel if causal else BertModel
-            self.model = cls.from_pretrained(str(weights), local_files_only=True, is_decoder=causal)
+            self.model = cls.from_pretrained(str(weights), local_files_only=True, is_decoder=causal,
+                                             hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
             if self.model.config.is_decoder != causal:  # a bidirectional model would see the token it predicts
                 raise DataError(f"{weights}: the checkpoint could not be loaded with causal={causal} attention")
             if self.model.config.vocab_size != vocab_size:
@@ -65,7 +75,8 @@ class TextEncoder(nn.Module):
         else:
             from transformers import BertConfig
 
-            config = BertConfig.from_dict(config) if config is not None else _config(kind, vocab_size, max_length, causal)
+            config = (BertConfig.from_dict(config) if config is not None
+                      else _config(kind, vocab_size, max_length, causal, dropout))
             self.model = BertLMHeadModel(config) if causal else BertModel(config, add_pooling_layer=False)
         hidden = self.model.config.hidden_size
         self.projector = None if causal else nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(),
@@ -84,6 +95,11 @@ class TextEncoder(nn.Module):
     def embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The projector's output on the pooled features (JEPA learners): (B, proj_dim)."""
         return self.projector(self.features(ids, mask))
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """What the training objective reads (the call data-parallel training wraps): the projector's
+        output (JEPA learners), or the next-token loss (next-token prediction)."""
+        return self.next_token_loss(ids, mask) if self.causal else self.embed(ids, mask)
 
     def next_token_loss(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of every real next token given its prefix (causal attention)."""

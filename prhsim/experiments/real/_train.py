@@ -18,8 +18,9 @@ loss, learning rate, samples/s, tokens/s; the same scalars in ``tensorboard/`` w
 package is installed), model_config.json (the BERT configuration, so evaluation rebuilds the
 model), ``checkpoint/`` (every ``checkpoint_every`` steps and at the end; a killed run resumes from
 it exactly), and summary.json with loss.png (loss and learning rate against the step) when the run
-is complete. A loss or gradient that is not finite stops the run with an error naming the step;
-the last good checkpoint stays.
+is complete. A loss or gradient that is not finite stops the run with an error naming the step
+(the check runs on the device and is read at the next logged or saved step, so the step itself
+never waits for the host); the last good checkpoint stays.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ SUMMARY_NAME = "summary.json"
 MODEL_CONFIG_NAME = "model_config.json"
 FIGURE_NAME = "loss.png"
 TENSORBOARD_NAME = "tensorboard"
+#: Stream tag of the dropout seeds: ``SeedSequence([seed, DROPOUT_STREAM, rank, step])``.
+DROPOUT_STREAM = 14
+#: "No step yet" for the first non-finite step.
+NEVER = 2**62
 #: ``progress(message, done, total)``: a line for the user, with the steps done and to do.
 Progress = Callable[..., None]
 
@@ -144,7 +149,7 @@ def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_
     model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
                         causal=settings.views == "ntp", proj_dim=settings.proj_dim,
                         weights=Path(settings.weights) if settings.weights and model_config is None else None,
-                        config=model_config)
+                        config=model_config, dropout=settings.dropout)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(settings.steps, settings.warmup))
     return tokenizer, model, optimizer, scheduler
@@ -152,27 +157,29 @@ def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_
 
 def batch_source(settings, data: CaptionDataset | list[Path], tokenizer, *, start: int, rank: int = 0,
                  world_size: int = 1):
-    """The step-indexed batches of the run (:mod:`._batches`), for a loader that starts at step ``start``."""
+    """The step-indexed batches of process ``rank`` of ``world_size`` (:mod:`._batches`; each reads
+    ``batch_size / world_size`` images), for a loader that starts at step ``start``."""
     from prhsim.experiments.real._batches import EpochBatches, StreamBatches
 
     pad, mask_id = tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[MASK]")
     if isinstance(data, CaptionDataset):
         captions = [encode(tokenizer, list(r.texts), settings.max_length) for r in data.split("train")]
-        return EpochBatches(captions, settings.views, batch_size=settings.batch_size, pad=pad, mask_id=mask_id,
+        return EpochBatches(captions, settings.views, batch_size=settings.batch_size // world_size, pad=pad, mask_id=mask_id,
                             max_length=settings.max_length, seed=settings.seed, rank=rank, world_size=world_size)
     return StreamBatches(data, settings.text_columns, settings.views, tokenizer=tokenizer,
-                         batch_size=settings.batch_size, max_length=settings.max_length, seed=settings.seed,
+                         batch_size=settings.batch_size // world_size, max_length=settings.max_length, seed=settings.seed,
                          start=start, num_workers=settings.num_workers, shuffle_buffer=settings.shuffle_buffer,
                          id_column=settings.id_column, rank=rank, world_size=world_size)
 
 
 def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: int | None = None,
                progress: Progress | None = None) -> TrainSummary:
-    """Train (or resume) the run in ``out`` (module docstring).
+    """Train (or resume) the run in ``out`` (module docstring), in this process or in each process ``torchrun`` started.
 
     A new run's folder is created only once the data, tokenizer and model are built, and removed
     again if the call fails before its first checkpoint: what is left is always a run that can be
-    resumed, or nothing.
+    resumed, or nothing. Under torchrun (:mod:`._distributed`) the processes split each global
+    batch, the first one writes the run folder, and every one resumes from its checkpoint.
 
     Args:
         settings: :class:`prhsim.config.RealTrainSettings`.
@@ -185,18 +192,33 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
         DataError: a dataset, tokenizer or weights problem (one line, naming the path).
         TrainingDiverged: the loss or the gradient stopped being finite.
     """
+    import torch
+
     from prhsim.experiments.real._checkpoint import has_checkpoint
+    from prhsim.experiments.real._distributed import join, launched, leave
 
     out = Path(out)
     if resume and not has_checkpoint(out):
         raise DataError(f"{out}: no checkpoint to resume from (expected {out / 'checkpoint'})")
+    place = launched()
+    if settings.batch_size % place.world_size:
+        raise DataError(f"the batch size {settings.batch_size} does not split over {place.world_size} processes "
+                        "(it is the global batch: give a multiple of the number of processes)")
     created = not resume and not out.exists()
+    device = _device(settings.device)
+    joined = False
     try:
-        return _train(settings, out, resume=resume, stop_after=stop_after, progress=progress)
+        joined = join(device)
+        if device.type == "cuda" and place.distributed:
+            device = torch.device("cuda", place.local_rank)
+        return _train(settings, out, device, place, resume=resume, stop_after=stop_after, progress=progress)
     except BaseException:
-        if not resume and not has_checkpoint(out) and out.is_dir():
+        if place.main and not resume and not has_checkpoint(out) and out.is_dir():
             _remove_new_run(out, created)
         raise
+    finally:
+        if joined:
+            leave()
 
 
 def _remove_new_run(out: Path, created: bool) -> None:
@@ -209,80 +231,127 @@ def _remove_new_run(out: Path, created: bool) -> None:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def _train(settings, out: Path, *, resume: bool, stop_after: int | None, progress: Progress | None) -> TrainSummary:
+def _dropout_seed(seed: int, rank: int, step: int) -> int:
+    """The seed of torch's generator (dropout) for one process at one step: resuming needs no saved state."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, DROPOUT_STREAM, rank, step]).generate_state(1)[0])
+
+
+def _objective(model, ids, mask, settings, step: int, device):
+    """This process's share of the loss: its mean over the processes is the loss of the global batch.
+
+    JEPA views: λ·SIGReg (over the global batch, through the reduce hook) + (1 − λ)·invariance (of
+    the local batch; equal local batches, so the mean over processes is the global one). Next-token
+    prediction: the local mean cross-entropy weighted by the local share of the global tokens.
+    """
+    import torch
+
+    from prhsim.experiments.real._distributed import all_sum, global_mean
+    from prhsim.jepa import draw_directions, lejepa_loss
+
+    cuda = device.type == "cuda"
+    world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+    V, B, L = ids.shape
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+        if settings.views == "ntp":
+            loss = model(ids[0], mask[0])
+        else:
+            e = model(ids.reshape(V * B, L), mask.reshape(V * B, L)).reshape(V, B, -1)
+    if settings.views == "ntp":
+        if world == 1:
+            return loss
+        targets = mask[0, :, 1:].sum().to(torch.float32)
+        return loss * (targets * world / all_sum(targets))
+    directions = torch.as_tensor(draw_directions(e.shape[-1], settings.num_directions, seed=settings.seed, step=step),
+                                 dtype=torch.float32, device=device)
+    with torch.autocast("cuda", enabled=False):  # the statistic in float32
+        return lejepa_loss(e.float(), directions, lam=settings.lam, n_global=ViewLaw().n_global, dims="mean",
+                           n_total=B * world, reduce=global_mean)
+
+
+def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int | None,
+           progress: Progress | None) -> TrainSummary:
     import torch
 
     from prhsim.experiments.real._batches import batch_loader
     from prhsim.experiments.real._checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
-    from prhsim.jepa import draw_directions, lejepa_loss
+    from prhsim.experiments.real._distributed import all_min, all_sum, barrier
 
     start_time = time.perf_counter()
-    say = progress or (lambda message, done=None, total=None: None)
+    say = progress if progress is not None and place.main else (lambda message, done=None, total=None: None)
     data = training_data(settings)
     tokenizer = load_tokenizer(out / TOKENIZER_NAME) if resume else None
     model_config = json.loads((out / MODEL_CONFIG_NAME).read_text()) if resume else None
     tokenizer, model, optimizer, scheduler = build(settings, data, tokenizer=tokenizer, model_config=model_config)
-    device = _device(settings.device)
     model.to(device)
     step = 0
     if resume:
         state = load_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler)
         step = state.step
-        _truncate_metrics(out / METRICS_NAME, step)  # lines logged after the checkpoint are logged again
+        saved_world = state.extra.get("world_size", 1)
+        if not isinstance(data, CaptionDataset) and saved_world != place.world_size:
+            raise DataError(f"{out}: the run streamed its shards with {saved_world} processes; resume it with "
+                            f"{saved_world} (each process reads its own shards), not {place.world_size}")
+        if place.main:
+            _truncate_metrics(out / METRICS_NAME, step)  # lines logged after the checkpoint are logged again
         if step >= settings.steps:
             return TrainSummary(step, float(state.extra.get("loss", float("nan"))), time.perf_counter() - start_time,
                                 step)
-    source = batch_source(settings, data, tokenizer, start=step)
-    if not resume:
+    source = batch_source(settings, data, tokenizer, start=step, rank=place.rank, world_size=place.world_size)
+    if not resume and place.main:
         out.mkdir(parents=True, exist_ok=True)
         tokenizer.save(str(out / TOKENIZER_NAME))
         (out / MODEL_CONFIG_NAME).write_text(json_text(model.model.config.to_dict()))
         (out / CONFIG_NAME).write_text(json_text(settings.model_dump(mode="json")))
+    trained = model
+    if place.distributed:
+        trained = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
     first = step
-    n_global = ViewLaw().n_global
     last = min(stop_after if stop_after is not None else settings.steps, settings.steps)
-    cuda = device.type == "cuda"
-    batches = batch_loader(source, start=step, stop=last, num_workers=settings.num_workers, pin_memory=cuda)
-    board = _tensorboard(out, step) if settings.tensorboard else None
+    batches = batch_loader(source, start=step, stop=last, num_workers=settings.num_workers,
+                           pin_memory=device.type == "cuda")
+    board = _tensorboard(out, step) if settings.tensorboard and place.main else None
+    metrics = (out / METRICS_NAME).open("a") if place.main else None
     loss_value, seen, tokens, tick = float("nan"), 0, 0, time.perf_counter()
+    first_bad = torch.full((), NEVER, dtype=torch.int64, device=device)  # the first step whose loss or gradient is not finite
     say(f"step {step}/{settings.steps}", step, settings.steps)
     model.train()
-    with (out / METRICS_NAME).open("a") as metrics:
+    try:
         for ids, mask in batches:
             ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
-                if settings.views == "ntp":
-                    loss = model.next_token_loss(ids[0], mask[0])
-                else:
-                    V, B, L = ids.shape
-                    e = model.embed(ids.reshape(V * B, L), mask.reshape(V * B, L)).reshape(V, B, -1)
-            if settings.views != "ntp":
-                directions = torch.as_tensor(draw_directions(e.shape[-1], settings.num_directions,
-                                                             seed=settings.seed, step=step),
-                                             dtype=torch.float32, device=device)
-                with torch.autocast("cuda", enabled=False):  # the statistic in float32
-                    loss = lejepa_loss(e.float(), directions, lam=settings.lam, n_global=n_global, dims="mean")
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(f"the loss is not finite at step {step} (lr {settings.lr:g}); "
-                                       f"{_kept(out, has_checkpoint)}")
+            torch.manual_seed(_dropout_seed(settings.seed, place.rank, step))
+            loss = _objective(trained, ids, mask, settings, step, device)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
-            if not torch.isfinite(norm):
-                raise TrainingDiverged(f"the gradient is not finite at step {step} (lr {settings.lr:g}); "
-                                       f"{_kept(out, has_checkpoint)}")
+            # no host synchronisation in the step: the first non-finite step is kept on the device and
+            # checked before anything is logged or saved
+            finite = torch.isfinite(loss.detach()) & torch.isfinite(norm)
+            first_bad = torch.where(finite | (first_bad < NEVER), first_bad, step)
             optimizer.step()
             scheduler.step()
             step += 1
-            loss_value = float(loss.detach())
-            seen += ids.shape[1]
-            tokens += int(mask.sum())
-            if step % settings.log_every == 0 or step == settings.steps:
+            seen += settings.batch_size
+            tokens += mask.sum()
+            log = step % settings.log_every == 0 or step == settings.steps
+            save = step % settings.checkpoint_every == 0 or step in (settings.steps, last)
+            if not (log or save):
+                continue
+            bad = int(all_min(first_bad))  # every process checks at the same steps
+            if bad < NEVER:
+                raise TrainingDiverged(f"the loss or its gradient is not finite at step {bad} (lr {settings.lr:g}); "
+                                       f"{_kept(out, has_checkpoint)}")
+            loss_value = float(all_sum(loss.detach())) / place.world_size  # the global batch's loss
+            if log:
+                tokens = int(all_sum(tokens))
                 elapsed = max(time.perf_counter() - tick, 1e-9)
                 line = {"step": step, "loss": loss_value, "lr": scheduler.get_last_lr()[0],
                         "samples_per_s": seen / elapsed, "tokens_per_s": tokens / elapsed}
-                metrics.write(json.dumps(line) + "\n")
-                metrics.flush()
+                if metrics is not None:
+                    metrics.write(json.dumps(line) + "\n")
+                    metrics.flush()
                 if board is not None:
                     for key, value in line.items():
                         if key != "step":
@@ -290,13 +359,17 @@ def _train(settings, out: Path, *, resume: bool, stop_after: int | None, progres
                 say(f"step {step}/{settings.steps} loss {loss_value:.4f}, {line['samples_per_s']:.0f} samples/s, "
                     f"{line['tokens_per_s']:.0f} tokens/s", step, settings.steps)
                 seen, tokens, tick = 0, 0, time.perf_counter()
-            if step % settings.checkpoint_every == 0 or step in (settings.steps, last):
+            if save and place.main:
                 save_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler, generator=None, step=step,
-                                extra={"loss": loss_value})
-    if board is not None:
-        board.close()
+                                extra={"loss": loss_value, "world_size": place.world_size})
+    finally:
+        if metrics is not None:
+            metrics.close()
+        if board is not None:
+            board.close()
+    barrier()  # every process has finished its steps, and the last checkpoint is written
     summary = TrainSummary(step, loss_value, time.perf_counter() - start_time, first)
-    if step >= settings.steps:
+    if step >= settings.steps and place.main:
         from prhsim.experiments.real._figure import run_figure
         from prhsim.experiments.report import save_png
 
