@@ -213,3 +213,17 @@ def test_the_command_line_trains_on_shards_with_workers_and_evaluates_on_a_datas
     scored = runner.invoke(main, ["real", "eval", str(run), "--data", str(export), "--n-fit", "10", "--json"])
     assert scored.exit_code == 0, scored.output
     assert json.loads(scored.output)["n_test"] == 12
+
+
+def test_a_readers_error_reaches_the_command_line_from_a_worker_as_one_line(shards, tmp_path):
+    from click.testing import CliRunner
+
+    from prhsim.cli import main
+
+    run = tmp_path / "small"
+    result = CliRunner().invoke(main, ["real", "train", "--data", str(shards), "--model", "tiny", "--steps", "2",
+                                       "--batch-size", "20", "--workers", "2", "--set", "vocab_size=64",
+                                       "--set", 'device="cpu"', "--out", str(run), "-q"])
+    assert result.exit_code == 2
+    assert "part-00.parquet, " in result.output and "fewer records with captions than one batch of 20" in result.output
+    assert not run.exists()

@@ -58,3 +58,10 @@ def test_the_smoke_command_runs_the_pipeline_and_reports_every_figure(tmp_path):
     assert table.exit_code == 0, table.output
     assert "reusing the export" in table.output and "samples/s" in table.output and "MFU" in table.output
     assert json.loads((out / "smoke.json").read_text())["export_s"] == 0.0
+
+
+def test_smoke_refuses_a_folder_that_is_not_its_own(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    result = CliRunner().invoke(main, ["real", "smoke", "--out", str(tmp_path), "--images", "40", "--device", "cpu"])
+    assert result.exit_code == 2 and "is not a smoke folder" in result.output
+    assert (tmp_path / "mine.txt").read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]

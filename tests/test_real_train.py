@@ -85,13 +85,13 @@ def test_a_diverging_run_stops_and_leaves_nothing_to_half_resume(data, tmp_path)
     from prhsim.experiments.real import TrainingDiverged
 
     run = tmp_path / "boom"
-    with pytest.raises(TrainingDiverged, match=r"not finite at step 1 \(lr 1e\+12\); no checkpoint was written"):
+    with pytest.raises(TrainingDiverged, match=r"not finite at step 2 \(lr 1e\+12\); no checkpoint was written"):
         train_real(_settings(data, lr=1e12, steps=20, warmup=0.0), run)  # step 0's update blows up, seen at step 2
     assert not run.exists()  # failed before its first checkpoint: no run folder
 
 
 def test_a_step_gone_non_finite_is_named_and_no_checkpoint_after_it_is_written(data, tmp_path, monkeypatch):
-    """The check is read at logged and saved steps only: step 3 goes bad, step 4's checkpoint is never written."""
+    """The check is read at logged and saved steps only: step 4 (0-based 3) goes bad, its checkpoint is never written."""
     from prhsim.experiments.real import TrainingDiverged
     from prhsim.experiments.real import _train
 
@@ -103,7 +103,7 @@ def test_a_step_gone_non_finite_is_named_and_no_checkpoint_after_it_is_written(d
 
     monkeypatch.setattr(_train, "_objective", poisoned)
     run = tmp_path / "nan"
-    with pytest.raises(TrainingDiverged, match="not finite at step 3 .* the checkpoint of step 2 is kept"):
+    with pytest.raises(TrainingDiverged, match="not finite at step 4 .* the checkpoint of step 2 is kept"):
         train_real(_settings(data, steps=8, checkpoint_every=2, log_every=10), run)
     assert json.loads((run / "checkpoint" / "state.json").read_text())["step"] == 2
 
@@ -191,3 +191,35 @@ def test_dinov2_features_of_every_image_in_order(data, tmp_path):
                                    "--out", str(tmp_path / "f.npy")])
     assert missing.exit_code == 2 and "not a Hugging Face checkpoint directory" in missing.output
     assert not (tmp_path / "f.npy").exists()
+
+
+def test_a_run_from_pretrained_weights_has_no_unused_pooler_and_resumes(data, tmp_path):
+    """A JEPA encoder from a checkpoint is built as a random one is (no pooler, which no loss would train and which
+    data-parallel training would refuse), so its run resumes from the model configuration it saved."""
+    from transformers import BertConfig, BertModel
+
+    tokenizer_run = tmp_path / "tok"
+    train_real(_settings(data, steps=1), tokenizer_run)
+    vocab = json.loads((tokenizer_run / "model_config.json").read_text())["vocab_size"]
+    weights = tmp_path / "bert"
+    BertModel(BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(weights)  # with a pooler, as BERT checkpoints have
+    settings = _settings(data, steps=4, checkpoint_every=2, weights=str(weights),
+                         tokenizer=str(tokenizer_run / "tokenizer.json"))
+    run = tmp_path / "pretrained"
+    train_real(settings, run, stop_after=2)
+    assert not any("pooler" in key for key in json.loads((run / "checkpoint" / "state.json").read_text())["model"]
+                   ["aliases"]) and train_real(settings, run, resume=True).steps == 4
+    with pytest.raises(DataError, match="--stop-after 3 is not after the checkpoint's step 4"):
+        train_real(_settings(data, steps=8, checkpoint_every=2, weights=str(weights),
+                             tokenizer=str(tokenizer_run / "tokenizer.json")), run, resume=True, stop_after=3)
+
+
+def test_a_failed_new_run_in_an_existing_folder_leaves_it_empty(data, tmp_path):
+    from prhsim.experiments.real import TrainingDiverged
+
+    run = tmp_path / "given"
+    run.mkdir()
+    with pytest.raises(TrainingDiverged):
+        train_real(_settings(data, lr=1e12, steps=20, warmup=0.0, tensorboard=True), run)
+    assert run.is_dir() and not any(run.iterdir())

@@ -11,7 +11,7 @@ import click
 from rich.markup import escape
 
 from prhsim._budget import ResourceError
-from prhsim._io import OutputError, check_out_folder, json_text
+from prhsim._io import OutputError, check_out_folder, json_text, write_text_atomic
 from prhsim.cli._console import UsageProblem, bar_reporter, console, stage_reporter
 from prhsim.cli._run import _parse_out, git_revision, read_own_config
 from pydantic import ValidationError
@@ -114,6 +114,11 @@ def train_command(data, views, model, steps, batch_size, features, workers, out,
                 raise ConfigError(f"--resume: {out} holds no config.json (not a prhsim real run folder)")
             base = {**json.loads(saved.read_text()), **base}
         elif main and out.exists() and any(out.iterdir()):  # the other processes start when the first may have written
+            from prhsim.experiments.real._checkpoint import has_checkpoint
+
+            if (out / "config.json").is_file() and not has_checkpoint(out):
+                raise OutputError(f"--out {out} holds a run that stopped before its first checkpoint (nothing to "
+                                  "resume); delete the folder to start it again")
             raise OutputError(f"--out {out} exists and is not empty; pass --resume to continue that run, or choose another folder")
         settings = resolve_settings(RealTrainSettings, base, [*sets, *flags])
         if resume:
@@ -130,10 +135,10 @@ def train_command(data, views, model, steps, batch_size, features, workers, out,
     except (ConfigError, OutputError) as exc:
         raise UsageProblem(str(exc)) from None
     try:
+        if resume and main:  # the run's settings now include the new number of steps (before any step is taken)
+            write_text_atomic(out / "config.json", json_text(settings.model_dump(mode="json")))
         with bar_reporter("prhsim real train", quiet=quiet) as say:
             summary = train_real(settings, out, resume=resume, stop_after=stop_after, progress=say)
-            if resume and main:  # the run's settings now include the new number of steps
-                (out / "config.json").write_text(json_text(settings.model_dump(mode="json")))
     except (DataError, TrainingDiverged, ResourceError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
     except KeyboardInterrupt:
@@ -265,3 +270,54 @@ def smoke_command(out, images, captions, model, views, batch_size, epochs, weigh
         ("total", f"{report['total_s']:.1f} s; wrote {out}/smoke.json"),
     ]
     console().print(escape("\n".join(f"  {name:<18s} {value}" for name, value in rows)), highlight=False)
+
+
+@real.command("align")
+@click.option("--unpaired", nargs=2, required=True, metavar="A B",
+              help="Two feature files (npy, safetensors or a PRH .pt dict); no row of A is paired with a row of B.")
+@click.option("--dim", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Principal components of each file the map acts on.")
+@click.option("--method", type=click.Choice(["iterative", "spectral"]), default="iterative", show_default=True,
+              help="iterative: features alone; spectral: each encoder's own positive pairs too (--pairs-a, --pairs-b).")
+@click.option("--pairs-a", default=None, metavar="FILE", help="(P, 2, D) .npy features of positive pairs of A's encoder.")
+@click.option("--pairs-b", default=None, metavar="FILE", help="(P, 2, D) .npy features of positive pairs of B's encoder.")
+@click.option("--paired", is_flag=True, default=False,
+              help="For evaluation only: row i of A and of B are one input; report top-1/top-5 retrieval.")
+@click.option("--labels-a", default=None, metavar="FILE", help="For evaluation only: .npy integer label per row of A.")
+@click.option("--labels-b", default=None, metavar="FILE", help="For evaluation only: .npy integer label per row of B.")
+@click.option("--starts", type=click.IntRange(min=1), default=16, show_default=True, help="Starts of the iterative method.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", default=None, metavar="FILE.npz", help="Write the map (and each file's PCA whitening) here.")
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print the report as JSON.")
+def align_command(unpaired, dim, method, pairs_a, pairs_b, paired, labels_a, labels_b, starts, seed, out,
+                  as_json) -> None:
+    """The map between two encoders' features found without any pair (docs/theory.md §9); pairs or labels,
+    when given, only score it."""
+    from prhsim.experiments.real import DataError
+    from prhsim.experiments.real._align import align_unpaired
+
+    if out is not None and not str(out).endswith(".npz"):
+        raise UsageProblem(f"--out {out}: the map is written as .npz")
+    try:
+        report = align_unpaired(unpaired[0], unpaired[1], dim=dim, method=method, pairs_a=pairs_a, pairs_b=pairs_b,
+                                paired=paired, labels_a=labels_a, labels_b=labels_b, starts=starts, out=out,
+                                seed=seed)
+    except (DataError, ValueError) as exc:
+        raise UsageProblem(str(exc).splitlines()[0]) from None
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    lines = [f"{report['method']} map between {report['features_a']} ({report['rows_a']:,} rows) and "
+             f"{report['features_b']} ({report['rows_b']:,} rows) on {report['dim']} principal components"]
+    if "criterion" in report:
+        lines.append(f"  chamfer distance {report['criterion']:.4f} (start {report['chosen_start']})")
+    if "identifiable" in report:
+        lines.append(f"  identifiable: {report['identifiable']}" + "".join(f"\n  {a}" for a in report["ambiguities"]))
+    if "r1_a_to_b" in report:
+        lines.append(f"  R@1 A -> B {report['r1_a_to_b']:.4f}, R@5 {report['r5_a_to_b']:.4f}; B -> A R@1 "
+                     f"{report['r1_b_to_a']:.4f}, R@5 {report['r5_b_to_a']:.4f} (chance {report['chance_r1']:.4f})")
+    if "top1_accuracy" in report:
+        lines.append(f"  label accuracy top-1 {report['top1_accuracy']:.4f}, top-5 {report['top5_accuracy']:.4f}")
+    if out is not None:
+        lines.append(f"  wrote {out}")
+    console().print(escape("\n".join(lines)), highlight=False)

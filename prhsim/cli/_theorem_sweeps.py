@@ -31,6 +31,7 @@ from prhsim.config import (
     KernelMismatchSweepSettings,
     MetricBridgeSettings,
     NtpCaSettings,
+    PairFreeSettings,
     RestrictedEncoderSettings,
     SampleEfficiencySettings,
     format_validation_error,
@@ -212,6 +213,31 @@ def _sample_efficiency_summary(r) -> list[str]:
     return lines + ratio_lines(r)
 
 
+def _pair_free(s: PairFreeSettings, say: Callable[[str], None] = lambda message: None):
+    from prhsim.experiments._sweep_pair_free import DEFAULT_EPS, DEFAULT_GAPS, DEFAULT_SAMPLES, pair_free_sweep
+
+    return pair_free_sweep(s.gaps or DEFAULT_GAPS, s.samples or DEFAULT_SAMPLES, s.eps or DEFAULT_EPS,
+                           base_gap=s.base_gap, base_samples=s.base_samples, n_states=s.n_states,
+                           n_nuisance=s.n_nuisance, mu_2=s.mu_2, mu_3=s.mu_3, seeds=s.seeds, rng=s.seed, progress=say)
+
+
+def _pair_free_summary(r) -> list[str]:
+    lines = [f"{r.n_states} states, k = {r.k}, mu_2 = {r.mu_2:g}, mu_3 = {r.mu_3:g}, {r.seeds} seeds; "
+             f"recovered = map error below {r.success_threshold:g}; fraction of seeds, spectral / iterative:"]
+    for axis, values, fixed in (("gap", r.gaps, f"S = {r.base_samples:,}"), ("samples", r.samples, f"gap {r.base_gap:g}"),
+                                ("eps", r.eps, f"gap {r.base_gap:g}, S = {r.base_samples:,}")):
+        cells = ", ".join(f"{v:g}: {r.rate(axis, 'spectral', v):.1f} / {r.rate(axis, 'iterative', v):.1f}" for v in values)
+        lines.append(f"  {axis} ({fixed}): {cells}")
+    lines.append(f"  bad views: b holds nuisance no map aligns for eps below 1 - mu_2 = {r.eps_threshold:g}")
+    return lines
+
+
+def _pair_free_figure(result):
+    from prhsim.experiments.report._pair_free_figure import pair_free_figure
+
+    return pair_free_figure(result)
+
+
 def _figure(name: str) -> Callable[[Any], Any]:
     def draw(result: Any) -> Any:
         from prhsim.experiments.report import _theorem_figures
@@ -236,6 +262,10 @@ SWEEPS: dict[str, TheoremSweep] = {s.name: s for s in (
     TheoremSweep("ntp-ca", NtpCaSettings, _ntp_ca, _ntp_ca_figure, _ntp_ca_summary,
                  "Next-token prediction: the whitened softmax optimum against correspondence analysis as "
                  "the dependence strength sigma_1 shrinks."),
+    TheoremSweep("pair-free", PairFreeSettings, _pair_free, _pair_free_figure, _pair_free_summary,
+                 "Alignment without cross-modal pairs: the map between two modalities from unpaired samples "
+                 "(spectral matching with each modality's own pairs, iterative matching on features alone) "
+                 "against the gap, the sample size and eps."),
     TheoremSweep("sample-efficiency", SampleEfficiencySettings, _sample_efficiency, _sample_efficiency_figure,
                  _sample_efficiency_summary,
                  "Good views, bad views and next-token prediction from finite samples: alignment with the "

@@ -18,6 +18,7 @@ from prhsim.config._sweeps import (
     KernelMismatchSweepSettings as KernelMismatchSweepSettings,
     MetricBridgeSettings as MetricBridgeSettings,
     NtpCaSettings as NtpCaSettings,
+    PairFreeSettings as PairFreeSettings,
     RestrictedEncoderSettings as RestrictedEncoderSettings,
     SampleEfficiencySettings as SampleEfficiencySettings,
 )

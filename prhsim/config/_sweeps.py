@@ -142,3 +142,36 @@ class NtpCaSettings(Settings):
     worlds: int = Field(3, ge=1, le=100)
     restarts: int = Field(3, ge=1, le=20)
     seed: int = Field(0, ge=0)
+
+
+class PairFreeSettings(Settings):
+    """``prhsim sweep pair-free``: the map between two modalities from unpaired samples, against the gap, S and eps.
+
+    Attributes:
+        gaps: gaps μ_1 − μ_2 of the designed world (default 0 to 0.07), at ``base_samples``.
+        samples: states and pairs drawn per modality (default 300 to 100,000), at ``base_gap``.
+        eps: bad-view eps of modality b (1 is the good view; default 0.5 to 1), at both bases.
+        base_gap, base_samples: the other axes' fixed values.
+        n_states, n_nuisance: the designed world's states and each modality's nuisance values.
+        mu_2, mu_3: the second and third eigenvalues (μ_1 = μ_2 + gap; the designed features must keep Π ≥ 0).
+        seeds: draws (renderers, rotations and samples) per cell.
+        seed: seeds the world and every draw.
+    """
+
+    gaps: list[Annotated[float, Field(ge=0, le=0.5)]] | None = Field(None, min_length=1)
+    samples: list[Annotated[int, Field(ge=10, le=10_000_000)]] | None = Field(None, min_length=1)
+    eps: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
+    base_gap: float = Field(0.07, ge=0, le=0.5)
+    base_samples: int = Field(30_000, ge=10, le=10_000_000)
+    n_states: int = Field(200, ge=10, le=5000)
+    n_nuisance: int = Field(3, ge=2, le=50)
+    mu_2: float = Field(0.08, gt=0, lt=1)
+    mu_3: float = Field(0.02, gt=0, lt=1)
+    seeds: int = Field(10, ge=1, le=100)
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "PairFreeSettings":
+        if not self.mu_3 < self.mu_2:
+            raise ValueError(f"mu_3 must be below mu_2 (k = 2 needs a gap after mu_2), got {self.mu_3} and {self.mu_2}")
+        return self

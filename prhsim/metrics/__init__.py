@@ -36,3 +36,15 @@ from prhsim.metrics._protocol import (
 )
 from prhsim.metrics._retrieval import Retrieval as Retrieval, chance_recall as chance_recall, retrieval as retrieval
 from prhsim.metrics._svcca import svcca as svcca
+from prhsim.metrics._pair_free import (
+    PairFreeMap as PairFreeMap,
+    Whitening as Whitening,
+    map_error as map_error,
+    mapped_retrieval as mapped_retrieval,
+    spectral_match as spectral_match,
+)
+from prhsim.metrics._pair_free_iterative import (
+    IterativeMap as IterativeMap,
+    chamfer_distance as chamfer_distance,
+    iterative_match as iterative_match,
+)

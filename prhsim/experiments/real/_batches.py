@@ -72,7 +72,9 @@ class EpochBatches(Dataset):
     def images(self, step: int) -> np.ndarray:
         """Indices of the training images this process reads at ``step``."""
         epoch, t = divmod(step, self.per_epoch)
-        order = np.random.default_rng([self.seed, ORDER, epoch]).permutation(len(self.captions))
+        if getattr(self, "_epoch", None) != epoch:  # one permutation per epoch, kept
+            self._epoch, self._order = epoch, np.random.default_rng([self.seed, ORDER, epoch]).permutation(len(self.captions))
+        order = self._order
         start = (t * self.world_size + self.rank) * self.batch_size
         return order[start:start + self.batch_size]
 
@@ -140,6 +142,12 @@ class StreamBatches(IterableDataset):
             per_pass, number = made, number + 1
 
     def __iter__(self):
+        try:
+            yield from self._batches()
+        except DataError as exc:  # crosses a worker process as its one-line message (batch_loader raises it)
+            yield str(exc)
+
+    def _batches(self):
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
         role = (worker + self.start) % self.roles
@@ -155,6 +163,14 @@ class StreamBatches(IterableDataset):
             step += self.roles
 
 
+def worker_context() -> str | None:
+    """How data-loader workers start: forked (the platform default), or spawned when JAX is loaded in this
+    process (forking a process that holds JAX's threads can deadlock; JAX warns)."""
+    import sys
+
+    return "spawn" if "jax" in sys.modules else None
+
+
 def batch_loader(source: EpochBatches | StreamBatches, *, start: int, stop: int, num_workers: int,
                  pin_memory: bool) -> Iterator:
     """(ids, mask) of steps ``start, start + 1, …, stop − 1`` from ``source``, built by ``num_workers`` workers.
@@ -168,10 +184,19 @@ def batch_loader(source: EpochBatches | StreamBatches, *, start: int, stop: int,
     # a loader draws its workers' base seed from the generator it is given (else from torch's global one,
     # which would shift the dropout of a resumed run); the batches use no torch randomness
     options = dict(batch_size=None, num_workers=num_workers, pin_memory=pin_memory,
-                   prefetch_factor=4 if num_workers else None, generator=torch.Generator().manual_seed(0))
+                   prefetch_factor=4 if num_workers else None, generator=torch.Generator().manual_seed(0),
+                   multiprocessing_context=worker_context() if num_workers else None)
     if isinstance(source, StreamBatches):
         if (source.start, source.roles) != (start, max(1, num_workers)):
             raise ValueError(f"the stream was made for start {source.start} and {source.roles} workers, "
                              f"not {start} and {num_workers}")
-        return itertools.islice(iter(DataLoader(source, **options)), stop - start)
+        return _raising(itertools.islice(iter(DataLoader(source, **options)), stop - start))
     return iter(DataLoader(source, sampler=range(start, stop), **options))
+
+
+def _raising(batches: Iterator) -> Iterator:
+    """The batches, with a reader's one-line error (a message where a batch was due) raised as a DataError."""
+    for batch in batches:
+        if isinstance(batch, str):
+            raise DataError(batch)
+        yield batch

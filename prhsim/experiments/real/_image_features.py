@@ -108,6 +108,7 @@ def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, ima
     from torch.utils.data import DataLoader
     from transformers import Dinov2Model
 
+    from prhsim.experiments.real._batches import worker_context
     from prhsim.experiments.real._text_models import quiet_transformers
     from prhsim.experiments.real._train import _device, dataset_json
 
@@ -128,7 +129,8 @@ def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, ima
     say = progress or (lambda message, done=None, total=None: None)
     loader = DataLoader(_Images(folder, [r.filename for r in dataset.records], image_size), batch_size=batch_size,
                         shuffle=False, num_workers=num_workers, collate_fn=_collate, pin_memory=dev.type == "cuda",
-                        persistent_workers=False, prefetch_factor=4 if num_workers else None)
+                        persistent_workers=False, prefetch_factor=4 if num_workers else None,
+                        multiprocessing_context=worker_context() if num_workers else None)
     rows, done, total = [], 0, len(dataset.records)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else torch.autocast("cpu",
                                                                                                        enabled=False)

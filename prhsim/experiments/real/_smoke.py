@@ -4,8 +4,9 @@
    reused when the folder already holds one of that size;
 2. DINOv2 image features of every image through :func:`encode_images` (a local checkpoint, or a
    randomly initialised ViT-S/14 when none is given: the same arithmetic, meaningless features),
-   beside the model alone on random pixels of the same batch size: the pipeline's share of the
-   model's throughput is what decoding and resizing cost;
+   from the end of the first batch to the end of the last (loading and start-up left out), beside
+   the model alone on random pixels of the same batch size: the pipeline's share of the model's
+   throughput is what decoding and resizing cost;
 3. one epoch (by default) of good-view BERT-S at batch 256 through :func:`train_real`, its
    steady-state samples/s and tokens/s (the logged intervals after the first, which holds the
    start-up), peak GPU memory, and model FLOPs utilisation: ``6 · P · tokens/s / peak``, with P
@@ -14,7 +15,8 @@
 4. :func:`evaluate_run` against the export's closed-form image features (the known answer).
 
 Everything goes under the smoke folder (``data/``, ``dinov2-s-random/``, ``dinov2.npy``, ``run/``)
-and the figures into ``smoke.json``.
+and the figures into ``smoke.json``. The folder must be new, empty or an earlier smoke folder
+(marked by ``.prhsim-smoke``): smoke replaces what it holds.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from prhsim._io import json_text, write_text_atomic
+from prhsim._io import OutputError, json_text, write_text_atomic
 from prhsim.experiments.real._export import FEATURES_NAME, JSON_NAME, export_synthetic
 
-#: Dense bf16 peak TFLOP/s by device name (NVIDIA's data sheets).
-PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0}
+#: Dense bf16 peak TFLOP/s by device name (NVIDIA's data sheets), the first name the device's contains.
+PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H200 NVL": 835.0, "H200": 989.4, "H100": 989.4,
+               "A100": 312.0}
+#: The file that marks a folder as prhsim real smoke's own (it may replace what it holds).
+MARKER = ".prhsim-smoke"
 #: A randomly initialised DINOv2 ViT-S/14 (transformers' Dinov2Config).
 VIT_S14 = dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536, patch_size=14,
                image_size=518)
@@ -67,6 +72,14 @@ def steady_rates(metrics: Path, batch_size: int) -> tuple[float, float]:
     seconds = [n * batch_size / x["samples_per_s"] for n, x in pairs]
     return (sum(n for n, _ in pairs) * batch_size / sum(seconds),
             sum(x["tokens_per_s"] * d for (_, x), d in zip(pairs, seconds)) / sum(seconds))
+
+
+def _steady_images_per_s(batches: list[tuple[int, float]], images: int, seconds: float) -> float:
+    """Images/s from the end of the first batch to the end of the last (the whole call's when there is one batch)."""
+    if len(batches) < 2:
+        return images / seconds
+    (first, start), (last, end) = batches[0], batches[-1]
+    return (last - first) / max(end - start, 1e-9)
 
 
 def _export(data: Path, images: int, captions: int, say) -> float:
@@ -135,7 +148,11 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     quiet_transformers()
     say = progress or (lambda message, done=None, total=None: None)
     out = Path(out)
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise OutputError(f"--out {out} exists, is not empty and is not a smoke folder (no {MARKER}): "
+                          "smoke replaces what its folder holds; choose a new folder")
     out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).touch()
     dev = _device(device)
     started = time.perf_counter()
     data = out / "data"
@@ -144,10 +161,16 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     image_weights = _image_model(out, weights)
     say("image features")
     tick = time.perf_counter()
+    batches: list[tuple[int, float]] = []  # (images done, time) after each batch: the rate leaves out the start-up
+
+    def features_progress(message, done=None, total=None):
+        batches.append((done, time.perf_counter()))
+        say(message, done, total)
+
     feats = encode_images(data, image_weights, out / "dinov2.npy", image_size=image_size, batch_size=batch_size,
-                          num_workers=workers, device=str(dev.type), progress=say)
+                          num_workers=workers, device=str(dev.type), progress=features_progress)
     features_s = time.perf_counter() - tick
-    pipeline = feats.shape[0] / features_s
+    pipeline = _steady_images_per_s(batches, feats.shape[0], features_s)
     alone = _model_alone(image_weights, batch_size, image_size, dev, repeats=10 if dev.type == "cuda" else 1)
 
     train_images = len(read_captions(data / JSON_NAME).split("train"))

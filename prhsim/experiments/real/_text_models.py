@@ -65,8 +65,10 @@ class TextEncoder(nn.Module):
             if not (weights / "config.json").is_file():
                 raise DataError(f"{weights}: not a Hugging Face checkpoint directory (expected config.json and weights)")
             cls = BertLMHeadModel if causal else BertModel
+            extra = {} if causal else {"add_pooling_layer": False}  # as built at random: no unused pooler
             self.model = cls.from_pretrained(str(weights), local_files_only=True, is_decoder=causal,
-                                             hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+                                             hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                                             **extra)
             if self.model.config.is_decoder != causal:  # a bidirectional model would see the token it predicts
                 raise DataError(f"{weights}: the checkpoint could not be loaded with causal={causal} attention")
             if self.model.config.vocab_size != vocab_size:

@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,6 +210,7 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
     created = not resume and not out.exists()
     device = _device(settings.device)
     joined = False
+    previous = _exit_on_sigterm()
     try:
         joined = join(device)
         if device.type == "cuda" and place.distributed:
@@ -219,14 +223,27 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
     finally:
         if joined:
             leave()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm():
+    """Turn SIGTERM (what torchrun sends the other processes when one fails, and ``kill``) into SystemExit, so a new
+    run's clean-up runs; the previous handler, or None when this is not the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, terminate)
 
 
 def _remove_new_run(out: Path, created: bool) -> None:
     """Remove what a new run wrote before its first checkpoint (the folder too, when this call made it)."""
-    import shutil
-
     for name in (CONFIG_NAME, TOKENIZER_NAME, METRICS_NAME, MODEL_CONFIG_NAME):
         (out / name).unlink(missing_ok=True)
+    shutil.rmtree(out / TENSORBOARD_NAME, ignore_errors=True)
     if created:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -289,10 +306,17 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
     if resume:
         state = load_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler)
         step = state.step
-        saved_world = state.extra.get("world_size", 1)
-        if not isinstance(data, CaptionDataset) and saved_world != place.world_size:
-            raise DataError(f"{out}: the run streamed its shards with {saved_world} processes; resume it with "
-                            f"{saved_world} (each process reads its own shards), not {place.world_size}")
+        if state.generator is not None:
+            raise DataError(f"{out}: the checkpoint was written by an earlier prhsim that drew its batches from a "
+                            "saved generator; this version cannot continue it exactly (start a new run)")
+        if not isinstance(data, CaptionDataset):
+            saved = (state.extra.get("world_size", 1), state.extra.get("num_workers", 0))
+            if saved != (place.world_size, settings.num_workers):
+                raise DataError(f"{out}: the run streamed its shards with {saved[0]} processes x {saved[1]} workers "
+                                f"(each reader its own shards); resume it with the same, not {place.world_size} x "
+                                f"{settings.num_workers}")
+        if stop_after is not None and stop_after <= step < settings.steps:
+            raise DataError(f"{out}: --stop-after {stop_after} is not after the checkpoint's step {step}")
         if place.main:
             _truncate_metrics(out / METRICS_NAME, step)  # lines logged after the checkpoint are logged again
         if step >= settings.steps:
@@ -340,9 +364,9 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
             if not (log or save):
                 continue
             bad = int(all_min(first_bad))  # every process checks at the same steps
-            if bad < NEVER:
-                raise TrainingDiverged(f"the loss or its gradient is not finite at step {bad} (lr {settings.lr:g}); "
-                                       f"{_kept(out, has_checkpoint)}")
+            if bad < NEVER:  # steps counted from 1, as the metric lines and checkpoints count them
+                raise TrainingDiverged(f"the loss or its gradient is not finite at step {bad + 1} "
+                                       f"(lr {settings.lr:g}); {_kept(out, has_checkpoint)}")
             loss_value = float(all_sum(loss.detach())) / place.world_size  # the global batch's loss
             if log:
                 tokens = int(all_sum(tokens))
@@ -361,7 +385,8 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
                 seen, tokens, tick = 0, 0, time.perf_counter()
             if save and place.main:
                 save_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler, generator=None, step=step,
-                                extra={"loss": loss_value, "world_size": place.world_size})
+                                extra={"loss": loss_value, "world_size": place.world_size,
+                                       "num_workers": settings.num_workers})
     finally:
         if metrics is not None:
             metrics.close()

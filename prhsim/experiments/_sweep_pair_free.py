@@ -1,0 +1,267 @@
+"""The pair-free sweep: when the map between two modalities can be found without a cross-modal pair (docs/theory.md §9).
+
+The world is designed so its spectrum is set by hand: on n states with a seeded Dirichlet law p,
+``Π = D(11ᵀ + H diag(μ) Hᵀ)D`` with H (n x 3) random skewed functions orthonormal under p and
+centred (:func:`designed_world`), so the centred spectrum is exactly ``μ = (μ_2 + gap, μ_2, μ_3)``
+and k = 2. Two modalities see it through random codebooks with nuisance (|N| values each):
+a through the good view, b through the good view or a bad(ε) view (nuisance kept with probability
+1 − ε). Their closed forms (:func:`prhsim.jepa.closed_form` of each view world) are rotated by
+independent Haar-random Q_a, Q_b, as two trained encoders would be.
+
+Each cell draws, for each modality separately, S states from p (one nuisance each) and S positive
+pairs from its own π: no row of a corresponds to a row of b. Two estimators:
+
+* ``spectral``: :func:`prhsim.metrics.spectral_match` (each modality's own pairs: eigenvalue order
+  and third-moment signs);
+* ``iterative``: :func:`prhsim.metrics.iterative_match` (features only: nearest neighbours ↔
+  Procrustes from 16 starts, kept by the chamfer distance), on at most ``ITERATIVE_ROWS`` rows.
+
+Scores: the map error ``‖Q − Q_true‖₂`` (Q_true the p-weighted Procrustes map between a's features
+and b's conditional means over every state; it exists, and aligns the two exactly, when b is
+nuisance-free: every canonical correlation 1, ``alignable``; otherwise there is no map to find and
+the error is None) and top-1/top-5 retrieval of every state's a-rendering among every state's
+b-rendering through the estimated rotation, in the population's whitened coordinates (the
+features are whitened under p by construction, so this scores the rotation alone), beside the same
+through Q_true (chance 1/n). A cell is a success when b is alignable and the map error is below
+``SUCCESS``. The theory (§9) predicts the spectral estimator's failures:
+
+* at a tie (gap 0) the rotation inside the eigenspace is not identifiable;
+* from S pairs the off-diagonal of ``M = sym E[g(z) g(z')ᵀ]`` errs by about ``1/√(2S)`` (unit
+  variances, weak dependence), which turns each modality's eigenvectors by ``M_12/gap``; the two
+  modalities' errors add, so the map turns by an angle of standard deviation ``1/(gap·√S)``, and its
+  error ``2|sin(θ/2)| ≈ |θ|`` stays below ``SUCCESS`` with probability ``erf(SUCCESS·gap·√S/√2)``
+  (:func:`predicted_success`, drawn on the figure; sign and whitening errors come on top);
+* under a bad view the nuisance features, of eigenvalue 1 − ε, overtake μ_2 when ε < 1 − μ_2, and
+  b's representation holds nuisance that no map can align.
+
+The iterative estimator reads the whole geometry of the sample (higher moments, not only the pairs'
+second moments), so the theory sets it no gap limit: it can succeed at a tie.
+
+Default (n = 200, |N| = 3, μ_2 = 0.08, μ_3 = 0.02, 10 seeds; 6 gaps at S = 30,000, 6 sample sizes at
+gap 0.07, 7 values of ε at gap 0.07 and S = 30,000).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import replace
+from typing import Literal, Sequence
+
+import numpy as np
+
+from prhsim import __version__
+from prhsim._rng import RngLike, check_rng
+from prhsim.experiments._results import _Record
+from prhsim.jepa import TieWarning, closed_form
+from prhsim.metrics import Whitening, iterative_match, map_error, mapped_retrieval, orthogonal_map, spectral_match
+from prhsim.worlds import FiniteWorld, bad, codebook, good, view_world
+
+DEFAULT_GAPS = (0.0, 0.003, 0.01, 0.02, 0.04, 0.07)
+DEFAULT_SAMPLES = (300, 1000, 3000, 10_000, 30_000, 100_000)
+DEFAULT_EPS = (0.5, 0.85, 0.9, 0.91, 0.93, 0.95, 1.0)
+#: A map error below this is a recovered map.
+SUCCESS = 0.25
+#: b counts as nuisance-free (alignable) when every canonical correlation with a is above 1 − this.
+ALIGNABLE_TOL = 1e-6
+#: The iterative estimator reads at most this many rows of each modality.
+ITERATIVE_ROWS = 2000
+#: The raw feature values are clipped here (bounded features keep Π non-negative).
+CLIP = 3.0
+#: The designed world's features: k = 2 of 3 designed directions.
+K = 2
+METHODS = ("spectral", "iterative")
+Axis = Literal["gap", "samples", "eps"]
+
+
+class DesignedWorld:
+    """A world whose centred spectrum is ``mu`` exactly: ``Π = D(11ᵀ + H diag(μ) Hᵀ)D`` (module docstring)."""
+
+    def __init__(self, p: np.ndarray, H: np.ndarray, mu: np.ndarray) -> None:
+        self.p, self.H, self.mu = p, H, mu
+        K_ = 1.0 + (H * mu) @ H.T
+        if K_.min() < 0:
+            raise ValueError(f"the eigenvalues {np.round(mu, 4).tolist()} are too large for these features: "
+                             f"Π would have a negative entry ({K_.min():.3g})")
+        self.world = FiniteWorld(p, p[:, None] * K_ * p[None, :], symmetrize=True)
+
+
+def designed_world(n: int, mu: Sequence[float], *, concentration: float = 5.0, rng: RngLike = None) -> DesignedWorld:
+    """n states, p ~ Dirichlet(concentration), and features H whose centred eigenvalues are ``mu``.
+
+    H: exponential (skewed) random columns clipped at ``CLIP``, centred and orthonormalised under p
+    (``Hᵀ D H = I``, ``pᵀ H = 0``) by a Cholesky factor. Clipping bounds the features, so Π stays
+    non-negative for the default eigenvalues (checked on construction).
+    """
+    gen = check_rng(rng)
+    mu = np.asarray(mu, dtype=np.float64)
+    p = gen.dirichlet(np.full(n, concentration))
+    G = np.minimum(gen.exponential(size=(n, mu.size)), CLIP)
+    G = G - p @ G
+    L = np.linalg.cholesky(G.T @ (p[:, None] * G))
+    return DesignedWorld(p, np.linalg.solve(L, G.T).T, mu)
+
+
+class PairFreeCell(_Record):
+    """One (axis value, seed, estimator): the estimated map against the best one."""
+
+    axis: Axis
+    gap: float
+    samples: int
+    eps: float
+    seed: int
+    method: str
+    map_error: float | None
+    r1: float
+    r5: float
+    r1_true: float
+    identifiable: bool | None
+    alignable: bool
+    success: bool
+
+
+class PairFreeResult(_Record):
+    """The sweep: every cell, the world's settings and the theory's thresholds."""
+
+    n_states: int
+    n_nuisance: int
+    k: int
+    mu_2: float
+    mu_3: float
+    base_gap: float
+    base_samples: int
+    gaps: list[float]
+    samples: list[int]
+    eps: list[float]
+    seeds: int
+    success_threshold: float
+    eps_threshold: float
+    chance_r1: float
+    cells: list[PairFreeCell]
+    seconds: float
+    prhsim_version: str
+
+    def rate(self, axis: str, method: str, value: float) -> float:
+        """The fraction of seeds whose map was recovered at one value of one axis."""
+        key = {"gap": "gap", "samples": "samples", "eps": "eps"}[axis]
+        hits = [c.success for c in self.cells if c.axis == axis and c.method == method and getattr(c, key) == value]
+        return float(np.mean(hits)) if hits else float("nan")
+
+
+def predicted_success(gap: float | np.ndarray, samples: float | np.ndarray) -> np.ndarray:
+    """The spectral estimator's predicted success rate, ``erf(SUCCESS · gap · √S / √2)`` (module docstring)."""
+    from scipy.special import erf
+
+    x = SUCCESS * np.asarray(gap, dtype=np.float64) * np.sqrt(np.asarray(samples, dtype=np.float64))
+    return erf(x / np.sqrt(2.0))
+
+
+class _Setup:
+    """The two modalities' closed forms over one designed world, rotated by Q_a and Q_b."""
+
+    def __init__(self, designed: DesignedWorld, n_nuisance: int, eps: float, gen: np.random.Generator) -> None:
+        world = designed.world
+        self.p = world.p
+        self.n = world.n
+        self.mods = [codebook(self.n, n_nuisance, rng=gen) for _ in range(2)]
+        self.pi = np.asarray(world.Pi).ravel()
+        views = [good(), good() if eps >= 1.0 else bad(eps)]
+        self.eps = eps
+        with warnings.catch_warnings():  # near ε = 1 − μ_2 the bad view's nuisance block ties at k: recorded below
+            warnings.simplefilter("ignore", TieWarning)
+            self.F = [closed_form(view_world(world, m, v), K).features() for m, v in zip(self.mods, views)]
+        self.Q = [_haar(K, gen), _haar(K, gen)]
+        self.F = [F @ Q for F, Q in zip(self.F, self.Q)]
+        # Q_true: p-weighted Procrustes between a's features (a function of z: the good view) and b's
+        # conditional means over z
+        means = [(F.reshape(self.n, m.n_nuisance, K) * m.nuisance[None, :, None]).sum(axis=1)
+                 for F, m in zip(self.F, self.mods)]
+        cross = means[0].T @ (self.p[:, None] * means[1])
+        # b is nuisance-free when its conditional means are whitened too: every singular value of the
+        # cross-covariance is 1; otherwise no orthogonal map aligns the two and Q_true is undefined
+        self.alignable = bool(np.linalg.svd(cross, compute_uv=False).min() > 1.0 - ALIGNABLE_TOL)
+        self.Q_true = orthogonal_map(cross)
+
+    def draw(self, side: int, samples: int, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """S renderings of states drawn from p, and S positive pairs of this modality's own view."""
+        mod, F = self.mods[side], self.F[side]
+        N = mod.n_nuisance
+        z = gen.choice(self.n, size=samples, p=self.p)
+        x = F[z * N + gen.choice(N, size=samples, p=mod.nuisance)]
+        pair = gen.choice(self.n * self.n, size=samples, p=self.pi)
+        z1, z2 = np.divmod(pair, self.n)
+        n1 = gen.choice(N, size=samples, p=mod.nuisance)
+        fresh = gen.choice(N, size=samples, p=mod.nuisance)
+        keep = gen.random(samples) < (1.0 - self.eps) if side == 1 else np.zeros(samples, dtype=bool)
+        n2 = np.where(keep, n1, fresh)
+        return x, np.stack([F[z1 * N + n1], F[z2 * N + n2]], axis=1)
+
+    def held_out(self, side: int, gen: np.random.Generator) -> np.ndarray:
+        """Every state once, with a fresh nuisance."""
+        mod = self.mods[side]
+        return self.F[side][np.arange(self.n) * mod.n_nuisance + gen.choice(mod.n_nuisance, size=self.n,
+                                                                            p=mod.nuisance)]
+
+
+def _haar(k: int, gen: np.random.Generator) -> np.ndarray:
+    Q, R = np.linalg.qr(gen.standard_normal((k, k)))
+    return Q * np.sign(np.diag(R))
+
+
+def _cell(axis: Axis, designed: DesignedWorld, *, gap: float, samples: int, eps: float, seed: int,
+          n_nuisance: int, base_seed: int) -> list[PairFreeCell]:
+    gen = np.random.default_rng([base_seed, seed])
+    setup = _Setup(designed, n_nuisance, eps, gen)
+    xa, pairs_a = setup.draw(0, samples, gen)
+    xb, pairs_b = setup.draw(1, samples, gen)
+    test_a, test_b = setup.held_out(0, gen), setup.held_out(1, gen)
+    spectral = spectral_match(xa, pairs_a, xb, pairs_b)
+    rows = min(samples, ITERATIVE_ROWS)
+    iterative = iterative_match(xa[:rows], xb[:rows], rng=gen)
+    population = Whitening(np.zeros(K), np.eye(K), np.eye(K))  # the features are whitened under p by construction
+    truth = mapped_retrieval(replace(spectral, map=setup.Q_true, whitening_a=population, whitening_b=population),
+                             test_a, test_b).a_to_b[1]
+    cells = []
+    for method, estimate, identifiable in (("spectral", spectral, spectral.identifiable),
+                                           ("iterative", iterative, None)):
+        error = map_error(estimate.map, setup.Q_true) if setup.alignable else None
+        recall = mapped_retrieval(replace(estimate, whitening_a=population, whitening_b=population),
+                                  test_a, test_b).a_to_b
+        cells.append(PairFreeCell(axis=axis, gap=gap, samples=samples, eps=eps, seed=seed, method=method,
+                                  map_error=error, r1=recall[1], r5=recall[5], r1_true=truth,
+                                  identifiable=identifiable, alignable=setup.alignable,
+                                  success=error is not None and error < SUCCESS))
+    return cells
+
+
+def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int] = DEFAULT_SAMPLES,
+                    eps: Sequence[float] = DEFAULT_EPS, *, base_gap: float = 0.07, base_samples: int = 30_000,
+                    n_states: int = 200, n_nuisance: int = 3, mu_2: float = 0.08, mu_3: float = 0.02,
+                    seeds: int = 10, rng: RngLike = 0, progress=None) -> PairFreeResult:
+    """Success of pair-free alignment against the gap, the sample size and ε (module docstring)."""
+    start = time.perf_counter()
+    say = progress or (lambda message: None)
+    if not 0 < mu_3 < mu_2:
+        raise ValueError(f"need 0 < mu_3 < mu_2, got mu_2 = {mu_2}, mu_3 = {mu_3}")
+    base_seed = int(check_rng(rng).integers(2**31))
+    worlds: dict[float, DesignedWorld] = {}
+
+    def world(gap: float) -> DesignedWorld:
+        if gap not in worlds:  # one set of features for every gap: only μ_1 moves
+            worlds[gap] = designed_world(n_states, (mu_2 + gap, mu_2, mu_3), rng=base_seed)
+        return worlds[gap]
+
+    plan: list[tuple[Axis, float, int, float]] = [("gap", float(g), base_samples, 1.0) for g in gaps]
+    plan += [("samples", base_gap, int(s), 1.0) for s in samples]
+    plan += [("eps", base_gap, base_samples, float(e)) for e in eps]
+    cells: list[PairFreeCell] = []
+    for i, (axis, gap, size, e) in enumerate(plan):
+        say(f"{axis} {dict(gap=gap, samples=size, eps=e)[axis]:g} ({i + 1}/{len(plan)})")
+        for seed in range(seeds):
+            cells += _cell(axis, world(gap), gap=gap, samples=size, eps=e, seed=seed, n_nuisance=n_nuisance,
+                           base_seed=base_seed)
+    return PairFreeResult(n_states=n_states, n_nuisance=n_nuisance, k=K, mu_2=mu_2, mu_3=mu_3, base_gap=base_gap,
+                          base_samples=base_samples, gaps=[float(g) for g in gaps], samples=[int(s) for s in samples],
+                          eps=[float(e) for e in eps], seeds=seeds, success_threshold=SUCCESS,
+                          eps_threshold=1.0 - mu_2, chance_r1=1.0 / n_states, cells=cells,
+                          seconds=time.perf_counter() - start, prhsim_version=__version__)
