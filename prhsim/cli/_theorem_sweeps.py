@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import click
+import numpy as np
 from pydantic import BaseModel, ValidationError
 from rich.markup import escape
 
@@ -26,6 +27,7 @@ from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.cli._run import _parse_out, git_revision, read_own_config
 from prhsim.config import (
     BadViewSweepSettings,
+    CaptioningSettings,
     ConfigError,
     GapSensitivitySettings,
     KernelMismatchSweepSettings,
@@ -238,6 +240,54 @@ def _pair_free_figure(result):
     return pair_free_figure(result)
 
 
+def _captioning(s: CaptioningSettings, say: Callable[[str], None] = lambda message: None):
+    import importlib.util
+
+    missing = [name for name in ("jax", "optax", "sacrebleu", "pycocoevalcap") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ValueError(f"prhsim sweep captioning needs {', '.join(missing)}: pip install 'prhsim[captioning]'")
+    from prhsim.experiments._captioning import captioning_curve
+    from prhsim.jepa._caption_decoder import DecoderConfig
+    from prhsim.metrics import iterative_match, spectral_match
+
+    pair_free = {"iterative": lambda sample: iterative_match(sample.image, sample.caption, rng=s.seed).map,
+                 "spectral": lambda sample: spectral_match(sample.image, sample.image_pairs, sample.caption,
+                                                           sample.caption_pairs).map,
+                 "none": None}[s.pair_free]
+    n_fits = None if s.n_fits is None else ([0] if pair_free is not None else []) + list(s.n_fits)
+    say("training the caption decoder on captions alone, then fitting one rotation per N_fit and seed")
+    return captioning_curve(s.world.build_scene(), n_fits=n_fits, seeds=s.seeds, k=s.k, text=s.text,
+                            pair_free=pair_free, pair_free_samples=s.pair_free_samples, noise=s.noise,
+                            held_in=s.held_in, images=s.images,
+                            decoder=DecoderConfig(steps=s.decoder_steps, batch_size=s.decoder_batch),
+                            name=s.world.describe(), rng=s.seed)
+
+
+def _captioning_summary(r) -> list[str]:
+    from prhsim.experiments._captioning import curve_summary
+
+    lines = [f"{r.world}: {r.n_states} states, k = {r.k}, {r.text} captions, noise {r.noise:g}, {len(r.seeds)} seeds, "
+             f"{r.images} held-out images; decoder on captions alone: loss {r.decoder.final_loss:.4f} "
+             f"(floor {r.decoder.loss_floor:.4f}), exact {r.decoder.exact:.3f} on its own representations"]
+    for metric in ("exact", "attribute_mean", "cider"):
+        s = curve_summary(r, metric)
+        cells = ", ".join(f"{'pair-free' if n == 0 else n}: {m:.3f}" for n, m in zip(s["n_fits"], s["mean"]))
+        lines.append(f"  {metric} by N_fit: {cells}; true map {s['true_map']:.3f}, chance {s['chance']:.3f}")
+    free = [p for p in r.points if p.n_fit == 0]
+    if free:
+        kinds = sorted(free[0].scores.attributes)
+        per = ", ".join(f"{a} {np.mean([p.scores.attributes[a] for p in free]):.2f}" for a in kinds)
+        lines.append(f"  pair-free map: distance to the true map {np.mean([p.map_distance for p in free]):.3f}; "
+                     f"per attribute {per}")
+    return lines
+
+
+def _captioning_figure(result):
+    from prhsim.experiments.report._captioning_figure import captioning_figure
+
+    return captioning_figure(result)
+
+
 def _figure(name: str) -> Callable[[Any], Any]:
     def draw(result: Any) -> Any:
         from prhsim.experiments.report import _theorem_figures
@@ -262,6 +312,9 @@ SWEEPS: dict[str, TheoremSweep] = {s.name: s for s in (
     TheoremSweep("ntp-ca", NtpCaSettings, _ntp_ca, _ntp_ca_figure, _ntp_ca_summary,
                  "Next-token prediction: the whitened softmax optimum against correspondence analysis as "
                  "the dependence strength sigma_1 shrinks."),
+    TheoremSweep("captioning", CaptioningSettings, _captioning, _captioning_figure, _captioning_summary,
+                 "Captioning through one rotation: a decoder trained on captions alone, the image side carried "
+                 "over by a rotation fitted on N_fit pairs (or none: the pair-free map)."),
     TheoremSweep("pair-free", PairFreeSettings, _pair_free, _pair_free_figure, _pair_free_summary,
                  "Alignment without cross-modal pairs: the map between two modalities from unpaired samples "
                  "(spectral matching with each modality's own pairs, iterative matching on features alone) "

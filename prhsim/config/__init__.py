@@ -14,6 +14,7 @@ from prhsim.config._merge import (
 from prhsim.config._real import ExportSettings as ExportSettings, RealTrainSettings as RealTrainSettings
 from prhsim.config._sweeps import (
     BadViewSweepSettings as BadViewSweepSettings,
+    CaptioningSettings as CaptioningSettings,
     GapSensitivitySettings as GapSensitivitySettings,
     KernelMismatchSweepSettings as KernelMismatchSweepSettings,
     MetricBridgeSettings as MetricBridgeSettings,

@@ -175,3 +175,43 @@ class PairFreeSettings(Settings):
         if not self.mu_3 < self.mu_2:
             raise ValueError(f"mu_3 must be below mu_2 (k = 2 needs a gap after mu_2), got {self.mu_3} and {self.mu_2}")
         return self
+
+
+class CaptioningSettings(Settings):
+    """``prhsim sweep captioning``: caption held-out images through one rotation fitted on N_fit (image, caption) pairs.
+
+    Attributes:
+        world: a gridscene (default 4x4 grid, one object: 144 states).
+        n_fits: numbers of pairs the rotation is fitted on (default around and past k); 0 is added for the pair-free map.
+        seeds: draws of the held-in states, the pairs, the lightings and the noise.
+        k: features (default: the pixel closed form's gap).
+        text: the caption representation: "spans" (the text JEPA's closed form on spans) or "view" (the
+            caption modality's view-world closed form).
+        noise: σ of Gaussian noise on every image feature (0: the closed form).
+        pair_free: the map at N_fit = 0: "iterative" (features alone), "spectral" (each modality's own pairs) or "none".
+        pair_free_samples: unpaired images, captions and pairs of each modality the pair-free map reads.
+        held_in: the fraction of states whose images may be paired; the others are captioned.
+        images: at most this many held-out images per seed.
+        decoder_steps, decoder_batch: the caption decoder's training (on captions alone).
+        seed: seeds the decoder and the draws.
+    """
+
+    world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=1))
+    n_fits: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1)
+    seeds: int = Field(3, ge=1, le=100)
+    k: int | Literal["auto"] = "auto"
+    text: Literal["spans", "view"] = "spans"
+    noise: float = Field(0.0, ge=0)
+    pair_free: Literal["iterative", "spectral", "none"] = "iterative"
+    pair_free_samples: int = Field(2000, ge=10)
+    held_in: float = Field(0.5, gt=0, lt=1)
+    images: int = Field(1000, ge=2)
+    decoder_steps: int = Field(1000, ge=1)
+    decoder_batch: int = Field(64, ge=1)
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _gridscene(self) -> "CaptioningSettings":
+        if self.world.kind != "gridscene":
+            raise ValueError(f"captioning needs a world with pixel and caption renderers (gridscene), got {self.world.kind}")
+        return self

@@ -45,3 +45,15 @@ from prhsim.experiments._sweep_sample_efficiency import (
     SampleEfficiency as SampleEfficiency,
     sample_efficiency as sample_efficiency,
 )
+from prhsim.experiments._sweep_pair_free import (
+    PairFreeResult as PairFreeResult,
+    designed_world as designed_world,
+    pair_free_sweep as pair_free_sweep,
+)
+from prhsim.experiments._captioning import (
+    CaptioningCurve as CaptioningCurve,
+    CaptionScores as CaptionScores,
+    PairFreeSample as PairFreeSample,
+    captioning_curve as captioning_curve,
+    captioning_setup as captioning_setup,
+)

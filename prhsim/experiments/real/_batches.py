@@ -163,12 +163,14 @@ class StreamBatches(IterableDataset):
             step += self.roles
 
 
-def worker_context() -> str | None:
-    """How data-loader workers start: forked (the platform default), or spawned when JAX is loaded in this
-    process (forking a process that holds JAX's threads can deadlock; JAX warns)."""
+def worker_context(*, threads_used: bool = False) -> str | None:
+    """How data-loader workers start: forked (the platform default), or spawned when this process holds threads a
+    fork would break: JAX's (JAX warns that forking can deadlock) or, with ``threads_used``, pyarrow's (a forked
+    worker of a process that has read parquet aborts at exit: measured, "terminate called without an active
+    exception")."""
     import sys
 
-    return "spawn" if "jax" in sys.modules else None
+    return "spawn" if threads_used or "jax" in sys.modules else None
 
 
 def batch_loader(source: EpochBatches | StreamBatches, *, start: int, stop: int, num_workers: int,
@@ -185,7 +187,8 @@ def batch_loader(source: EpochBatches | StreamBatches, *, start: int, stop: int,
     # which would shift the dropout of a resumed run); the batches use no torch randomness
     options = dict(batch_size=None, num_workers=num_workers, pin_memory=pin_memory,
                    prefetch_factor=4 if num_workers else None, generator=torch.Generator().manual_seed(0),
-                   multiprocessing_context=worker_context() if num_workers else None)
+                   multiprocessing_context=worker_context(threads_used=isinstance(source, StreamBatches))
+                   if num_workers else None)
     if isinstance(source, StreamBatches):
         if (source.start, source.roles) != (start, max(1, num_workers)):
             raise ValueError(f"the stream was made for start {source.start} and {source.roles} workers, "

@@ -1,0 +1,603 @@
+"""Captioning through one rotation, in a gridscene where the true answer is known (docs/theory.md §1.1, §4, §5.1, §9).
+
+The pieces:
+
+* **Text side** (:func:`captioning_setup`): the caption modality's good-view closed form on every
+  whole caption ``u = z·|N| + n``: by default the text JEPA's optimum on pairs of spans of at
+  least one clause (:func:`prhsim.jepa.span_optimum`, view "good", the world's pair law; §5.1),
+  or the closed form of the caption modality's view world (``text="view"``, §4). Both are
+  nuisance-free, ``c(z, n) = Q_cᵀ h*(z)``. A decoder (:mod:`prhsim.jepa._caption_decoder`) is
+  trained on captions alone, from ``c(u)`` back to the tokens of u, u drawn from ``p ⊗ q``; it
+  sees no image. A nuisance-free c hides the wording, so the decoder learns ``p(x | z)`` and
+  decodes one wording of it.
+* **Image side**: the pixel modality's good-view closed form (§1.1, §4), ``x(z, ℓ) = Q_xᵀ h*(z)``,
+  one image of random lighting ℓ ~ q per evaluated state (as in
+  :mod:`prhsim.experiments._caption_alignment`); optionally ``x + σ ε``, ε ~ N(0, I) (``noise``),
+  a stand-in for an imperfect image encoder.
+* **One rotation**: image features are carried to the text side by ``x ↦ x M`` with M ∈ O(k),
+  fitted on N_fit (image, caption) pairs of held-in states, ``M̂ = UVᵀ`` from
+  ``svd(Σ_i x_i c_iᵀ) = U S Vᵀ`` (argmin ``Σ_i ‖c_i − x_i M‖²``, :func:`prhsim.metrics.orthogonal_map`).
+  The **true map** is the weighted Procrustes of every state (§2):
+  ``M* = argmin_{M ∈ O(k)} Σ_z p(z) ‖c̄(z) − x̄(z) M‖²`` with x̄, c̄ the q-means over the nuisance;
+  for two closed forms it is exact (``M* = Q_xᵀ Q_c``, residual 0 to rounding). At N_fit = 0 a
+  **pair-free** map is passed in (§9): a k x k matrix, or a callable of a :class:`PairFreeSample`
+  (unpaired images and captions, and each modality's own positive pairs) returning one.
+* **Scores** (:func:`caption_scores`), of the decoded captions of held-out images against the
+  world's description of each image's state:
+
+  - ``exact``: the fraction of images whose decoded caption states every attribute of the true
+    state (column, row, shape, colour of every object), read by :func:`parse_captions`;
+  - ``attributes``: per attribute kind, the fraction of (image, object) read correctly;
+    ``attribute_mean`` their mean;
+  - ``grammatical``: the fraction of decoded captions that are captions of the grammar
+    (``caption(z, n)`` for some z and n);
+  - ``bleu``: sacrebleu's corpus BLEU-4 (0–100, ``tokenize="none"``: the captions are words
+    joined by spaces), the references of an image being its state's caption under every wording;
+  - ``cider``: CIDEr-D of pycocoevalcap (``Cider``, n = 4, σ = 6; idf over the evaluated images'
+    references; pre-tokenised strings, no Java), against the same references. A right caption
+    matches one of |N| references exactly, so its CIDEr is below the maximum 10.
+
+  **Chance**: a caption of a random state ``z' ~ p`` (and wording ~ q) independent of the
+  image; its exact and attribute accuracies are the expectations over z', its BLEU and CIDEr one
+  draw per image.
+
+:func:`captioning_curve` runs the map fits over N_fit values and seeds. Each seed draws the
+held-in / held-out split of the states, the lighting of each evaluated image, the N_fit pairs
+(states ~ p among the held-in, lighting ~ q, wording ~ q) and the noise; the decoder is trained
+once per curve (seed ``rng``), since it never sees an image.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, NamedTuple, Sequence, Union
+
+import numpy as np
+
+from prhsim import __version__
+from prhsim._rng import RngLike, check_rng
+from prhsim.experiments._results import _Record
+from prhsim.jepa import closed_form, span_optimum
+from prhsim.jepa._caption_decoder import CaptionDecoder, DecoderConfig, decode_captions, train_caption_decoder
+from prhsim.metrics import orthogonal_map, procrustes
+from prhsim.worlds import CaptionLaw, GridScene, SpanLaw, caption_law, good, gridscene, pixels, view_world
+from prhsim.worlds._gridscene import caption
+
+#: gridscene's caption: 9 tokens per object's clause (the shortest span of the span closed form).
+CLAUSE = 9
+#: The attribute kinds of a gridscene object, in :meth:`GridScene.decode`'s keys.
+ATTRIBUTES: tuple[str, ...] = ("col", "row", "shape", "colour")
+TEXT_ROUTES: tuple[str, ...] = ("spans", "view")
+#: The default world: a 4 x 4 grid with one object (144 states, k = 5 at the gap 0.087).
+DEFAULT_SIZE, DEFAULT_OBJECTS = 4, 1
+Metric = Literal["exact", "attribute_mean", "grammatical", "bleu", "cider"]
+METRICS: tuple[str, ...] = ("exact", "attribute_mean", "grammatical", "bleu", "cider")
+
+
+class PairFreeSample(NamedTuple):
+    """What a pair-free map may read (docs/theory.md §9): no (image, caption) pair.
+
+    Attributes:
+        image: features of images of states ``z ~ p`` (lighting ~ q), (m, k).
+        caption: caption representations of states drawn independently ``z ~ p`` (wording ~ q), (m, k).
+        image_pairs: the image modality's positive pairs ``(z, z') ~ π``, (m, 2, k), independent lightings.
+        caption_pairs: the caption modality's positive pairs ``(z, z') ~ π``, (m, 2, k), independent wordings.
+        p: the law of Z (for methods that weight by it).
+    """
+
+    image: np.ndarray
+    caption: np.ndarray
+    image_pairs: np.ndarray
+    caption_pairs: np.ndarray
+    p: np.ndarray
+
+
+PairFreeMap = Union[np.ndarray, Callable[[PairFreeSample], np.ndarray]]
+
+
+@dataclass(frozen=True)
+class CaptioningSetup:
+    """The world, both closed forms, the decoder and the true map of one captioning experiment.
+
+    Attributes:
+        scene: the gridscene; law: its caption law; k: the features of both representations.
+        text: how the caption representation was made: "spans", "view" or "given".
+        captions: the caption representation of every whole caption ``z·|N| + n``, (|Z|·|N|, k).
+        image_table: the pixel closed form's features of every image ``z·|L| + ℓ``, (|Z|·|L|, k).
+        image_q: the law of the lighting (the pixel modality's nuisance).
+        decoder: the caption decoder (trained on ``captions`` alone).
+        true_map: M*, (k, k); true_residual: ``ρ = ‖c̄ − x̄ M*‖_D / √k`` (0 for two closed forms).
+        injective: the image features of distinct states differ (else no decoder can tell them apart).
+    """
+
+    scene: GridScene
+    law: CaptionLaw
+    k: int
+    text: str
+    captions: np.ndarray
+    image_table: np.ndarray
+    image_q: np.ndarray
+    decoder: CaptionDecoder
+    true_map: np.ndarray
+    true_residual: float
+    injective: bool
+
+    def image_features(self, states: np.ndarray, lighting: np.ndarray) -> np.ndarray:
+        """The features of the images ``(z, ℓ)``, (m, k)."""
+        return self.image_table[np.asarray(states) * self.image_q.size + np.asarray(lighting)]
+
+    def caption_features(self, states: np.ndarray, wording: np.ndarray) -> np.ndarray:
+        """The representations of the captions ``(z, n)``, (m, k)."""
+        return self.captions[np.asarray(states) * self.law.modality.n_nuisance + np.asarray(wording)]
+
+
+def captioning_setup(scene: GridScene, *, k: int | Literal["auto"] = "auto",
+                     text: Literal["spans", "view"] | np.ndarray = "spans", decoder: DecoderConfig | None = None,
+                     seed: int = 0) -> CaptioningSetup:
+    """Build the closed forms, train the decoder on captions alone and compute the true map (module docstring).
+
+    Args:
+        scene: a gridscene.
+        k: the pixel closed form's features ("auto": at its largest relative gap); the caption
+            representation has the same k.
+        text: "spans" (span closed form, good views, the world's pairs, spans of ≥ 9 tokens),
+            "view" (the caption modality's view-world closed form), or a caption representation of
+            every whole caption, (|Z|·|N|, k).
+        decoder: the decoder's hyperparameters.
+        seed: the decoder's seed (and the Lanczos start of the span closed form).
+
+    Raises:
+        ValueError: on a bad argument.
+    """
+    if not isinstance(scene, GridScene):
+        raise ValueError(f"captioning needs a gridscene, got {type(scene).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    law = caption_law(scene)
+    image_modality = pixels(scene)
+    optimum = closed_form(view_world(scene.world, image_modality, good()), k)
+    k = optimum.k
+    n_z, n_n, n_l = law.n_states, law.modality.n_nuisance, image_modality.n_nuisance
+    image_table = optimum.features()
+    if isinstance(text, str):
+        if text not in TEXT_ROUTES:
+            raise ValueError(f"text must be one of {TEXT_ROUTES} or a caption representation, got {text!r}")
+        if text == "spans":
+            table = span_optimum(law, SpanLaw(CLAUSE), "good", k, world=scene.world, rng=int(seed)).captions
+        else:
+            table = closed_form(view_world(scene.world, caption(scene), good()), k).features()
+        route = text
+    else:
+        table = np.asarray(text, dtype=np.float64)
+        if table.shape != (n_z * n_n, k):
+            raise ValueError(f"a caption representation needs shape ({n_z * n_n:,}, {k}) (every whole caption, "
+                             f"k = {k}), got {table.shape}")
+        if not np.all(np.isfinite(table)):
+            raise ValueError("the caption representation is not finite")
+        route = "given"
+    q_img = np.asarray(image_modality.nuisance, dtype=np.float64)
+    x_mean = np.einsum("zlk,l->zk", image_table.reshape(n_z, n_l, k), q_img)
+    c_mean = np.einsum("znk,n->zk", table.reshape(n_z, n_n, k), law.q)
+    fit = procrustes(c_mean, x_mean, law.p)  # c̄ ≈ x̄ M*
+    injective = bool(len(np.unique(np.round(x_mean, 9), axis=0)) == n_z)
+    trained = train_caption_decoder(law, table, decoder, seed=int(seed))
+    return CaptioningSetup(scene, law, k, route, table, image_table, q_img, trained, fit.Q, float(fit.rho), injective)
+
+
+# --------------------------------------------------------------------------------------------- parsing and scores
+
+
+def _token_ids(scene: GridScene) -> dict[str, int]:
+    """The first token id of each word class of :func:`prhsim.worlds._gridscene.caption`'s vocabulary."""
+    O, C, S = scene.n_objects, scene.n_colours, scene.n_shapes
+    name0 = 4
+    colour0 = name0 + O
+    shape0 = colour0 + 2 * C
+    return {"at": 0, "row": 1, "column": 2, "sep": 3, "name": name0, "colour": colour0, "shape": shape0,
+            "number": shape0 + 2 * S}
+
+
+def parse_captions(scene: GridScene, tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """Read the attributes a gridscene caption states: ``{col, row, shape, colour}``, each (m, n_objects), −1 where unread.
+
+    The grammar (:func:`prhsim.worlds._gridscene.caption`): one clause of 9 tokens per object,
+    ``NAME COLOUR SHAPE at A a B b ;`` with ``(A, B)`` = (row, column) or (column, row) and a, b
+    number words; two objects or more: the clauses in either order; one object: the place
+    ``at A a B b`` may come first (``at A a B b NAME COLOUR SHAPE ;``). Each block of 9 tokens is read
+    as a clause: its name gives the object, a word of either synonym its colour or shape, and the
+    number after "row" (after "column") its row (column). An attribute is −1 when its word is not
+    of its class, when (A, B) is not one of the two orders, or when the object is named by no
+    clause or by more than one. The filler tokens ("at", ";") are not checked.
+    """
+    O, G, C, S = scene.n_objects, scene.size, scene.n_colours, scene.n_shapes
+    ids = _token_ids(scene)
+    x = np.atleast_2d(np.asarray(tokens, dtype=np.int64))
+    if x.ndim != 2 or x.shape[1] != CLAUSE * O:
+        raise ValueError(f"gridscene captions of {O} object(s) have {CLAUSE * O} tokens, got shape {x.shape}")
+    if O == 1:  # the place first: back to NAME COLOUR SHAPE at A a B b ;
+        place_first = x[:, 0] == ids["at"]
+        x = np.where(place_first[:, None], x[:, [5, 6, 7, 0, 1, 2, 3, 4, 8]], x)
+
+    def word(t: np.ndarray, first: int, count: int, per: int) -> np.ndarray:
+        ok = (t >= first) & (t < first + per * count)
+        return np.where(ok, (t - first) // per, -1)
+
+    out = {a: np.full((x.shape[0], O), -1, dtype=np.int64) for a in ATTRIBUTES}
+    named = np.zeros((x.shape[0], O), dtype=np.int64)
+    clauses = []
+    for b in range(O):
+        block = x[:, CLAUSE * b:CLAUSE * (b + 1)]
+        a_num, b_num = word(block[:, 5], ids["number"], G, 1), word(block[:, 7], ids["number"], G, 1)
+        row_first = (block[:, 4] == ids["row"]) & (block[:, 6] == ids["column"])
+        col_first = (block[:, 4] == ids["column"]) & (block[:, 6] == ids["row"])
+        clause = {"col": np.where(row_first, b_num, np.where(col_first, a_num, -1)),
+                  "row": np.where(row_first, a_num, np.where(col_first, b_num, -1)),
+                  "shape": word(block[:, 2], ids["shape"], S, 2), "colour": word(block[:, 1], ids["colour"], C, 2)}
+        name = word(block[:, 0], ids["name"], O, 1)
+        clauses.append((name, clause))
+        for o in range(O):
+            named[:, o] += name == o
+    for name, clause in clauses:
+        for o in range(O):
+            mine = (name == o) & (named[:, o] == 1)
+            for a in ATTRIBUTES:
+                out[a][mine, o] = clause[a][mine]
+    return out
+
+
+class CaptionScores(_Record):
+    """Scores of decoded captions against the true states (module docstring).
+
+    ``bleu`` is on sacrebleu's 0–100 scale, ``cider`` on CIDEr's 0–10.
+    """
+
+    images: int
+    exact: float
+    attributes: dict[str, float]
+    attribute_mean: float
+    grammatical: float
+    bleu: float
+    cider: float
+
+
+def _check_tokens(law: CaptionLaw, states: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    states = np.asarray(states)
+    tokens = np.asarray(tokens)
+    if states.ndim != 1 or states.size < 2 or not np.issubdtype(states.dtype, np.integer):
+        raise ValueError(f"scores need the integer states of at least two images, got shape {states.shape}")
+    if states.min() < 0 or states.max() >= law.n_states:
+        raise ValueError(f"states must lie in 0..{law.n_states - 1}")
+    if tokens.shape != (states.size, law.length) or not np.issubdtype(tokens.dtype, np.integer):
+        raise ValueError(f"one caption of {law.length} token ids per image needed: shape ({states.size}, "
+                         f"{law.length}), got {tokens.shape}")
+    if tokens.min() < 0 or tokens.max() > law.pad:
+        raise ValueError(f"token ids must lie in 0..{law.pad} (the pad id)")
+    return states.astype(np.int64), tokens.astype(np.int64)
+
+
+def references(law: CaptionLaw, states: np.ndarray) -> list[list[str]]:
+    """Each state's caption under every wording, as words: (m lists of |N| strings)."""
+    n_n = law.modality.n_nuisance
+    states = np.asarray(states, dtype=np.int64)
+    words = law.decode(law.captions(np.repeat(states, n_n), np.tile(np.arange(n_n), states.size)))
+    return [words[i * n_n:(i + 1) * n_n] for i in range(states.size)]
+
+
+def bleu(hypotheses: Sequence[str], refs: Sequence[Sequence[str]]) -> float:
+    """sacrebleu corpus BLEU-4 (0–100) of pre-tokenised hypotheses, each against its list of references (equal counts)."""
+    from sacrebleu.metrics import BLEU
+
+    counts = {len(r) for r in refs}
+    if len(refs) != len(hypotheses) or len(counts) != 1:
+        raise ValueError("BLEU needs one list of references per hypothesis, all of one length")
+    streams = [[r[j] for r in refs] for j in range(counts.pop())]
+    return float(BLEU(tokenize="none").corpus_score(list(hypotheses), streams).score)
+
+
+def cider(hypotheses: Sequence[str], refs: Sequence[Sequence[str]]) -> float:
+    """CIDEr-D (pycocoevalcap ``Cider``: n = 4, σ = 6, 0–10) of pre-tokenised hypotheses against their references."""
+    from pycocoevalcap.cider.cider import Cider
+
+    if len(refs) != len(hypotheses) or len(hypotheses) < 2 or any(len(r) < 1 for r in refs):
+        raise ValueError("CIDEr needs at least two hypotheses, each with one or more references")
+    gts = {i: list(r) for i, r in enumerate(refs)}
+    res = {i: [h] for i, h in enumerate(hypotheses)}
+    return float(Cider().compute_score(gts, res)[0])
+
+
+def accuracies(scene: GridScene, states: np.ndarray, tokens: np.ndarray) -> tuple[float, dict[str, float], float]:
+    """``(exact, attributes, grammatical)`` of captions (m, T) of the given states (m,): :class:`CaptionScores` without text metrics."""
+    law = caption_law(scene)
+    states, tokens = _check_tokens(law, states, tokens)
+    truth = scene.decode(states)
+    read = parse_captions(scene, tokens)
+    right = np.stack([read[a] == truth[a] for a in ATTRIBUTES])  # (attribute, image, object)
+    attributes = {a: float(right[i].mean()) for i, a in enumerate(ATTRIBUTES)}
+    exact = float(np.all(right, axis=(0, 2)).mean())
+    full = np.all(np.stack([read[a] >= 0 for a in ATTRIBUTES]), axis=(0, 2))
+    grammatical = np.zeros(states.size, dtype=bool)
+    if np.any(full):  # a caption of the grammar iff it is one of the captions of the state it names
+        z_read = np.ravel_multi_index(tuple(read[a][full, o] for o in range(scene.n_objects) for a in ATTRIBUTES),
+                                      scene.world.shape)
+        n_n = law.modality.n_nuisance
+        every = law.captions(np.repeat(z_read, n_n), np.tile(np.arange(n_n), z_read.size))
+        grammatical[full] = np.any(np.all(every.reshape(z_read.size, n_n, -1) == tokens[full][:, None], axis=2), axis=1)
+    return exact, attributes, float(grammatical.mean())
+
+
+def caption_scores(scene: GridScene, states: np.ndarray, tokens: np.ndarray) -> CaptionScores:
+    """Score captions (m, T) of images of the given states (m,) against the world's descriptions (module docstring)."""
+    law = caption_law(scene)
+    exact, attributes, grammatical = accuracies(scene, states, tokens)
+    hyps, refs = law.decode(np.asarray(tokens)), references(law, states)
+    return CaptionScores(images=int(np.size(states)), exact=exact, attributes=attributes,
+                         attribute_mean=float(np.mean(list(attributes.values()))), grammatical=grammatical,
+                         bleu=bleu(hyps, refs), cider=cider(hyps, refs))
+
+
+def chance_scores(scene: GridScene, states: np.ndarray, rng: RngLike = None) -> CaptionScores:
+    """The scores of a caption of a random state ``z' ~ p`` (wording ~ q) for each image (module docstring).
+
+    Exact and attribute accuracies are expectations over z'; BLEU and CIDEr one draw per image.
+    """
+    law = caption_law(scene)
+    states = np.asarray(states, dtype=np.int64)
+    gen = check_rng(rng)
+    guess = gen.choice(law.n_states, size=states.size, p=law.p)
+    drawn = caption_scores(scene, states, law.captions(guess, gen.choice(law.q.size, size=states.size, p=law.q)))
+    every = scene.decode(np.arange(law.n_states))
+    truth = scene.decode(states)
+    attributes = {}
+    for a in ATTRIBUTES:
+        hits = [law.p @ (every[a][:, o][None, :] == truth[a][:, o][:, None]).T for o in range(scene.n_objects)]
+        attributes[a] = float(np.mean(hits))
+    return drawn.model_copy(update={"exact": float(law.p[states].mean()), "attributes": attributes,
+                                    "attribute_mean": float(np.mean(list(attributes.values()))), "grammatical": 1.0})
+
+
+# --------------------------------------------------------------------------------------------- maps
+
+
+def fit_map(image: np.ndarray, captions: np.ndarray) -> np.ndarray:
+    """The orthogonal M minimising ``Σ_i ‖c_i − x_i M‖²`` over pairs (x_i, c_i): ``orthogonal_map(Xᵀ C)``, (k, k)."""
+    X, C = np.asarray(image, dtype=np.float64), np.asarray(captions, dtype=np.float64)
+    if X.ndim != 2 or X.shape != C.shape or X.shape[0] < 1:
+        raise ValueError(f"a map is fitted on pairs of equal shape (N, k), N >= 1; got {X.shape} and {C.shape}")
+    return orthogonal_map(X.T @ C)
+
+
+def pair_free_sample(setup: CaptioningSetup, count: int, rng: RngLike = None) -> PairFreeSample:
+    """``count`` unpaired images and captions, and ``count`` positive pairs of each modality (:class:`PairFreeSample`)."""
+    from prhsim.worlds import pair_sampler
+
+    gen = check_rng(rng)
+    law, n_n, n_l = setup.law, setup.law.modality.n_nuisance, setup.image_q.size
+    z_img, z_cap = gen.choice(law.n_states, size=(2, count), p=law.p)
+    image = setup.image_features(z_img, gen.choice(n_l, size=count, p=setup.image_q))
+    text = setup.caption_features(z_cap, gen.choice(n_n, size=count, p=law.q))
+    sampler = pair_sampler(setup.scene.world)
+    za, zb = sampler.pairs(count, rng=gen)
+    image_pairs = np.stack([setup.image_features(za, gen.choice(n_l, size=count, p=setup.image_q)),
+                            setup.image_features(zb, gen.choice(n_l, size=count, p=setup.image_q))], axis=1)
+    za, zb = sampler.pairs(count, rng=gen)
+    caption_pairs = np.stack([setup.caption_features(za, gen.choice(n_n, size=count, p=law.q)),
+                              setup.caption_features(zb, gen.choice(n_n, size=count, p=law.q))], axis=1)
+    return PairFreeSample(image, text, image_pairs, caption_pairs, law.p)
+
+
+def resolve_pair_free(setup: CaptioningSetup, pair_free: PairFreeMap, count: int = 2000,
+                      rng: RngLike = None) -> np.ndarray:
+    """The k x k map of ``pair_free``: the matrix itself, or the callable's answer on a :func:`pair_free_sample`."""
+    k = setup.k
+    if callable(pair_free):
+        M = pair_free(pair_free_sample(setup, count, rng))
+        what = "the pair-free callable returned"
+    else:
+        M = pair_free
+        what = "the pair-free map is"
+    M = np.asarray(M, dtype=np.float64)
+    if M.shape != (k, k) or not np.all(np.isfinite(M)):
+        raise ValueError(f"{what} not a finite {k} x {k} matrix (shape {M.shape})")
+    return M
+
+
+def caption_images(setup: CaptioningSetup, image: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """Decode image features (m, k) carried to the text side by ``x ↦ x M``: token ids (m, T)."""
+    return decode_captions(setup.decoder, np.asarray(image, dtype=np.float64) @ np.asarray(M, dtype=np.float64))
+
+
+# --------------------------------------------------------------------------------------------- the curve
+
+
+class DecoderSummary(_Record):
+    """The decoder of a curve: its hyperparameters, its final loss against the floor, its own accuracy.
+
+    ``loss_floor`` is ``H(caption | z)/T`` under the law, the least loss of a decoder that knows z
+    but not the wording; ``exact`` the exact accuracy of decoding every state's caption
+    representation (one wording ~ q each), the level no map can beat.
+    """
+
+    steps: int
+    batch_size: int
+    lr: float
+    hidden: list[int]
+    final_loss: float
+    loss_floor: float
+    exact: float
+    seconds: float
+
+
+class CaptioningPoint(_Record):
+    """One map (fitted on ``n_fit`` pairs, or pair-free at ``n_fit`` = 0) and seed.
+
+    ``map_distance`` is ``‖M − M*‖_F / √k`` (0 for the true map, at most 2).
+    """
+
+    n_fit: int
+    seed: int
+    map: Literal["pairs", "pair_free"]
+    map_distance: float
+    scores: CaptionScores
+
+
+class CaptioningCurve(_Record):
+    """The result of :func:`captioning_curve` (module docstring); ``true_map`` and ``chance`` per seed."""
+
+    prhsim_version: str
+    world: str
+    n_states: int
+    size: int
+    n_objects: int
+    k: int
+    text: str
+    noise: float
+    injective: bool
+    true_residual: float
+    held_in: int
+    images: int
+    n_fits: list[int]
+    seeds: list[int]
+    decoder: DecoderSummary
+    true_map: list[CaptionScores]
+    chance: list[CaptionScores]
+    points: list[CaptioningPoint]
+    seconds: float
+
+
+def default_n_fits(k: int) -> list[int]:
+    """N_fit values around and past k: ``1, k//2, k−1, k, 2k, 5k, 10, 20, 50, 100, 1000`` (positive, distinct, sorted)."""
+    return sorted({n for n in (1, k // 2, k - 1, k, 2 * k, 5 * k, 10, 20, 50, 100, 1000) if n >= 1})
+
+
+def _metric(scores: CaptionScores, metric: str) -> float:
+    return float(getattr(scores, metric))
+
+
+def curve_summary(curve: CaptioningCurve, metric: Metric = "exact") -> dict[str, Any]:
+    """Per N_fit, the mean, min and max over seeds of a metric; and the true-map and chance levels (seed means)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    rows = [[_metric(p.scores, metric) for p in curve.points if p.n_fit == n] for n in curve.n_fits]
+    return {"n_fits": list(curve.n_fits), "mean": [float(np.mean(r)) for r in rows],
+            "low": [float(np.min(r)) for r in rows], "high": [float(np.max(r)) for r in rows],
+            "true_map": float(np.mean([_metric(s, metric) for s in curve.true_map])),
+            "chance": float(np.mean([_metric(s, metric) for s in curve.chance]))}
+
+
+def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | None = None, seeds: int = 3,
+                     k: int | Literal["auto"] = "auto", text: Literal["spans", "view"] | np.ndarray = "spans",
+                     pair_free: PairFreeMap | None = None, pair_free_samples: int = 2000, noise: float = 0.0,
+                     held_in: float = 0.5, images: int = 1000, decoder: DecoderConfig | None = None,
+                     setup: CaptioningSetup | None = None, name: str = "gridscene", rng: int = 0) -> CaptioningCurve:
+    """Caption held-out images through one rotation fitted on N_fit pairs, for every N_fit and seed (module docstring).
+
+    Args:
+        scene: a gridscene (default: 4 x 4, one object).
+        n_fits: the numbers of (image, caption) pairs (default :func:`default_n_fits`, with 0 first when
+            ``pair_free`` is given); 0 means the pair-free map.
+        seeds: the seeds of the draws: ``1000·rng + s`` for s < seeds.
+        k, text, decoder: as :func:`captioning_setup` (ignored when ``setup`` is given).
+        pair_free: the map at N_fit = 0: a k x k matrix, or a callable of a :class:`PairFreeSample`
+            (``pair_free_samples`` rows, drawn per seed) returning one.
+        noise: σ of the Gaussian noise added to every image feature (fit and held-out); 0: the closed form.
+        held_in: the fraction of states whose images may be paired (the rest are captioned).
+        images: at most this many held-out images are captioned per seed (one per state).
+        setup: a prebuilt :class:`CaptioningSetup` (its scene is used).
+        rng: the seed of the decoder, of the span closed form and of the draws.
+
+    Raises:
+        ValueError: on a bad argument (the message names it).
+    """
+    start = time.perf_counter()
+    if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
+        raise ValueError(f"rng must be a non-negative integer, got {rng!r}")
+    if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or not 1 <= seeds <= 1000:
+        raise ValueError(f"seeds must be an integer in 1..1000, got {seeds!r}")
+    if isinstance(noise, bool) or not (isinstance(noise, (int, float, np.floating)) and np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
+    if not (isinstance(held_in, (float, int)) and 0 < held_in < 1):
+        raise ValueError(f"held_in must be a fraction in (0, 1), got {held_in!r}")
+    for label, value, low in (("images", images, 2), ("pair_free_samples", pair_free_samples, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{label} must be an integer of at least {low}, got {value!r}")
+    if pair_free is not None and not callable(pair_free):
+        pair_free = np.asarray(pair_free, dtype=np.float64)
+    if setup is None:
+        scene = gridscene(DEFAULT_SIZE, DEFAULT_OBJECTS) if scene is None else scene
+        setup = captioning_setup(scene, k=k, text=text, decoder=decoder, seed=int(rng))
+    scene, law, K = setup.scene, setup.law, setup.k
+    if n_fits is None:
+        fits = ([0] if pair_free is not None else []) + default_n_fits(K)
+    else:
+        fits = list(n_fits)
+        if not fits or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in fits):
+            raise ValueError(f"n_fits must be non-negative integers, got {list(n_fits)!r}")
+        fits = sorted({int(n) for n in fits})
+    if 0 in fits and pair_free is None:
+        raise ValueError("N_fit = 0 needs a pair-free map (pair_free=...)")
+    n_z = law.n_states
+    n_in = int(round(held_in * n_z))
+    if not 1 <= n_in <= n_z - 2:
+        raise ValueError(f"held_in = {held_in} leaves {n_in} of {n_z} states held in: need at least one held in "
+                         "and two held out")
+    seed_list = [int(rng) * 1000 + s for s in range(int(seeds))]
+    n_n = law.modality.n_nuisance
+    dec_gen = np.random.default_rng([int(rng), 1])
+    own = decode_captions(setup.decoder, setup.caption_features(np.arange(n_z), dec_gen.choice(n_n, size=n_z, p=law.q)))
+    cfg = setup.decoder.config
+    q_entropy = _caption_entropy(law)
+    dsum = DecoderSummary(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, hidden=list(cfg.hidden),
+                          final_loss=float(setup.decoder.loss[-1]), loss_floor=q_entropy / law.length,
+                          exact=accuracies(scene, np.arange(n_z), own)[0], seconds=setup.decoder.seconds)
+    true_scores, chance, points = [], [], []
+    n_eval = 0
+    for seed in seed_list:
+        gen = np.random.default_rng([seed, 7])
+        order = gen.permutation(n_z)
+        fit_states, out_states = order[:n_in], order[n_in:]
+        out_states = np.sort(out_states[:images])
+        n_eval = out_states.size
+        p_in = law.p[fit_states] / law.p[fit_states].sum()
+        x_out = setup.image_features(out_states, gen.choice(setup.image_q.size, size=n_eval, p=setup.image_q))
+        if noise:
+            x_out = x_out + noise * gen.standard_normal(x_out.shape)
+        memo: dict[bytes, CaptionScores] = {}  # equal decodes (every map at N_fit >= k without noise) score once
+
+        def score(tokens: np.ndarray) -> CaptionScores:
+            key = tokens.tobytes()
+            if key not in memo:
+                memo[key] = caption_scores(scene, out_states, tokens)
+            return memo[key]
+
+        true_scores.append(score(caption_images(setup, x_out, setup.true_map)))
+        chance.append(chance_scores(scene, out_states, gen))
+        for n in fits:
+            if n == 0:
+                M, kind = resolve_pair_free(setup, pair_free, pair_free_samples, gen), "pair_free"
+            else:
+                z = gen.choice(fit_states, size=n, p=p_in)
+                x = setup.image_features(z, gen.choice(setup.image_q.size, size=n, p=setup.image_q))
+                if noise:
+                    x = x + noise * gen.standard_normal(x.shape)
+                c = setup.caption_features(z, gen.choice(n_n, size=n, p=law.q))
+                M, kind = fit_map(x, c), "pairs"
+            scores = score(caption_images(setup, x_out, M))
+            points.append(CaptioningPoint(n_fit=n, seed=seed, map=kind,
+                                          map_distance=float(np.linalg.norm(M - setup.true_map) / np.sqrt(K)),
+                                          scores=scores))
+    return CaptioningCurve(
+        prhsim_version=__version__, world=name, n_states=n_z, size=scene.size, n_objects=scene.n_objects, k=K,
+        text=setup.text, noise=float(noise), injective=setup.injective, true_residual=setup.true_residual,
+        held_in=n_in, images=n_eval, n_fits=fits, seeds=seed_list, decoder=dsum, true_map=true_scores,
+        chance=chance, points=points, seconds=time.perf_counter() - start)
+
+
+def _caption_entropy(law: CaptionLaw) -> float:
+    """``H(caption | z)`` in nats: the entropy of q pushed to the distinct captions of each state, p-averaged."""
+    n_z, n_n = law.n_states, law.modality.n_nuisance
+    units = np.arange(n_z * n_n)
+    rows = law.captions(units // n_n, units % n_n).reshape(n_z, n_n, -1)
+    same = np.all(rows[:, :, None, :] == rows[:, None, :, :], axis=-1)  # (z, n, n'): one caption
+    mass = same @ law.q  # the q-mass of the caption (z, n) within state z
+    return float(law.p @ -(np.log(mass) @ law.q))
