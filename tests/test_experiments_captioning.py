@@ -102,6 +102,22 @@ def test_accuracy_grows_with_the_pairs_to_the_true_map_level(setup):
     assert CaptioningCurve.model_validate_json(curve.model_dump_json()) == curve
 
 
+def test_k_pairs_of_distinct_states_fix_the_map(setup):
+    """The fit states are drawn without replacement, so N_fit = k pairs span R^k and give the true map, every seed."""
+    curve = captioning_curve(setup=setup, n_fits=[setup.k], seeds=6)
+    assert all(p.map_distance < 1e-9 and p.scores == curve.true_map[i] for i, p in enumerate(curve.points))
+
+
+def test_the_pair_free_sample_carries_the_image_noise(setup):
+    from prhsim.experiments._captioning import pair_free_sample
+
+    clean = pair_free_sample(setup, 4000, rng=0)
+    noisy = pair_free_sample(setup, 4000, rng=0, noise=0.5)
+    extra = np.trace(np.cov(noisy.image, rowvar=False)) - np.trace(np.cov(clean.image, rowvar=False))
+    assert extra == pytest.approx(setup.k * 0.25, rel=0.15)  # σ² per feature
+    assert np.array_equal(noisy.caption, clean.caption)  # the text side is untouched
+
+
 def test_noise_makes_the_curve_graded(setup):
     curve = captioning_curve(setup=setup, n_fits=[setup.k, 1000], seeds=1, noise=0.2)
     d = [p.map_distance for p in curve.points]

@@ -1,5 +1,6 @@
 """``prhsim real``: the bridge to real caption and image data. ``export-synthetic`` writes a Flickr-format dataset
-from a prhsim world, with its known image representation, to test the real pipeline against."""
+from a prhsim world, with its known image representation, to test the real pipeline against; ``features``,
+``train``, ``eval``, ``align`` and ``smoke`` run the pipeline (docs/real.md)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from prhsim.config import ConfigError, ExportSettings, format_validation_error, 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def real() -> None:
-    """Real caption and image data: export a synthetic dataset, train text encoders, evaluate them."""
+    """Real caption and image data: export a synthetic dataset, extract image features, train text encoders (one GPU
+    or many under torchrun), evaluate them, align two encoders without pairs, and smoke-test the whole pipeline."""
 
 
 @real.command("export-synthetic")

@@ -250,9 +250,12 @@ def _captioning(s: CaptioningSettings, say: Callable[[str], None] = lambda messa
     from prhsim.jepa._caption_decoder import DecoderConfig
     from prhsim.metrics import iterative_match, spectral_match
 
-    pair_free = {"iterative": lambda sample: iterative_match(sample.image, sample.caption, rng=s.seed).map,
-                 "spectral": lambda sample: spectral_match(sample.image, sample.image_pairs, sample.caption,
-                                                           sample.caption_pairs).map,
+    def linear(result):  # the estimate acts on each sample's whitened coordinates; x ↦ x M reads raw features
+        return result.whitening_a.whitener @ result.map @ result.whitening_b.colourer
+
+    pair_free = {"iterative": lambda sample: linear(iterative_match(sample.image, sample.caption, rng=s.seed)),
+                 "spectral": lambda sample: linear(spectral_match(sample.image, sample.image_pairs, sample.caption,
+                                                                  sample.caption_pairs)),
                  "none": None}[s.pair_free]
     n_fits = None if s.n_fits is None else ([0] if pair_free is not None else []) + list(s.n_fits)
     say("training the caption decoder on captions alone, then fitting one rotation per N_fit and seed")

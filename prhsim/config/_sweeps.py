@@ -167,7 +167,7 @@ class PairFreeSettings(Settings):
     n_nuisance: int = Field(3, ge=2, le=50)
     mu_2: float = Field(0.08, gt=0, lt=1)
     mu_3: float = Field(0.02, gt=0, lt=1)
-    seeds: int = Field(10, ge=1, le=100)
+    seeds: int = Field(30, ge=1, le=1000)
     seed: int = Field(0, ge=0)
 
     @model_validator(mode="after")
@@ -198,7 +198,7 @@ class CaptioningSettings(Settings):
 
     world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=1))
     n_fits: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1)
-    seeds: int = Field(3, ge=1, le=100)
+    seeds: int = Field(10, ge=1, le=100)
     k: int | Literal["auto"] = "auto"
     text: Literal["spans", "view"] = "spans"
     noise: float = Field(0.0, ge=0)

@@ -367,8 +367,9 @@ def fit_map(image: np.ndarray, captions: np.ndarray) -> np.ndarray:
     return orthogonal_map(X.T @ C)
 
 
-def pair_free_sample(setup: CaptioningSetup, count: int, rng: RngLike = None) -> PairFreeSample:
-    """``count`` unpaired images and captions, and ``count`` positive pairs of each modality (:class:`PairFreeSample`)."""
+def pair_free_sample(setup: CaptioningSetup, count: int, rng: RngLike = None, noise: float = 0.0) -> PairFreeSample:
+    """``count`` unpaired images and captions, and ``count`` positive pairs of each modality (:class:`PairFreeSample`);
+    ``noise``: σ of the Gaussian noise on every image feature, as on the images the map is used on."""
     from prhsim.worlds import pair_sampler
 
     gen = check_rng(rng)
@@ -383,15 +384,18 @@ def pair_free_sample(setup: CaptioningSetup, count: int, rng: RngLike = None) ->
     za, zb = sampler.pairs(count, rng=gen)
     caption_pairs = np.stack([setup.caption_features(za, gen.choice(n_n, size=count, p=law.q)),
                               setup.caption_features(zb, gen.choice(n_n, size=count, p=law.q))], axis=1)
+    if noise:
+        image = image + noise * gen.standard_normal(image.shape)
+        image_pairs = image_pairs + noise * gen.standard_normal(image_pairs.shape)
     return PairFreeSample(image, text, image_pairs, caption_pairs, law.p)
 
 
 def resolve_pair_free(setup: CaptioningSetup, pair_free: PairFreeMap, count: int = 2000,
-                      rng: RngLike = None) -> np.ndarray:
+                      rng: RngLike = None, noise: float = 0.0) -> np.ndarray:
     """The k x k map of ``pair_free``: the matrix itself, or the callable's answer on a :func:`pair_free_sample`."""
     k = setup.k
     if callable(pair_free):
-        M = pair_free(pair_free_sample(setup, count, rng))
+        M = pair_free(pair_free_sample(setup, count, rng, noise))
         what = "the pair-free callable returned"
     else:
         M = pair_free
@@ -574,9 +578,9 @@ def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | 
         chance.append(chance_scores(scene, out_states, gen))
         for n in fits:
             if n == 0:
-                M, kind = resolve_pair_free(setup, pair_free, pair_free_samples, gen), "pair_free"
+                M, kind = resolve_pair_free(setup, pair_free, pair_free_samples, gen, noise), "pair_free"
             else:
-                z = gen.choice(fit_states, size=n, p=p_in)
+                z = gen.choice(fit_states, size=n, p=p_in, replace=n > fit_states.size)  # distinct while they last
                 x = setup.image_features(z, gen.choice(setup.image_q.size, size=n, p=setup.image_q))
                 if noise:
                     x = x + noise * gen.standard_normal(x.shape)

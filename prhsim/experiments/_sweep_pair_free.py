@@ -14,7 +14,9 @@ pairs from its own π: no row of a corresponds to a row of b. Two estimators:
 * ``spectral``: :func:`prhsim.metrics.spectral_match` (each modality's own pairs: eigenvalue order
   and third-moment signs);
 * ``iterative``: :func:`prhsim.metrics.iterative_match` (features only: nearest neighbours ↔
-  Procrustes from 16 starts, kept by the chamfer distance), on at most ``ITERATIVE_ROWS`` rows.
+  Procrustes from k + 1 moment starts and 16 others, kept by the chamfer distance), on at most
+  ``ITERATIVE_ROWS`` rows. It never reads Π, so along the gap axis (same p, features and draws)
+  its inputs are the same: one measurement repeated.
 
 Scores: the map error ``‖Q − Q_true‖₂`` (Q_true the p-weighted Procrustes map between a's features
 and b's conditional means over every state; it exists, and aligns the two exactly, when b is
@@ -37,7 +39,7 @@ through Q_true (chance 1/n). A cell is a success when b is alignable and the map
 The iterative estimator reads the whole geometry of the sample (higher moments, not only the pairs'
 second moments), so the theory sets it no gap limit: it can succeed at a tie.
 
-Default (n = 200, |N| = 3, μ_2 = 0.08, μ_3 = 0.02, 10 seeds; 6 gaps at S = 30,000, 6 sample sizes at
+Default (n = 200, |N| = 3, μ_2 = 0.08, μ_3 = 0.02, 30 seeds; 6 gaps at S = 30,000, 6 sample sizes at
 gap 0.07, 7 values of ε at gap 0.07 and S = 30,000).
 """
 
@@ -143,8 +145,7 @@ class PairFreeResult(_Record):
 
     def rate(self, axis: str, method: str, value: float) -> float:
         """The fraction of seeds whose map was recovered at one value of one axis."""
-        key = {"gap": "gap", "samples": "samples", "eps": "eps"}[axis]
-        hits = [c.success for c in self.cells if c.axis == axis and c.method == method and getattr(c, key) == value]
+        hits = [c.success for c in self.cells if c.axis == axis and c.method == method and getattr(c, axis) == value]
         return float(np.mean(hits)) if hits else float("nan")
 
 
@@ -237,7 +238,7 @@ def _cell(axis: Axis, designed: DesignedWorld, *, gap: float, samples: int, eps:
 def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int] = DEFAULT_SAMPLES,
                     eps: Sequence[float] = DEFAULT_EPS, *, base_gap: float = 0.07, base_samples: int = 30_000,
                     n_states: int = 200, n_nuisance: int = 3, mu_2: float = 0.08, mu_3: float = 0.02,
-                    seeds: int = 10, rng: RngLike = 0, progress=None) -> PairFreeResult:
+                    seeds: int = 30, rng: RngLike = 0, progress=None) -> PairFreeResult:
     """Success of pair-free alignment against the gap, the sample size and ε (module docstring)."""
     start = time.perf_counter()
     say = progress or (lambda message: None)

@@ -17,7 +17,8 @@ Spectral matching (:func:`spectral_match`) uses each modality's own positive pai
 Errors (§9): from samples, ``se(μ̂_i − μ̂_{i+1}) = sd(g_i(z)g_i(z') − g_{i+1}(z)g_{i+1}(z'))/√P`` over the
 pairs and ``se(E[g_i³]) = sd(g_i³)/√S``; a gap or a third moment within ``sigmas`` errors (plus a
 relative 1e-9) of 0 is a tie (a rotation of those features is not identifiable: higher-order resolution
-is not attempted) or an unrecoverable sign. Weights mean a population law: their errors are 0.
+is not attempted; the tied eigenvectors are still signed by their third moments, the best guess) or an
+unrecoverable sign. Weights mean a population law: their errors are 0.
 Features are numbered from 1 in the messages (μ_1 ≥ … ≥ μ_k), as in the docs.
 """
 
@@ -234,6 +235,10 @@ def _signs(a: _Side, b: _Side, tied: set[int], sigmas: float) -> tuple[np.ndarra
                 signed.add(i)
                 unsigned.remove(i)
                 progress = True
+    for i in sorted(tied):  # not identifiable (reported), but the eigenvector signed by its third moment is still
+        # the best guess: near a tie it is usually close to the truth, and an arbitrary sign would be 2 away
+        ta, tb = a.statistic(i, i, i, sa)[0], b.statistic(i, i, i, sb)[0]
+        sa[i], sb[i] = np.sign(ta) or 1.0, np.sign(tb) or 1.0
     lines = []
     for i in unsigned:
         (ta, ea, _), (tb, eb, _) = a.statistic(i, i, i, sa), b.statistic(i, i, i, sb)

@@ -45,15 +45,14 @@ def pair_free_figure(result: PairFreeResult) -> Figure:
             top.set_visible(False)
             bottom.set_visible(False)
             continue
-        key = {"gap": "gap", "samples": "samples", "eps": "eps"}[axis]
         for m, method in enumerate(METHODS):
             colour = COLOURS[m]
             rates = [result.rate(axis, method, v) for v in _values(result, axis)]
             top.plot(x, rates, "o-", color=colour, lw=1.2, ms=5, label=method, gid=f"{method}-{axis}")
             r1 = [np.mean([c.r1 for c in result.cells if c.axis == axis and c.method == method
-                           and getattr(c, key) == v]) for v in _values(result, axis)]
+                           and getattr(c, axis) == v]) for v in _values(result, axis)]
             bottom.plot(x, r1, "o-", color=colour, lw=1.2, ms=5, label=method, gid=f"r1-{method}-{axis}")
-        truth = [np.mean([c.r1_true for c in result.cells if c.axis == axis and getattr(c, key) == v])
+        truth = [np.mean([c.r1_true for c in result.cells if c.axis == axis and getattr(c, axis) == v])
                  for v in _values(result, axis)]
         bottom.plot(x, truth, "k--", lw=1, label="best map", gid=f"r1-true-{axis}")
         bottom.axhline(result.chance_r1, color="grey", ls=":", lw=1, label="chance")
