@@ -163,14 +163,11 @@ class StreamBatches(IterableDataset):
             step += self.roles
 
 
-def worker_context(*, threads_used: bool = False) -> str | None:
-    """How data-loader workers start: forked (the platform default), or spawned when this process holds threads a
-    fork would break: JAX's (JAX warns that forking can deadlock) or, with ``threads_used``, pyarrow's (a forked
-    worker of a process that has read parquet aborts at exit: measured, "terminate called without an active
-    exception")."""
-    import sys
-
-    return "spawn" if threads_used or "jax" in sys.modules else None
+def worker_context() -> str | None:
+    """How data-loader workers start: forked, the platform default (measured here: spawned workers torn down
+    mid-stream abort at exit, "terminate called without an active exception"; forked ones do not). JAX, when loaded,
+    warns at a fork that its threads are not forked; the workers never call JAX."""
+    return None
 
 
 def batch_loader(source: EpochBatches | StreamBatches, *, start: int, stop: int, num_workers: int,
@@ -187,19 +184,32 @@ def batch_loader(source: EpochBatches | StreamBatches, *, start: int, stop: int,
     # which would shift the dropout of a resumed run); the batches use no torch randomness
     options = dict(batch_size=None, num_workers=num_workers, pin_memory=pin_memory,
                    prefetch_factor=4 if num_workers else None, generator=torch.Generator().manual_seed(0),
-                   multiprocessing_context=worker_context(threads_used=isinstance(source, StreamBatches))
-                   if num_workers else None)
+                   multiprocessing_context=worker_context() if num_workers else None)
     if isinstance(source, StreamBatches):
         if (source.start, source.roles) != (start, max(1, num_workers)):
             raise ValueError(f"the stream was made for start {source.start} and {source.roles} workers, "
                              f"not {start} and {num_workers}")
-        return _raising(itertools.islice(iter(DataLoader(source, **options)), stop - start))
+        return _stream(iter(DataLoader(source, **options)), stop - start, num_workers)
     return iter(DataLoader(source, sampler=range(start, stop), **options))
 
 
-def _raising(batches: Iterator) -> Iterator:
-    """The batches, with a reader's one-line error (a message where a batch was due) raised as a DataError."""
-    for batch in batches:
-        if isinstance(batch, str):
-            raise DataError(batch)
-        yield batch
+def _stream(batches: Iterator, count: int, workers: int) -> Iterator:
+    """``count`` batches of an endless stream loader, a reader's one-line error (a message where a batch was due)
+    raised as a DataError.
+
+    A spawned worker that the loader shuts down before it has started fails to unpickle its queues (a race in
+    multiprocessing: "exited unexpectedly"), so before the loader goes every worker delivers once: the loader
+    hands out items round-robin, and ``workers`` items come from every worker.
+    """
+    delivered = 0
+    try:
+        for _ in range(count):
+            batch = next(batches)
+            delivered += 1
+            if isinstance(batch, str):
+                raise DataError(batch)
+            yield batch
+    finally:
+        for _ in range(max(0, workers - delivered)):
+            if next(batches, None) is None:
+                break

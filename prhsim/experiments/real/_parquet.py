@@ -76,7 +76,9 @@ def stream_records(shards: Sequence[Path | str], text_columns: Sequence[str], *,
             raise DataError(f"{path}: no column {missing[0]!r} (the shard has {sorted(names)})")
         stats.shards.append(str(path))
         row = 0
-        for batch in shard.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
+        # one thread: a data-loader worker that exits while pyarrow's decoding threads are alive aborts
+        # ("terminate called without an active exception", seen when a loader is dropped mid-stream)
+        for batch in shard.iter_batches(batch_size=BATCH_ROWS, columns=wanted, use_threads=False):
             columns = {name: batch.column(name).to_pylist() for name in wanted}
             for i in range(batch.num_rows):
                 texts = tuple(t.strip() for t in (columns[c][i] for c in text_columns) if isinstance(t, str) and t.strip())
