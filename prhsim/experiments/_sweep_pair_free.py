@@ -57,6 +57,7 @@ from prhsim._rng import RngLike, check_rng
 from prhsim.experiments._results import _Record
 from prhsim.jepa import TieWarning, closed_form
 from prhsim.metrics import Whitening, iterative_match, map_error, mapped_retrieval, orthogonal_map, spectral_match
+from prhsim.metrics._pair_free_iterative import _haar
 from prhsim.worlds import FiniteWorld, bad, codebook, good, view_world
 
 DEFAULT_GAPS = (0.0, 0.003, 0.01, 0.02, 0.04, 0.07)
@@ -202,11 +203,6 @@ class _Setup:
         mod = self.mods[side]
         return self.F[side][np.arange(self.n) * mod.n_nuisance + gen.choice(mod.n_nuisance, size=self.n,
                                                                             p=mod.nuisance)]
-
-
-def _haar(k: int, gen: np.random.Generator) -> np.ndarray:
-    Q, R = np.linalg.qr(gen.standard_normal((k, k)))
-    return Q * np.sign(np.diag(R))
 
 
 def _cell(axis: Axis, designed: DesignedWorld, *, gap: float, samples: int, eps: float, seed: int,
