@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sample_efficiency.py
 	$(BIN)/python benchmarks/bench_knn.py
 	$(BIN)/python benchmarks/bench_knn_gpu.py
+	$(BIN)/python benchmarks/bench_real_step.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

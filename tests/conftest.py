@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 
 from prhsim.worlds import FiniteWorld
@@ -56,3 +57,15 @@ def negatives_above_positives() -> FiniteWorld:
     lam = np.array([1.0] + [-0.03] * 20 + [0.02] * 9)
     K = (V * lam) @ V.T
     return FiniteWorld(np.full(n, 1 / n), np.maximum(K, 0) / n)
+
+
+@pytest.fixture(scope="session")
+def small_export(tmp_path_factory):
+    """A 60-image synthetic Flickr-format export of a 3x3 one-object gridscene (3 captions each, 12 px images,
+    36/12/12 train/val/test), made once per session; tests read it and write their runs elsewhere."""
+    from prhsim.experiments.real import export_synthetic
+    from prhsim.worlds import gridscene
+
+    out = tmp_path_factory.mktemp("real") / "syn"
+    export_synthetic(gridscene(3, objects=1), out, images=60, captions=3, val=0.2, test=0.2, pixel_scale=1, rng=0)
+    return out

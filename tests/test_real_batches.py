@@ -15,20 +15,18 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from prhsim.config import RealTrainSettings  # noqa: E402
-from prhsim.experiments.real import DataError, evaluate_run, export_synthetic, read_captions, train_real  # noqa: E402
+from prhsim.experiments.real import DataError, evaluate_run, read_captions, train_real  # noqa: E402
 from prhsim.experiments.real._batches import VIEWS, EpochBatches, StreamBatches, batch_loader  # noqa: E402
 from prhsim.experiments.real._tokenizer import encode, train_wordpiece  # noqa: E402
-from prhsim.experiments.real._views import ViewLaw, batch_views  # noqa: E402
-from prhsim.worlds import gridscene  # noqa: E402
+from prhsim.experiments.real._packing import pack, row_length, unpack  # noqa: E402
+from prhsim.experiments.real._views import ViewLaw, cut_views  # noqa: E402
 
 COLUMNS = ["org_caption", "re_caption"]
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
-    out = tmp_path_factory.mktemp("real") / "syn"
-    export_synthetic(gridscene(3, objects=1), out, images=60, captions=3, val=0.2, test=0.2, pixel_scale=1, rng=0)
-    return out
+def export(small_export):
+    return small_export
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +54,14 @@ def _stream(shards, tokenizer, *, start=0, num_workers=0, batch_size=4, rank=0, 
 
 
 def _take(source, start, stop, num_workers):
-    return [(ids.clone(), mask.clone()) for ids, mask in
+    return [tuple(t.clone() for t in batch) for batch in
             batch_loader(source, start=start, stop=stop, num_workers=num_workers, pin_memory=False)]
 
 
 def _same(a, b):
-    return len(a) == len(b) and all(torch.equal(x[0], y[0]) and torch.equal(x[1], y[1]) for x, y in zip(a, b))
+    """Two lists of batches (ids, positions, segments) hold the same tensors."""
+    return len(a) == len(b) and all(len(x) == len(y) == 3 and all(torch.equal(s, t) for s, t in zip(x, y))
+                                    for x, y in zip(a, b))
 
 
 def test_an_epoch_reads_every_image_at_most_once_and_ranks_share_none():
@@ -86,12 +86,13 @@ def test_a_global_batch_split_over_processes_holds_the_views_it_holds_whole(kind
                            world_size=2) for r in range(2)]
     for step in (0, 2, 5):  # epochs of 3 steps
         assert np.array_equal(whole.images(step), np.concatenate([h.images(step) for h in halves]))
-        ids, mask = whole[step]
-        parts = [h[step] for h in halves]
-        for v in range(ids.shape[0]):
+        V = 1 if kind == "ntp" else ViewLaw().n_views
+        ids, _, segments = whole[step]
+        views = unpack(ids.numpy(), segments.numpy(), V * 8)
+        parts = [unpack(h[step][0].numpy(), h[step][2].numpy(), V * 4) for h in halves]
+        for v in range(V):
             for b in range(8):
-                part_ids, part_mask = parts[b // 4][0][v, b % 4], parts[b // 4][1][v, b % 4]
-                assert torch.equal(ids[v, b][mask[v, b] == 1], part_ids[part_mask == 1])
+                assert np.array_equal(views[v * 8 + b], parts[b // 4][v * 4 + b % 4])
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
@@ -124,13 +125,15 @@ def test_a_stream_batch_is_the_views_of_its_roles_records(shards, tokenizer):
     source = _stream(shards, tokenizer, num_workers=2)
     got = _take(source, 0, 7, 2)
     roles = [list(itertools.islice(source.role_batches(r, 0), 4)) for r in range(2)]
-    for g, (ids, mask) in enumerate(got):
+    for g, (ids, positions, segments) in enumerate(got):
         records = roles[g % 2][g // 2]
         captions = [encode(tokenizer, list(r.texts), 12) for r in records]
-        want = batch_views(captions, "good", ViewLaw(), pad=tokenizer.token_to_id("[PAD]"),
-                           mask_id=tokenizer.token_to_id("[MASK]"), max_length=12,
-                           gens=[np.random.default_rng([3, VIEWS, g, i]) for i in range(len(records))])
-        assert np.array_equal(ids.numpy(), want[0]) and np.array_equal(mask.numpy(), want[1])
+        views = cut_views(captions, "good", ViewLaw(), mask_id=tokenizer.token_to_id("[MASK]"),
+                          gens=[np.random.default_rng([3, VIEWS, g, i]) for i in range(len(records))])
+        sequences = [span for row in views for span in row]
+        want = pack(sequences, row_length=row_length(sequences, 12), pad=tokenizer.token_to_id("[PAD]"))
+        assert np.array_equal(ids.numpy(), want.ids) and np.array_equal(positions.numpy(), want.positions)
+        assert np.array_equal(segments.numpy(), want.segments)
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])

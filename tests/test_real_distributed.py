@@ -18,10 +18,9 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
 from prhsim.config import RealTrainSettings  # noqa: E402
-from prhsim.experiments.real import export_synthetic, train_real  # noqa: E402
+from prhsim.experiments.real import train_real  # noqa: E402
 from prhsim.experiments.real._distributed import global_mean  # noqa: E402
 from prhsim.jepa import draw_directions, lejepa_loss, sigreg  # noqa: E402
-from prhsim.worlds import gridscene  # noqa: E402
 
 WORLD = 2
 V, N, D_IN, D = 3, 24, 5, 4
@@ -109,10 +108,8 @@ def test_both_known_bugs_are_caught(reduced):
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    out = tmp_path_factory.mktemp("real") / "syn"
-    export_synthetic(gridscene(3, objects=1), out, images=60, captions=3, val=0.2, test=0.2, pixel_scale=1, rng=0)
-    return out
+def data(small_export):
+    return small_export
 
 
 SETTINGS = dict(model="tiny", steps=6, batch_size=8, vocab_size=64, max_length=16, num_directions=16, proj_dim=16,

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 from prhsim.experiments.real import DataError, encode_images, export_synthetic  # noqa: E402
-from prhsim.experiments.real._image_features import preprocess  # noqa: E402
+from prhsim.experiments.real._image_features import IMAGENET_MEAN, IMAGENET_STD, load_pixels, normalise, preprocess  # noqa: E402,E501
 from prhsim.experiments.real._karpathy import read_captions  # noqa: E402
 from prhsim.worlds import gridscene  # noqa: E402
 
@@ -79,3 +79,19 @@ def test_bad_num_workers_is_a_value_error(data, weights, tmp_path, num_workers):
     with pytest.raises(ValueError, match="num_workers must be an int >= 0"):
         encode_images(data, weights, tmp_path / "f.npy", num_workers=num_workers, device="cpu")
     assert not (tmp_path / "f.npy").exists()
+
+
+def test_workers_send_uint8_pixels_normalised_on_the_device_as_the_definition_says(tmp_path):
+    """Twin from the definition: an image of the model's size is read as its RGB bytes, then ``(x / 255 − mean) / std``."""
+    from PIL import Image
+
+    rgb = np.random.default_rng(0).integers(0, 256, size=(SIZE, SIZE, 3), dtype=np.uint8)
+    path = tmp_path / "image.png"
+    Image.fromarray(rgb).save(path)
+    pixels = load_pixels(path, SIZE)
+    assert pixels.dtype == np.uint8 and pixels.shape == (3, SIZE, SIZE)
+    assert np.array_equal(pixels, rgb.transpose(2, 0, 1))
+    want = (rgb.astype(np.float64) / 255 - IMAGENET_MEAN.astype(np.float64)) / IMAGENET_STD.astype(np.float64)
+    got = normalise(torch.from_numpy(pixels)[None])[0].numpy()
+    assert got.dtype == np.float32 and np.allclose(got, want.transpose(2, 0, 1), atol=1e-6, rtol=0)
+    assert np.array_equal(got, preprocess(path, SIZE))  # the host path computes the same float32 numbers

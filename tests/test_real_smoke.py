@@ -16,15 +16,18 @@ from prhsim.experiments.real._smoke import model_flops_utilisation, steady_rates
 
 
 def test_steady_rates_leave_out_the_first_interval_and_weight_the_rest_by_time(tmp_path):
-    lines = [{"step": 10, "samples_per_s": 1.0, "tokens_per_s": 9.0},  # start-up: left out
-             {"step": 20, "samples_per_s": 40.0, "tokens_per_s": 400.0},  # 10 steps of 4 in 1 s
-             {"step": 25, "samples_per_s": 10.0, "tokens_per_s": 50.0}]  # 5 steps of 4 in 2 s
+    lines = [{"step": 10, "samples_per_s": 1.0, "tokens_per_s": 9.0, "real_token_share": 0.1},  # start-up: left out
+             {"step": 20, "samples_per_s": 40.0, "tokens_per_s": 400.0, "real_token_share": 0.8},  # 10 steps of 4 in 1 s
+             {"step": 25, "samples_per_s": 10.0, "tokens_per_s": 50.0, "real_token_share": 0.5}]  # 5 steps of 4 in 2 s
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    samples, tokens = steady_rates(path, batch_size=4)
+    samples, tokens, share = steady_rates(path, batch_size=4)
     assert samples == pytest.approx(60 / 3) and tokens == pytest.approx((400 * 1 + 50 * 2) / 3)
+    assert share == pytest.approx((400 + 100) / (400 / 0.8 + 100 / 0.5))  # real tokens over packed positions
     path.write_text(json.dumps(lines[0]) + "\n")
-    assert steady_rates(path, batch_size=4) == pytest.approx((1.0, 9.0))
+    assert steady_rates(path, batch_size=4) == pytest.approx((1.0, 9.0, 0.1))
+    path.write_text(json.dumps({k: v for k, v in lines[0].items() if k != "real_token_share"}) + "\n")
+    assert steady_rates(path, batch_size=4)[2] is None  # a run logged before packing
 
 
 def test_mfu_is_six_flops_per_parameter_and_token_over_the_peak():
@@ -47,7 +50,8 @@ def test_the_smoke_command_runs_the_pipeline_and_reports_every_figure(tmp_path):
     assert report["features"]["images_per_s"] > 0 and report["features"]["model_alone_images_per_s"] > 0
     assert np.load(out / "dinov2.npy").shape == (40, 384)  # the random ViT-S/14
     train = report["train"]
-    assert train["samples_per_s"] > 0 and train["tokens_per_s"] > 0
+    assert train["samples_per_s"] > 0 and train["tokens_per_s"] > 0 and 0 < train["real_token_share"] <= 1
+    assert train["sequences_per_s"] == pytest.approx(8 * train["samples_per_s"]) and train["compile"] == "none"
     assert train["mfu"] is None and train["peak_memory_gib"] is None  # no peak and no GPU memory on a CPU
     model = TextEncoder("tiny", json.loads((out / "run" / "model_config.json").read_text())["vocab_size"], 16,
                         causal=False)

@@ -15,15 +15,12 @@ torch = pytest.importorskip("torch")
 
 from prhsim.cli import main  # noqa: E402
 from prhsim.config import RealTrainSettings  # noqa: E402
-from prhsim.experiments.real import DataError, evaluate_run, export_synthetic, train_real  # noqa: E402
-from prhsim.worlds import gridscene  # noqa: E402
+from prhsim.experiments.real import DataError, evaluate_run, train_real  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    out = tmp_path_factory.mktemp("real") / "syn"
-    export_synthetic(gridscene(3, objects=1), out, images=60, captions=3, val=0.2, test=0.2, pixel_scale=1, rng=0)
-    return out
+def data(small_export):
+    return small_export
 
 
 def _settings(data, **kw):
@@ -97,8 +94,8 @@ def test_a_step_gone_non_finite_is_named_and_no_checkpoint_after_it_is_written(d
 
     objective = _train._objective
 
-    def poisoned(model, ids, mask, settings, step, device):
-        loss = objective(model, ids, mask, settings, step, device)
+    def poisoned(model, batch, settings, step, device):
+        loss = objective(model, batch, settings, step, device)
         return loss * float("nan") if step == 3 else loss
 
     monkeypatch.setattr(_train, "_objective", poisoned)
@@ -223,3 +220,48 @@ def test_a_failed_new_run_in_an_existing_folder_leaves_it_empty(data, tmp_path):
     with pytest.raises(TrainingDiverged):
         train_real(_settings(data, lr=1e12, steps=20, warmup=0.0, tensorboard=True), run)
     assert run.is_dir() and not any(run.iterdir())
+
+
+def test_the_logged_real_token_share_is_the_batches_own(data, tmp_path):
+    """Twin: the real tokens over the packed positions of the steps of each logged interval, from the batches."""
+    from prhsim.experiments.real._train import batch_source, training_data
+    from prhsim.experiments.real._tokenizer import load_tokenizer
+
+    settings = _settings(data, steps=4, log_every=2, row_multiple=3)
+    run = tmp_path / "share"
+    train_real(settings, run)
+    source = batch_source(settings, training_data(settings), load_tokenizer(run / "tokenizer.json"), start=0)
+    shares = []
+    for first in (0, 2):
+        batches = [source[t] for t in (first, first + 1)]
+        assert all(b[2].shape[0] % 3 == 0 for b in batches)  # rows in multiples of row_multiple
+        shares.append(sum(int((b[2] >= 0).sum()) for b in batches) / sum(b[2].numel() for b in batches))
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [x["real_token_share"] for x in lines] == pytest.approx(shares, abs=1e-12)
+    assert all(0 < s < 1 for s in shares)
+
+
+def test_a_compiled_run_ends_where_the_eager_one_does(data, tmp_path):
+    """compile="default" (inductor on this CPU) against eager, without dropout (their random streams differ)."""
+    from safetensors.torch import load_file
+
+    eager, compiled = tmp_path / "eager", tmp_path / "compiled"
+    base = dict(steps=3, dropout=0.0, row_multiple=64, checkpoint_every=100)  # one shape: one compilation
+    train_real(_settings(data, **base), eager)
+    train_real(_settings(data, compile="default", **base), compiled)
+    a, b = (load_file(run / "checkpoint" / "model.safetensors") for run in (eager, compiled))
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4) for k in a)
+    assert json.loads((compiled / "config.json").read_text())["compile"] == "default"
+
+
+def test_a_checkpoint_of_padded_views_is_refused_on_resume(data, tmp_path):
+    """Runs of the earlier padded layout drew other dropout masks: resuming them here would not be exact."""
+    run = tmp_path / "old"
+    train_real(_settings(data, steps=4), run, stop_after=2)
+    state = run / "checkpoint" / "state.json"
+    document = json.loads(state.read_text())
+    assert document["extra"]["layout"] == "packed"
+    del document["extra"]["layout"]
+    state.write_text(json.dumps(document))
+    with pytest.raises(DataError, match="padded every view instead of packing them"):
+        train_real(_settings(data, steps=4), run, resume=True)

@@ -232,12 +232,15 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
 @click.option("--weights", default=None, metavar="DIR",
               help="A local DINOv2 checkpoint directory (default: a randomly initialised ViT-S/14, for throughput).")
 @click.option("--image-size", type=click.IntRange(min=14), default=224, show_default=True)
-@click.option("--workers", type=click.IntRange(min=0), default=8, show_default=True, help="Data-loader workers.")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Data-loader workers decoding images and building batches (default: the CPUs less one, at most 16).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--compile", "compile_mode", type=click.Choice(["none", "default", "reduce-overhead", "max-autotune"]),
+              default="none", show_default=True, help="torch.compile mode of the text encoder.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print smoke.json to stdout instead of a table.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors and the result.")
 def smoke_command(out, images, captions, model, views, batch_size, epochs, weights, image_size, workers, device,
-                  as_json, quiet) -> None:
+                  compile_mode, as_json, quiet) -> None:
     """The whole pipeline once at Flickr30k's size (export, DINOv2 features, one epoch of training, evaluation),
     printing samples/s, tokens/s, MFU and peak GPU memory."""
     from prhsim.experiments.real import DataError, TrainingDiverged
@@ -247,7 +250,7 @@ def smoke_command(out, images, captions, model, views, batch_size, epochs, weigh
         with bar_reporter("prhsim real smoke", quiet=quiet or as_json) as say:
             report = smoke(out, images=images, captions=captions, model=model, views=views, batch_size=batch_size,
                            epochs=epochs, weights=weights, image_size=image_size, workers=workers, device=device,
-                           progress=say)
+                           compile=compile_mode, progress=say)
     except (DataError, TrainingDiverged, ResourceError, OutputError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
     if as_json:
@@ -263,8 +266,10 @@ def smoke_command(out, images, captions, model, views, batch_size, epochs, weigh
                            f"{features['model_alone_images_per_s']:,.0f} images/s ({100 * features['share']:.0f} %)"),
         ("training", f"{report['steps']} steps of {report['batch_size']} ({report['views']} views, {report['model']}), "
                      f"{train['seconds']:.1f} s"),
-        ("samples/s", f"{train['samples_per_s']:,.0f}"),
-        ("tokens/s", f"{train['tokens_per_s']:,.0f}"),
+        ("samples/s", f"{train['samples_per_s']:,.0f} images ({train['sequences_per_s']:,.0f} sequences)"),
+        ("tokens/s", f"{train['tokens_per_s']:,.0f} real tokens"
+                     + ("" if train["real_token_share"] is None
+                        else f" ({100 * train['real_token_share']:.0f} % of the packed positions)")),
         ("MFU", mfu),
         ("peak GPU memory", memory),
         ("R@1 text -> image", f"{scores['r1_text_to_image']:.4f} (chance {scores['chance_r1']:.4f})"),

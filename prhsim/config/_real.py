@@ -58,6 +58,11 @@ class RealTrainSettings(Settings):
         tokenizer: a local tokenizer.json or vocab.txt (None: WordPiece trained on the training captions,
             ``vocab_size`` tokens).
         max_length: tokens kept per caption.
+        row_multiple: the views of a batch are packed in rows as long as the longest (rounded up to a
+            multiple of 8), as many rows as they need rounded up to a multiple of this (few shapes for
+            a compiled encoder).
+        compile: "none" (eager), or a ``torch.compile`` mode for the encoder ("default",
+            "reduce-overhead": CUDA graphs on a GPU, "max-autotune").
         steps, batch_size: optimiser steps and images per step (the global batch: under torchrun each
             of the W processes reads batch_size / W images).
         dropout: BERT's hidden and attention dropout.
@@ -79,6 +84,8 @@ class RealTrainSettings(Settings):
     tokenizer: str | None = None
     vocab_size: int = Field(8192, ge=16, le=1_000_000)
     max_length: int = Field(64, ge=4, le=512)
+    row_multiple: int = Field(8, ge=1, le=4096)
+    compile: Literal["none", "default", "reduce-overhead", "max-autotune"] = "none"
     steps: int = Field(1000, ge=1)
     batch_size: int = Field(256, ge=2)
     dropout: float = Field(0.1, ge=0, lt=1)

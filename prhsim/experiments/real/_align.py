@@ -24,20 +24,11 @@ from typing import Any, Literal
 import numpy as np
 
 from prhsim._io import atomic_file
+from prhsim.experiments.real._eval import image_features
 from prhsim.experiments.real._karpathy import DataError
 
 #: The iterative search reads at most this many rows of each file (its cost grows about quadratically).
 FIT_ROWS = 2000
-
-
-def _features(path: Path | str) -> np.ndarray:
-    from prhsim.experiments.real._feature_files import FeatureFileError, load_features
-
-    try:
-        feats = load_features(path)
-    except FeatureFileError as exc:
-        raise DataError(str(exc)) from None
-    return np.asarray(feats[:, -1], dtype=np.float64)
 
 
 def pca_whitening(x: np.ndarray, dim: int, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +72,7 @@ def align_unpaired(features_a: Path | str, features_b: Path | str, *, dim: int =
     """
     from prhsim.metrics import iterative_match, mapped_retrieval, spectral_match
 
-    xa, xb = _features(features_a), _features(features_b)
+    xa, xb = image_features(features_a), image_features(features_b)  # any encoder's features, in any format
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1 or dim > min(xa.shape[1], xb.shape[1]):
         raise DataError(f"--dim must be an integer from 1 to {min(xa.shape[1], xb.shape[1])} (the smaller feature "
                         f"width), got {dim!r}")

@@ -1,7 +1,8 @@
 """Training batches of ``prhsim real train``: a pure function of (seed, rank, step), so the data position is the step.
 
-Every batch is token ids and a mask of its views, (V, B, L) each (:func:`._views.batch_views`),
-built in data-loader workers when ``num_workers > 0`` (pinned memory on CUDA). Two sources:
+Every batch is the views of its images (:func:`._views.cut_views`) packed into rows as long as
+its longest view (:func:`._packing.pack`, view-major: sequence ``v·B + b``): token ids,
+position ids and segments, (R, L) each (L ≤ max_length), built in data-loader workers when ``num_workers > 0`` (pinned memory on CUDA). Two sources:
 
 * :class:`EpochBatches`, a caption dataset held in memory (Karpathy JSON, JSON lines). Epoch e
   is the permutation ``default_rng([seed, ORDER, e])`` of the N training images, cut into
@@ -38,7 +39,8 @@ from torch.utils.data import Dataset, IterableDataset
 from prhsim.experiments.real._karpathy import DataError
 from prhsim.experiments.real._parquet import shard_slots, stream_records
 from prhsim.experiments.real._tokenizer import encode
-from prhsim.experiments.real._views import ViewKind, ViewLaw, batch_views
+from prhsim.experiments.real._packing import pack, row_length
+from prhsim.experiments.real._views import ViewKind, ViewLaw, cut_views
 
 #: Stream tags of the generators: ``default_rng([seed, TAG, ...])``.
 ORDER, SHUFFLE, VIEWS = 11, 12, 13
@@ -50,19 +52,23 @@ def view_generators(seed: int, step: int, first: int, count: int) -> list[np.ran
 
 
 def _views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, *, pad: int, mask_id: int, max_length: int,
-           seed: int, step: int, first: int):
+           row_multiple: int, seed: int, step: int, first: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The packed views of a batch: (ids, positions, segments)."""
     gens = view_generators(seed, step, first, len(captions))
-    ids, mask = batch_views(captions, kind, ViewLaw(), pad=pad, mask_id=mask_id, max_length=max_length, gens=gens)
-    return torch.from_numpy(ids), torch.from_numpy(mask)
+    views = cut_views(captions, kind, ViewLaw(), mask_id=mask_id, gens=gens)
+    sequences = [span[:max_length] for row in views for span in row]
+    packed = pack(sequences, row_length=row_length(sequences, max_length), pad=pad, row_multiple=row_multiple)
+    return torch.from_numpy(packed.ids), torch.from_numpy(packed.positions), torch.from_numpy(packed.segments)
 
 
 class EpochBatches(Dataset):
-    """Step-indexed batches of a caption dataset in memory (module docstring); ``batches[step]`` is (ids, mask)."""
+    """Step-indexed batches of a caption dataset in memory (module docstring); ``batches[step]`` is (ids, positions,
+    segments)."""
 
     def __init__(self, captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, *, batch_size: int, pad: int,
-                 mask_id: int, max_length: int, seed: int, rank: int = 0, world_size: int = 1):
+                 mask_id: int, max_length: int, seed: int, rank: int = 0, world_size: int = 1, row_multiple: int = 1):
         self.captions, self.kind, self.batch_size = captions, kind, batch_size
-        self.pad, self.mask_id, self.max_length = pad, mask_id, max_length
+        self.pad, self.mask_id, self.max_length, self.row_multiple = pad, mask_id, max_length, row_multiple
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.per_epoch = len(captions) // (batch_size * world_size)
         if self.per_epoch < 1:
@@ -81,7 +87,7 @@ class EpochBatches(Dataset):
     def __getitem__(self, step: int):
         batch = [self.captions[i] for i in self.images(step)]
         return _views(batch, self.kind, pad=self.pad, mask_id=self.mask_id, max_length=self.max_length,
-                      seed=self.seed, step=step, first=self.rank * self.batch_size)
+                      row_multiple=self.row_multiple, seed=self.seed, step=step, first=self.rank * self.batch_size)
 
 
 class StreamBatches(IterableDataset):
@@ -89,8 +95,9 @@ class StreamBatches(IterableDataset):
 
     def __init__(self, shards: Sequence[Path], text_columns: Sequence[str], kind: ViewKind, *, tokenizer,
                  batch_size: int, max_length: int, seed: int, start: int, num_workers: int, shuffle_buffer: int,
-                 id_column: str | None = None, rank: int = 0, world_size: int = 1):
+                 id_column: str | None = None, rank: int = 0, world_size: int = 1, row_multiple: int = 1):
         self.shards, self.text_columns, self.id_column = list(shards), list(text_columns), id_column
+        self.row_multiple = row_multiple
         self.kind, self.tokenizer, self.batch_size, self.max_length = kind, tokenizer, batch_size, max_length
         self.seed, self.start, self.roles, self.shuffle_buffer = seed, start, max(1, num_workers), shuffle_buffer
         self.rank, self.world_size = rank, world_size
@@ -158,8 +165,8 @@ class StreamBatches(IterableDataset):
             ids = encode(self.tokenizer, texts, self.max_length)
             bounds = np.cumsum([0, *(len(r.texts) for r in records)])
             captions = [ids[bounds[i]:bounds[i + 1]] for i in range(len(records))]
-            yield _views(captions, self.kind, pad=pad, mask_id=mask_id, max_length=self.max_length, seed=self.seed,
-                         step=step, first=self.rank * self.batch_size)
+            yield _views(captions, self.kind, pad=pad, mask_id=mask_id, max_length=self.max_length,
+                         row_multiple=self.row_multiple, seed=self.seed, step=step, first=self.rank * self.batch_size)
             step += self.roles
 
 
@@ -172,7 +179,7 @@ def worker_context() -> str | None:
 
 def batch_loader(source: EpochBatches | StreamBatches, *, start: int, stop: int, num_workers: int,
                  pin_memory: bool) -> Iterator:
-    """(ids, mask) of steps ``start, start + 1, …, stop − 1`` from ``source``, built by ``num_workers`` workers.
+    """The batches (ids, positions, segments) of steps ``start, start + 1, …, stop − 1`` from ``source``, built by ``num_workers`` workers.
 
     A stream source must have been made with this ``start`` and ``num_workers``.
     """

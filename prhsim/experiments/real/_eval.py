@@ -31,15 +31,16 @@ from prhsim.experiments.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKEN
 EVAL_NAME = "eval.json"
 
 
-def image_features(path: Path | str, images: int) -> np.ndarray:
-    """The image features in ``path``, (N, D) float64, checked against the dataset's ``images`` rows."""
+def image_features(path: Path | str, images: int | None = None) -> np.ndarray:
+    """The features in ``path`` (their last layer), (N, D) float64, checked against the dataset's ``images`` rows
+    when given; a file that cannot be read is a one-line DataError."""
     from prhsim.experiments.real._feature_files import FeatureFileError, load_features
 
     try:
         feats = load_features(path)
     except FeatureFileError as exc:
         raise DataError(str(exc)) from None
-    if feats.shape[0] != images:
+    if images is not None and feats.shape[0] != images:
         raise DataError(f"{path}: {feats.shape[0]} rows of image features, but the dataset has {images} images "
                         "(expected one row per image, in the dataset JSON's order)")
     return np.asarray(feats[:, -1], dtype=np.float64)

@@ -8,8 +8,9 @@ standard deviation (what DINOv2's image processor does), then encoded; the featu
 model's pooled output (the layer-normed class token), (N, D) float32. Written atomically to
 ``.npy`` or ``.safetensors`` (tensor "feats"), the formats ``prhsim real eval`` and ``prhsim prh``
 read. Images are decoded by a torch ``DataLoader`` with ``num_workers`` worker processes (0: in the
-calling process), so decoding overlaps the model; batches come in dataset order, in pinned memory on
-CUDA. bf16 autocast on CUDA.
+calling process), so decoding overlaps the model; batches come in dataset order, as uint8 pixels (a
+quarter of float32's bytes through the workers' shared memory and the host-to-device copy), in
+pinned memory on CUDA, and are normalised on the device. bf16 autocast on CUDA.
 """
 
 from __future__ import annotations
@@ -29,6 +30,21 @@ IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
 def preprocess(path: Path, image_size: int) -> np.ndarray:
     """One image as the model reads it: (3, image_size, image_size) float32 (module docstring)."""
+    array = load_pixels(path, image_size).astype(np.float32) / 255.0
+    return (array - IMAGENET_MEAN[:, None, None]) / IMAGENET_STD[:, None, None]
+
+
+def normalise(pixels):
+    """uint8 pixels (B, 3, S, S), on any device, as the model reads them: ``(x / 255 − mean) / std``, float32."""
+    import torch
+
+    mean = torch.as_tensor(IMAGENET_MEAN, device=pixels.device)[:, None, None]
+    std = torch.as_tensor(IMAGENET_STD, device=pixels.device)[:, None, None]
+    return (pixels.to(torch.float32) / 255.0 - mean) / std
+
+
+def load_pixels(path: Path, image_size: int) -> np.ndarray:
+    """One image resized (shorter side ``image_size``, bicubic) and centre-cropped: (3, image_size, image_size) uint8."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -41,16 +57,15 @@ def preprocess(path: Path, image_size: int) -> np.ndarray:
             w, h = image.size
             left, top = (w - image_size) // 2, (h - image_size) // 2
             image = image.crop((left, top, left + image_size, top + image_size))
-            array = np.asarray(image, dtype=np.float32) / 255.0
+            return np.ascontiguousarray(np.asarray(image, dtype=np.uint8).transpose(2, 0, 1))
     except FileNotFoundError:
         raise DataError(f"{path}: no such image (named in the dataset JSON)") from None
     except (UnidentifiedImageError, OSError) as exc:
         raise DataError(f"{path}: not an image PIL can read ({exc})") from None
-    return ((array - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1)
 
 
 class _Images:
-    """The preprocessed images ``folder / filenames[i]``, in order (a map-style torch dataset).
+    """The images ``folder / filenames[i]`` as uint8 pixels (:func:`load_pixels`), in order (a map-style torch dataset).
 
     A ``DataError`` is returned as its message, not raised, so that it crosses a worker process unchanged
     (the DataLoader would wrap it with the worker's traceback); :func:`_collate` and the caller raise it.
@@ -66,13 +81,13 @@ class _Images:
         import torch
 
         try:
-            return torch.from_numpy(preprocess(self.folder / self.filenames[index], self.image_size))
+            return torch.from_numpy(load_pixels(self.folder / self.filenames[index], self.image_size))
         except DataError as exc:
             return str(exc)
 
 
 def _collate(items: list):
-    """A batch (B, 3, S, S), or the message of the first image that could not be read."""
+    """A batch (B, 3, S, S) of uint8 pixels, or the message of the first image that could not be read."""
     import torch
 
     errors = [x for x in items if isinstance(x, str)]
@@ -139,7 +154,7 @@ def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, ima
         for pixels in loader:
             if isinstance(pixels, str):
                 raise DataError(pixels)
-            pooled = model(pixel_values=pixels.to(dev, non_blocking=True)).pooler_output
+            pooled = model(pixel_values=normalise(pixels.to(dev, non_blocking=True))).pooler_output
             rows.append(pooled.float())  # kept on the device: no host synchronisation per batch
             done += len(pixels)
             say(f"{done:,}/{total:,} images, {done / (time.perf_counter() - started):,.0f} images/s", done, total)

@@ -8,7 +8,8 @@
    the model alone on random pixels of the same batch size: the pipeline's share of the model's
    throughput is what decoding and resizing cost;
 3. one epoch (by default) of good-view BERT-S at batch 256 through :func:`train_real`, its
-   steady-state samples/s and tokens/s (the logged intervals after the first, which holds the
+   steady-state samples/s (images; each carries 8 views, so 8 sequences), tokens/s and the real
+   tokens' share of the packed positions (the logged intervals after the first, which holds the
    start-up), peak GPU memory, and model FLOPs utilisation: ``6 · P · tokens/s / peak``, with P
    the parameters outside the embedding tables and the real (unpadded) tokens, the usual count
    (attention adds ``12 · layers · width · length`` per token, under 3 % at 64 tokens, left out);
@@ -42,6 +43,17 @@ VIT_S14 = dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, int
 SMOKE_NAME = "smoke.json"
 
 
+def default_workers() -> int:
+    """One data-loader worker per CPU this process may use, less one for the training process, at most 16.
+
+    Decoding a 224 px PNG takes about a millisecond of one core, so DINOv2-S/14's 12,000 images/s on
+    an H200 need a dozen workers."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(16, cpus - 1))
+
+
 def peak_tflops(device) -> float | None:
     """The dense bf16 peak of a CUDA device by its name, or None (CPU, or a device not in the table)."""
     import torch
@@ -57,12 +69,14 @@ def model_flops_utilisation(parameters: int, tokens_per_s: float, peak: float | 
     return None if peak is None else 6.0 * parameters * tokens_per_s / (peak * 1e12)
 
 
-def steady_rates(metrics: Path, batch_size: int) -> tuple[float, float]:
-    """Samples/s and tokens/s over the logged intervals after the first (which holds the start-up).
+def steady_rates(metrics: Path, batch_size: int) -> tuple[float, float, float | None]:
+    """Samples/s, tokens/s and the real tokens' share of the packed positions over the logged intervals after the
+    first (which holds the start-up).
 
     Interval i runs from the previous logged step to step ``s_i``: ``n_i`` steps in
-    ``d_i = n_i · batch_size / samples_per_s_i`` seconds; the rates are ``Σ n_i · batch_size / Σ d_i``
-    and ``Σ tokens_per_s_i · d_i / Σ d_i`` (the first interval alone when it is the only one).
+    ``d_i = n_i · batch_size / samples_per_s_i`` seconds and ``T_i = tokens_per_s_i · d_i`` real tokens;
+    the rates are ``Σ n_i · batch_size / Σ d_i`` and ``Σ T_i / Σ d_i``, the share ``Σ T_i / Σ (T_i / share_i)``
+    (None for lines without one; the first interval alone when it is the only one).
     """
     lines = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
     if not lines:
@@ -70,8 +84,10 @@ def steady_rates(metrics: Path, batch_size: int) -> tuple[float, float]:
     counts = [lines[0]["step"]] + [b["step"] - a["step"] for a, b in zip(lines, lines[1:])]
     pairs = list(zip(counts, lines))[1:] or list(zip(counts, lines))
     seconds = [n * batch_size / x["samples_per_s"] for n, x in pairs]
-    return (sum(n for n, _ in pairs) * batch_size / sum(seconds),
-            sum(x["tokens_per_s"] * d for (_, x), d in zip(pairs, seconds)) / sum(seconds))
+    tokens = [x["tokens_per_s"] * d for (_, x), d in zip(pairs, seconds)]
+    shares = [x.get("real_token_share") for _, x in pairs]
+    share = None if None in shares else sum(tokens) / sum(t / q for t, q in zip(tokens, shares))
+    return sum(n for n, _ in pairs) * batch_size / sum(seconds), sum(tokens) / sum(seconds), share
 
 
 def _steady_images_per_s(batches: list[tuple[int, float]], images: int, seconds: float) -> float:
@@ -133,8 +149,11 @@ def _model_alone(weights: Path, batch: int, image_size: int, device, repeats: in
 
 def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: str = "bert-s", views: str = "good",
           batch_size: int = 256, epochs: int = 1, weights: Path | str | None = None, image_size: int = 224,
-          workers: int = 8, device: str = "auto", progress: Callable[..., None] | None = None) -> dict[str, Any]:
-    """Run the pipeline once (module docstring); write and return the figures of ``out/smoke.json``."""
+          workers: int | None = None, device: str = "auto", compile: str = "none",
+          progress: Callable[..., None] | None = None) -> dict[str, Any]:
+    """Run the pipeline once (module docstring); write and return the figures of ``out/smoke.json``.
+
+    ``workers``: data-loader processes decoding images and building batches (None: :func:`default_workers`)."""
     import torch
 
     from prhsim.config import RealTrainSettings
@@ -142,6 +161,7 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     from prhsim.experiments.real._image_features import encode_images
     from prhsim.experiments.real._karpathy import read_captions
     from prhsim.experiments.real._train import METRICS_NAME, _device, train_real
+    from prhsim.experiments.real._views import ViewLaw
 
     from prhsim.experiments.real._text_models import quiet_transformers
 
@@ -154,6 +174,7 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).touch()
     dev = _device(device)
+    workers = default_workers() if workers is None else workers
     started = time.perf_counter()
     data = out / "data"
     export_s = _export(data, images, captions, say)
@@ -179,14 +200,15 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     shutil.rmtree(run, ignore_errors=True)
     settings = RealTrainSettings(data=str(data), views=views, model=model, steps=steps, batch_size=batch_size,
                                  num_workers=workers, device=str(dev.type), log_every=max(1, steps // 10),
-                                 checkpoint_every=steps, tensorboard=False)
+                                 checkpoint_every=steps, tensorboard=False, compile=compile)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     tick = time.perf_counter()
     train_real(settings, run, progress=say)
     train_s = time.perf_counter() - tick
     peak_memory = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None
-    samples_per_s, tokens_per_s = steady_rates(run / METRICS_NAME, batch_size)
+    samples_per_s, tokens_per_s, token_share = steady_rates(run / METRICS_NAME, batch_size)
+    views_per_image = 1 if views == "ntp" else ViewLaw().n_views
     parameters = _non_embedding_parameters(run)
     peak = peak_tflops(dev)
 
@@ -198,7 +220,9 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
         "steps": steps, "export_s": export_s,
         "features": {"images_per_s": pipeline, "model_alone_images_per_s": alone, "share": pipeline / alone,
                      "seconds": features_s, "workers": workers, "weights": str(image_weights)},
-        "train": {"seconds": train_s, "samples_per_s": samples_per_s, "tokens_per_s": tokens_per_s,
+        "train": {"seconds": train_s, "samples_per_s": samples_per_s,
+                  "sequences_per_s": samples_per_s * views_per_image, "tokens_per_s": tokens_per_s,
+                  "real_token_share": token_share, "compile": compile,
                   "parameters_outside_embeddings": parameters, "peak_tflops": peak,
                   "mfu": model_flops_utilisation(parameters, tokens_per_s, peak), "peak_memory_gib": peak_memory},
         "eval": {key: result[key] for key in ("r1_text_to_image", "r5_text_to_image", "mutual_knn", "linear_cka")}

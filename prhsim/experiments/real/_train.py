@@ -2,25 +2,29 @@
 
 One step: a batch of B images (:mod:`._batches`: epochs of a caption dataset in memory, or parquet
 shards streamed; a function of (seed, step), so a resumed run sees the batches an uninterrupted one
-would), their views (:mod:`._views`), and
+would), their views (:mod:`._views`) packed into rows as long as the longest (:mod:`._packing`:
+each view attends to itself and is pooled alone, so the encoder runs on real tokens, not padding), and
 
 * JEPA views: ``λ·SIGReg + (1 − λ)·invariance`` on the projector's outputs,
-  :func:`prhsim.jepa.lejepa_loss` on torch tensors (invariance to the mean of the two global views,
+  :func:`prhsim.jepa.lejepa_loss` with SIGReg by ``sigreg_torch`` (the same value and gradient in
+  O(N·M) memory with a closed-form backward; invariance to the mean of the two global views,
   averaged over the dimensions as LeJEPA's code does; SIGReg over M directions from
   :func:`prhsim.jepa.draw_directions`, redrawn every step from (seed, step));
 * next-token prediction: :func:`prhsim.jepa.next_token_cross_entropy` over every real next token.
 
-AdamW with linear warmup then cosine decay to 0, gradient clipping; bf16 autocast on CUDA for the
-encoder, the objective in float32. On CUDA a resumed run matches an uninterrupted one only with
+AdamW (fused on CUDA) with linear warmup then cosine decay to 0, gradient clipping; bf16 autocast
+on CUDA for the encoder, the objective in float32; ``compile`` runs the encoder through
+``torch.compile``. On CUDA a resumed run matches an uninterrupted one only with
 deterministic kernels (``torch.use_deterministic_algorithms``); on CPU it matches exactly. The run
 folder holds config.json, tokenizer.json, metrics.jsonl (one JSON line every ``log_every`` steps:
-loss, learning rate, samples/s, tokens/s; the same scalars in ``tensorboard/`` when the tensorboard
+loss, learning rate, samples/s, tokens/s (real tokens), the real tokens' share of the packed
+positions; the same scalars in ``tensorboard/`` when the tensorboard
 package is installed), model_config.json (the BERT configuration, so evaluation rebuilds the
 model), ``checkpoint/`` (every ``checkpoint_every`` steps and at the end; a killed run resumes from
 it exactly), and summary.json with loss.png (loss and learning rate against the step) when the run
 is complete. A loss or gradient that is not finite stops the run with an error naming the step
-(the check runs on the device and is read at the next logged or saved step, so the step itself
-never waits for the host); the last good checkpoint stays.
+(the check runs on the device and is read at the next logged or saved step, so it never makes a
+step wait for the host); the last good checkpoint stays.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ FIGURE_NAME = "loss.png"
 TENSORBOARD_NAME = "tensorboard"
 #: Stream tag of the dropout seeds: ``SeedSequence([seed, DROPOUT_STREAM, rank, step])``.
 DROPOUT_STREAM = 14
+#: How a checkpoint's run laid out its views (``extra["layout"]``); runs of other layouts drew other dropout masks.
+LAYOUT = "packed"
 #: "No step yet" for the first non-finite step.
 NEVER = 2**62
 #: ``progress(message, done, total)``: a line for the user, with the steps done and to do.
@@ -136,9 +142,10 @@ def _training_texts(settings, data: CaptionDataset | list[Path]):
     return (t for r in itertools.islice(records, settings.tokenizer_records) for t in r.texts)
 
 
-def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_config: dict | None = None):
-    """The tokenizer (given, read from ``settings.tokenizer``, or built from the training texts), the model,
-    the optimiser and the scheduler."""
+def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_config: dict | None = None,
+          device=None):
+    """The tokenizer (given, read from ``settings.tokenizer``, or built from the training texts), the model (on
+    ``device``, compiled when ``settings.compile`` asks), the optimiser (AdamW, fused on CUDA) and the scheduler."""
     import torch
 
     from prhsim.experiments.real._text_models import TextEncoder
@@ -153,7 +160,12 @@ def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_
                         causal=settings.views == "ntp", proj_dim=settings.proj_dim,
                         weights=Path(settings.weights) if settings.weights and model_config is None else None,
                         config=model_config, dropout=settings.dropout)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    device = torch.device("cpu") if device is None else device
+    model.to(device)
+    if settings.compile != "none":
+        model.compile_training(settings.compile)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay,
+                                  fused=device.type == "cuda" or None)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(settings.steps, settings.warmup))
     return tokenizer, model, optimizer, scheduler
 
@@ -168,11 +180,13 @@ def batch_source(settings, data: CaptionDataset | list[Path], tokenizer, *, star
     if isinstance(data, CaptionDataset):
         captions = [encode(tokenizer, list(r.texts), settings.max_length) for r in data.split("train")]
         return EpochBatches(captions, settings.views, batch_size=settings.batch_size // world_size, pad=pad, mask_id=mask_id,
-                            max_length=settings.max_length, seed=settings.seed, rank=rank, world_size=world_size)
+                            max_length=settings.max_length, seed=settings.seed, rank=rank, world_size=world_size,
+                            row_multiple=settings.row_multiple)
     return StreamBatches(data, settings.text_columns, settings.views, tokenizer=tokenizer,
                          batch_size=settings.batch_size // world_size, max_length=settings.max_length, seed=settings.seed,
                          start=start, num_workers=settings.num_workers, shuffle_buffer=settings.shuffle_buffer,
-                         id_column=settings.id_column, rank=rank, world_size=world_size)
+                         id_column=settings.id_column, rank=rank, world_size=world_size,
+                         row_multiple=settings.row_multiple)
 
 
 def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: int | None = None,
@@ -255,36 +269,41 @@ def _dropout_seed(seed: int, rank: int, step: int) -> int:
     return int(np.random.SeedSequence([seed, DROPOUT_STREAM, rank, step]).generate_state(1)[0])
 
 
-def _objective(model, ids, mask, settings, step: int, device):
+def _objective(model, batch, settings, step: int, device):
     """This process's share of the loss: its mean over the processes is the loss of the global batch.
 
-    JEPA views: λ·SIGReg (over the global batch, through the reduce hook) + (1 − λ)·invariance (of
-    the local batch; equal local batches, so the mean over processes is the global one). Next-token
-    prediction: the local mean cross-entropy weighted by the local share of the global tokens.
+    ``batch``: the packed views (ids, positions, segments) on the device, sequence ``v·B + b`` view v
+    of image b (:mod:`._batches`). JEPA views: λ·SIGReg (over the global batch, through the reduce
+    hook) + (1 − λ)·invariance (of the local batch; equal local batches, so the mean over processes
+    is the global one). Next-token prediction: the local mean cross-entropy weighted by the local
+    share of the global next tokens.
     """
     import torch
 
     from prhsim.experiments.real._distributed import all_sum, global_mean
-    from prhsim.jepa import draw_directions, lejepa_loss
+    from prhsim.experiments.real._packing import next_token_targets
+    from prhsim.jepa import draw_directions, invariance
+    from prhsim.jepa._sigreg_torch import sigreg_torch
 
     cuda = device.type == "cuda"
     world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
-    V, B, L = ids.shape
+    ids, positions, segments = batch
+    B = settings.batch_size // world
+    V = 1 if settings.views == "ntp" else ViewLaw().n_views
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
-        if settings.views == "ntp":
-            loss = model(ids[0], mask[0])
-        else:
-            e = model(ids.reshape(V * B, L), mask.reshape(V * B, L)).reshape(V, B, -1)
+        out = model(ids, positions, segments, V * B)
     if settings.views == "ntp":
         if world == 1:
-            return loss
-        targets = mask[0, :, 1:].sum().to(torch.float32)
-        return loss * (targets * world / all_sum(targets))
+            return out
+        targets = next_token_targets(segments).sum().to(torch.float32)
+        return out * (targets * world / all_sum(targets))
+    e = out.reshape(V, B, -1)
     directions = torch.as_tensor(draw_directions(e.shape[-1], settings.num_directions, seed=settings.seed, step=step),
                                  dtype=torch.float32, device=device)
     with torch.autocast("cuda", enabled=False):  # the statistic in float32
-        return lejepa_loss(e.float(), directions, lam=settings.lam, n_global=ViewLaw().n_global, dims="mean",
-                           n_total=B * world, reduce=global_mean)
+        e = e.float()  # lejepa_loss's value and gradient, SIGReg through sigreg_torch (O(N·M) memory, closed-form backward)
+        reg = sigreg_torch(e, directions, n_total=B * world, reduce=global_mean)
+        return settings.lam * reg + (1.0 - settings.lam) * invariance(e, n_global=ViewLaw().n_global, dims="mean")
 
 
 def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int | None,
@@ -300,8 +319,8 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
     data = training_data(settings)
     tokenizer = load_tokenizer(out / TOKENIZER_NAME) if resume else None
     model_config = json.loads((out / MODEL_CONFIG_NAME).read_text()) if resume else None
-    tokenizer, model, optimizer, scheduler = build(settings, data, tokenizer=tokenizer, model_config=model_config)
-    model.to(device)
+    tokenizer, model, optimizer, scheduler = build(settings, data, tokenizer=tokenizer, model_config=model_config,
+                                                   device=device)
     step = 0
     if resume:
         state = load_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler)
@@ -309,6 +328,10 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
         if state.generator is not None:
             raise DataError(f"{out}: the checkpoint was written by an earlier prhsim that drew its batches from a "
                             "saved generator; this version cannot continue it exactly (start a new run)")
+        if state.extra.get("layout") != LAYOUT:
+            raise DataError(f"{out}: the checkpoint was written by an earlier prhsim that padded every view instead "
+                            "of packing them (other dropout draws); this version cannot continue it exactly (start a "
+                            "new run)")
         if not isinstance(data, CaptionDataset):
             saved = (state.extra.get("world_size", 1), state.extra.get("num_workers", 0))
             if saved != (place.world_size, settings.num_workers):
@@ -338,27 +361,29 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
                            pin_memory=device.type == "cuda")
     board = _tensorboard(out, step) if settings.tensorboard and place.main else None
     metrics = (out / METRICS_NAME).open("a") if place.main else None
-    loss_value, seen, tokens, tick = float("nan"), 0, 0, time.perf_counter()
+    loss_value, seen, tokens, cells, tick = float("nan"), 0, 0, 0, time.perf_counter()
     first_bad = torch.full((), NEVER, dtype=torch.int64, device=device)  # the first step whose loss or gradient is not finite
     say(f"step {step}/{settings.steps}", step, settings.steps)
     model.train()
     try:
-        for ids, mask in batches:
-            ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
+        for batch in batches:
+            batch = tuple(t.to(device, non_blocking=True) for t in batch)
             torch.manual_seed(_dropout_seed(settings.seed, place.rank, step))
-            loss = _objective(trained, ids, mask, settings, step, device)
+            loss = _objective(trained, batch, settings, step, device)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
-            # no host synchronisation in the step: the first non-finite step is kept on the device and
-            # checked before anything is logged or saved
+            # no host synchronisation for the check (JEPA steps have none at all; the next-token loss selects its
+            # targets on the host): the first non-finite step is kept on the device and read before anything is
+            # logged or saved
             finite = torch.isfinite(loss.detach()) & torch.isfinite(norm)
             first_bad = torch.where(finite | (first_bad < NEVER), first_bad, step)
             optimizer.step()
             scheduler.step()
             step += 1
             seen += settings.batch_size
-            tokens += mask.sum()
+            tokens += (batch[2] >= 0).sum()  # real tokens, counted on the device
+            cells += batch[2].numel()  # token positions the encoder ran, padding included
             log = step % settings.log_every == 0 or step == settings.steps
             save = step % settings.checkpoint_every == 0 or step in (settings.steps, last)
             if not (log or save):
@@ -369,10 +394,11 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
                                        f"(lr {settings.lr:g}); {_kept(out, has_checkpoint)}")
             loss_value = float(all_sum(loss.detach())) / place.world_size  # the global batch's loss
             if log:
-                tokens = int(all_sum(tokens))
+                tokens, cells = int(all_sum(tokens)), int(all_sum(torch.tensor(cells, device=device)))
                 elapsed = max(time.perf_counter() - tick, 1e-9)
                 line = {"step": step, "loss": loss_value, "lr": scheduler.get_last_lr()[0],
-                        "samples_per_s": seen / elapsed, "tokens_per_s": tokens / elapsed}
+                        "samples_per_s": seen / elapsed, "tokens_per_s": tokens / elapsed,
+                        "real_token_share": tokens / cells}
                 if metrics is not None:
                     metrics.write(json.dumps(line) + "\n")
                     metrics.flush()
@@ -382,11 +408,11 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
                             board.add_scalar(f"train/{key}", value, step)
                 say(f"step {step}/{settings.steps} loss {loss_value:.4f}, {line['samples_per_s']:.0f} samples/s, "
                     f"{line['tokens_per_s']:.0f} tokens/s", step, settings.steps)
-                seen, tokens, tick = 0, 0, time.perf_counter()
+                seen, tokens, cells, tick = 0, 0, 0, time.perf_counter()
             if save and place.main:
                 save_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler, generator=None, step=step,
                                 extra={"loss": loss_value, "world_size": place.world_size,
-                                       "num_workers": settings.num_workers})
+                                       "num_workers": settings.num_workers, "layout": LAYOUT})
     finally:
         if metrics is not None:
             metrics.close()

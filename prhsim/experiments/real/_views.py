@@ -12,7 +12,9 @@ For each image of a batch:
 
 Each image's views are drawn from its own generator, so an image's views do not depend on which
 other images share its batch (a batch split over processes gets the views it would get whole).
-Spans are written from position 0 and padded with ``[PAD]`` (id ``pad``); ``mask`` marks the real tokens.
+:func:`cut_views` gives the spans; :func:`batch_views` writes them from position 0, padded with
+``[PAD]`` (id ``pad``), with ``mask`` marking the real tokens (for evaluation and tests; training
+packs them, :mod:`._packing`).
 """
 
 from __future__ import annotations
@@ -48,10 +50,10 @@ def _span(caption: np.ndarray, low: float, high: float, gen: np.random.Generator
     return caption[start:start + length]
 
 
-def batch_views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, law: ViewLaw, *, pad: int, mask_id: int,
-                max_length: int, gens: Sequence[np.random.Generator]) -> tuple[np.ndarray, np.ndarray]:
-    """Views of a batch of images (each a list of caption id arrays), image b's drawn from ``gens[b]``: ids and
-    mask, (V, B, L) (V = 1 for ntp)."""
+def cut_views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, law: ViewLaw, *, mask_id: int,
+              gens: Sequence[np.random.Generator]) -> list[list[np.ndarray]]:
+    """Views of a batch of images (each a list of caption id arrays), image b's drawn from ``gens[b]``:
+    ``views[v][b]``, V lists of B token arrays (V = 1 for ntp)."""
     B = len(captions)
     if len(gens) != B:
         raise ValueError(f"one generator per image: {len(gens)} generators for {B} images")
@@ -72,9 +74,16 @@ def batch_views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, law: V
             span = _span(image[source[v]], low, high, gen).copy()
             span[gen.random(span.size) < law.mask_prob] = mask_id
             rows[v][b] = span
+    return rows
+
+
+def batch_views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, law: ViewLaw, *, pad: int, mask_id: int,
+                max_length: int, gens: Sequence[np.random.Generator]) -> tuple[np.ndarray, np.ndarray]:
+    """The views of :func:`cut_views` padded to the longest (at most ``max_length``): ids and mask, (V, B, L)."""
+    rows = cut_views(captions, kind, law, mask_id=mask_id, gens=gens)
     length = min(max_length, max(r.size for row in rows for r in row))
-    ids = np.full((views, B, length), pad, dtype=np.int64)
-    mask = np.zeros((views, B, length), dtype=np.int64)
+    ids = np.full((len(rows), len(captions), length), pad, dtype=np.int64)
+    mask = np.zeros((len(rows), len(captions), length), dtype=np.int64)
     for v, row in enumerate(rows):
         for b, span in enumerate(row):
             span = span[:length]
