@@ -2,7 +2,8 @@
 
 Every batch is the views of its images (:func:`._views.cut_views`) packed into rows as long as
 its longest view (:func:`._packing.pack`, view-major: sequence ``v·B + b``): token ids,
-position ids and segments, (R, L) each (L ≤ max_length), built in data-loader workers when ``num_workers > 0`` (pinned memory on CUDA). Two sources:
+position ids and segments, (R, L) each (L ≤ max_length), built in data-loader workers when
+``num_workers > 0`` (pinned memory on CUDA). Two sources:
 
 * :class:`EpochBatches`, a caption dataset held in memory (Karpathy JSON, JSON lines). Epoch e
   is the permutation ``default_rng([seed, ORDER, e])`` of the N training images, cut into
@@ -179,7 +180,8 @@ def worker_context() -> str | None:
 
 def batch_loader(source: EpochBatches | StreamBatches, *, start: int, stop: int, num_workers: int,
                  pin_memory: bool) -> Iterator:
-    """The batches (ids, positions, segments) of steps ``start, start + 1, …, stop − 1`` from ``source``, built by ``num_workers`` workers.
+    """The batches (ids, positions, segments) of steps ``start, start + 1, …, stop − 1`` from ``source``, built by
+    ``num_workers`` workers.
 
     A stream source must have been made with this ``start`` and ``num_workers``.
     """

@@ -12,9 +12,9 @@ For each image of a batch:
 
 Each image's views are drawn from its own generator, so an image's views do not depend on which
 other images share its batch (a batch split over processes gets the views it would get whole).
-:func:`cut_views` gives the spans; :func:`batch_views` writes them from position 0, padded with
-``[PAD]`` (id ``pad``), with ``mask`` marking the real tokens (for evaluation and tests; training
-packs them, :mod:`._packing`).
+:func:`cut_views` gives the spans; training packs them (:mod:`._packing`). :func:`batch_views`
+writes them from position 0, padded with ``[PAD]`` (id ``pad``), with ``mask`` marking the real
+tokens: the padded layout of earlier versions, which ``benchmarks/bench_real_step.py`` compares with.
 """
 
 from __future__ import annotations
