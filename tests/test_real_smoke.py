@@ -69,3 +69,13 @@ def test_smoke_refuses_a_folder_that_is_not_its_own(tmp_path):
     result = CliRunner().invoke(main, ["real", "smoke", "--out", str(tmp_path), "--images", "40", "--device", "cpu"])
     assert result.exit_code == 2 and "is not a smoke folder" in result.output
     assert (tmp_path / "mine.txt").read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
+
+
+def test_the_default_workers_are_the_cpus_less_one_at_most_sixteen(monkeypatch):
+    import os
+
+    from prhsim.experiments.real._smoke import default_workers
+
+    for cpus, want in ((1, 1), (2, 1), (9, 8), (16, 15), (17, 16), (64, 16)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cpus: set(range(n)), raising=False)
+        assert default_workers() == want
