@@ -246,7 +246,7 @@ def test_a_compiled_run_ends_where_the_eager_one_does(data, tmp_path):
     from safetensors.torch import load_file
 
     eager, compiled = tmp_path / "eager", tmp_path / "compiled"
-    base = dict(steps=3, dropout=0.0, row_multiple=64, checkpoint_every=100)  # one shape: one compilation
+    base = dict(steps=3, dropout=0.0, row_multiple=64, checkpoint_every=100)  # one row count: few compilations
     train_real(_settings(data, **base), eager)
     train_real(_settings(data, compile="default", **base), compiled)
     a, b = (load_file(run / "checkpoint" / "model.safetensors") for run in (eager, compiled))

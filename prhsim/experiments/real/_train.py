@@ -299,7 +299,10 @@ def _objective(model, batch, settings, step: int, device):
         return out * (targets * world / all_sum(targets))
     e = out.reshape(V, B, -1)
     directions = torch.as_tensor(draw_directions(e.shape[-1], settings.num_directions, seed=settings.seed, step=step),
-                                 dtype=torch.float32, device=device)
+                                 dtype=torch.float32)
+    if cuda:  # a copy from pageable memory could wait for the stream; from pinned memory it is queued
+        directions = directions.pin_memory()
+    directions = directions.to(device, non_blocking=True)
     with torch.autocast("cuda", enabled=False):  # the statistic in float32
         e = e.float()  # lejepa_loss's value and gradient, SIGReg through sigreg_torch (O(N·M) memory, closed-form backward)
         reg = sigreg_torch(e, directions, n_total=B * world, reduce=global_mean)
