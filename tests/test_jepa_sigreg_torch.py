@@ -191,3 +191,22 @@ def test_errors_name_the_problem() -> None:
         sigreg_torch(torch.zeros(4, 2, dtype=torch.int64), np.ones((2, 5)))
     with pytest.raises(ValueError, match="knots"):
         sigreg_torch(torch.zeros(4, 2), np.ones((2, 5)), knots=1)
+
+
+def test_lejepa_loss_through_sigreg_torch_is_lejepa_loss():
+    """The objective's ``regulariser`` hook: sigreg_torch in place of sigreg gives the same value and gradients."""
+    from prhsim.jepa import lejepa_loss
+
+    E, A = batch(8, 64, 6, seed=4), torch.as_tensor(draw_directions(6, 32, seed=1))
+
+    def with_torch(E, A, **kw):
+        return lejepa_loss(E, A, n_global=2, dims="mean", regulariser=sigreg_torch, **kw)
+
+    def plain(E, A, **kw):
+        return lejepa_loss(E, A, n_global=2, dims="mean", **kw)
+
+    val, gE, gA = value_and_grads(with_torch, E, A, n_total=128)
+    ref, ref_gE, ref_gA = value_and_grads(plain, E, A, n_total=128)
+    assert_close(val.item(), ref.item(), atol=0, rtol=1e-10)
+    assert_close(gE, ref_gE, atol=1e-10 * ref_gE.abs().max().item(), rtol=0)
+    assert_close(gA, ref_gA, atol=1e-10 * ref_gA.abs().max().item(), rtol=0)

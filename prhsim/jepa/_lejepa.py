@@ -16,7 +16,7 @@ SIGReg is :func:`prhsim.jepa.sigreg` averaged over all V views and M directions.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from prhsim.jepa._invariance import Dims, invariance
 from prhsim.jepa._sigreg import KNOTS, T_MAX, Reduce, sigreg
@@ -28,7 +28,8 @@ LAMBDA = 0.02
 
 def lejepa_loss(embeddings: Any, directions: Any, *, lam: float = LAMBDA, convention: Convention = "lejepa",
                 n_global: int | None = None, n_total: int | None = None, reduce: Reduce | None = None,
-                knots: int = KNOTS, t_max: float = T_MAX, dims: Dims = "sum") -> Any:
+                knots: int = KNOTS, t_max: float = T_MAX, dims: Dims = "sum",
+                regulariser: Callable[..., Any] = sigreg) -> Any:
     """``λ·SIGReg + (1 − λ)·invariance`` (``"lejepa"``) or ``invariance + λ·SIGReg`` (``"additive"``).
 
     Args:
@@ -40,9 +41,12 @@ def lejepa_loss(embeddings: Any, directions: Any, *, lam: float = LAMBDA, conven
         n_global: see :func:`prhsim.jepa.invariance`.
         n_total, reduce, knots, t_max: see :func:`prhsim.jepa.epps_pulley`.
         dims: the invariance's squared norm summed ("sum") or averaged ("mean", LeJEPA's code) over D.
+        regulariser: the SIGReg implementation, called as :func:`prhsim.jepa.sigreg` is (e.g.
+            ``prhsim.jepa._sigreg_torch.sigreg_torch``: the same value and gradient for torch tensors
+            in O(N·M) memory).
     """
     inv = invariance(embeddings, n_global=n_global, dims=dims)
-    reg = sigreg(embeddings, directions, n_total=n_total, reduce=reduce, knots=knots, t_max=t_max)
+    reg = regulariser(embeddings, directions, n_total=n_total, reduce=reduce, knots=knots, t_max=t_max)
     if convention == "lejepa":
         return lam * reg + (1.0 - lam) * inv
     if convention == "additive":

@@ -208,7 +208,7 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     train_s = time.perf_counter() - tick
     peak_memory = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None
     samples_per_s, tokens_per_s, token_share = steady_rates(run / METRICS_NAME, batch_size)
-    views_per_image = 1 if views == "ntp" else ViewLaw().n_views
+    views_per_image = ViewLaw().views_per_image(views)
     parameters = _non_embedding_parameters(run)
     peak = peak_tflops(dev)
 

@@ -282,14 +282,14 @@ def _objective(model, batch, settings, step: int, device):
 
     from prhsim.experiments.real._distributed import all_sum, global_mean
     from prhsim.experiments.real._packing import next_token_targets
-    from prhsim.jepa import draw_directions, invariance
+    from prhsim.jepa import draw_directions, lejepa_loss
     from prhsim.jepa._sigreg_torch import sigreg_torch
 
     cuda = device.type == "cuda"
     world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
     ids, positions, segments = batch
     B = settings.batch_size // world
-    V = 1 if settings.views == "ntp" else ViewLaw().n_views
+    V = ViewLaw().views_per_image(settings.views)
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
         out = model(ids, positions, segments, V * B)
     if settings.views == "ntp":
@@ -304,9 +304,8 @@ def _objective(model, batch, settings, step: int, device):
         directions = directions.pin_memory()
     directions = directions.to(device, non_blocking=True)
     with torch.autocast("cuda", enabled=False):  # the statistic in float32
-        e = e.float()  # lejepa_loss's value and gradient, SIGReg through sigreg_torch (O(N·M) memory, closed-form backward)
-        reg = sigreg_torch(e, directions, n_total=B * world, reduce=global_mean)
-        return settings.lam * reg + (1.0 - settings.lam) * invariance(e, n_global=ViewLaw().n_global, dims="mean")
+        return lejepa_loss(e.float(), directions, lam=settings.lam, n_global=ViewLaw().n_global, dims="mean",
+                           n_total=B * world, reduce=global_mean, regulariser=sigreg_torch)
 
 
 def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int | None,

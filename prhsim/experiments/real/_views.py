@@ -42,6 +42,10 @@ class ViewLaw:
     def n_views(self) -> int:
         return self.n_global + self.n_local
 
+    def views_per_image(self, kind: ViewKind) -> int:
+        """The views each image gives: all of them for JEPA views, its one caption for next-token prediction."""
+        return 1 if kind == "ntp" else self.n_views
+
 
 def _span(caption: np.ndarray, low: float, high: float, gen: np.random.Generator) -> np.ndarray:
     n = caption.size
@@ -57,7 +61,7 @@ def cut_views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, law: Vie
     B = len(captions)
     if len(gens) != B:
         raise ValueError(f"one generator per image: {len(gens)} generators for {B} images")
-    views = 1 if kind == "ntp" else law.n_views
+    views = law.views_per_image(kind)
     rows: list[list[np.ndarray]] = [[None] * B for _ in range(views)]  # type: ignore[list-item]
     for b, (image, gen) in enumerate(zip(captions, gens)):
         if kind == "ntp":
