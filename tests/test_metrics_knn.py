@@ -31,9 +31,16 @@ LIBS = ("numpy", "torch", "jax")
 # --------------------------------------------------------------------------------------
 # twins
 # --------------------------------------------------------------------------------------
+def exact_products(x: np.ndarray) -> np.ndarray:
+    """⟨x_i, x_j⟩ as the correctly rounded sum of the rounded products (math.fsum): a function of the two
+    rows alone, so copies of a row tie exactly, whatever a BLAS would do with them."""
+    x = np.asarray(x, dtype=float)
+    return np.array([[math.fsum(p) for p in row * x] for row in x])
+
+
 def twin_knn(x: np.ndarray, k: int) -> np.ndarray:
     """Row i: the k indices j != i first in the order (−⟨x_i, x_j⟩, j)."""
-    s = np.asarray(x, dtype=float) @ np.asarray(x, dtype=float).T
+    s = exact_products(x)
     n = len(s)
     return np.array([[j for _, j in sorted((-s[i, j], j) for j in range(n) if j != i)[:k]] for i in range(n)])
 
@@ -147,6 +154,13 @@ def test_blocked_equals_unblocked(lib):
             np.testing.assert_array_equal(got, expected, err_msg=f"{lib}, block {block}")
 
 
+def distinct_search(x, k: int, block: int | None = None) -> np.ndarray:
+    """The tiled search itself, without folding copies into one row first: its selection must apply the
+    tie rule to products that are exact (integer rows), copies included."""
+    xp, lx = _knn._as_compute(x, "x")
+    return to_numpy(_knn._knn_distinct(xp, lx, k, block, None, False, True)[1])
+
+
 def test_dense_tie_path(monkeypatch):
     """Rows with many entries equal to their k-th value: the chunked rank-by-index path matches the twin."""
     monkeypatch.setattr(_knn, "PRUNE_SLACK", 0)
@@ -155,6 +169,7 @@ def test_dense_tie_path(monkeypatch):
     x = rng.integers(-1, 2, size=(70, 2)).astype(float)
     for block in (None, 9):
         np.testing.assert_array_equal(knn_indices(x, 6, block=block), twin_knn(x, 6))
+        np.testing.assert_array_equal(distinct_search(x, 6, block), twin_knn(x, 6))
     a, b = tied_pair(50, 4, rng)
     assert mutual_knn(a, b, 8, block=16) == twin_mutual(a, b, 8)
 
@@ -164,6 +179,7 @@ def test_more_ties_than_any_candidate_margin(lib):
     """About 150 entries per row equal the k-th value: torch's and JAX's partial selections must defer to the rule."""
     x = np.random.default_rng(14).integers(1, 3, size=(300, 1)).astype(float)
     np.testing.assert_array_equal(to_numpy(knn_indices(to_lib(x, lib), 5)), twin_knn(x, 5))
+    np.testing.assert_array_equal(distinct_search(to_lib(x, lib), 5), twin_knn(x, 5))
 
 
 @given(data=st.data(), n=st.integers(2, 25), d=st.integers(1, 4))
@@ -398,7 +414,7 @@ def test_screen_matches_the_exact_search_and_the_twin(lib, kind):
             if kind != "integer":  # cosine neighbours, the sets only (the metrics' path)
                 lx = to_lib(x, lib)
                 xp = array_namespace(lx)
-                _, sets, _ = _knn._screened(xp, lx, k, block, _knn._row_scale(xp, lx, "x"), ordered=False)
+                _, sets = _knn._knn(xp, lx, k, block, _knn._row_scale(xp, lx, "x"), screen=True, ordered=False)
                 twin = twin_knn(unit(x), k)
                 assert [set(r) for r in to_numpy(sets).tolist()] == [set(r) for r in twin.tolist()], what
 
@@ -433,11 +449,12 @@ def test_screened_metrics_match_the_twins(kind):
 
 
 def test_screen_sends_rows_with_masses_of_ties_to_the_exact_search():
-    """200 copies of one row: each has 199 equal neighbours, more than a pool holds (4k + 128 at k = 5)."""
+    """200 near-copies of one row: each has 199 neighbours closer together than the screen's error bound,
+    more than a pool holds (4k + 128 at k = 5), yet apart far above float64 rounding (cosines too)."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(22)
     x = rng.normal(size=(400, 24))
-    x[rng.permutation(400)[:200]] = x[0]
+    x[rng.permutation(400)[:200]] = x[0] + 1e-5 * rng.normal(size=(200, 24))
     for k in (1, 5):
         for block in (None, 64):
             _, idx, exact = _knn._screened(np, x, k, block, None, True)
@@ -600,7 +617,7 @@ def test_screen_in_torch_code(monkeypatch):
     a, b = tied_pair(90, 16, rng)
     assert mutual_knn(torch.from_numpy(a), torch.from_numpy(b), 6, block=25, screen=True) == twin_mutual(a, b, 6)
     x = rng.normal(size=(300, 24))
-    x[:200] = x[0]
+    x[:200] = x[0] + 1e-5 * rng.normal(size=(200, 24))  # near-copies: more near-ties than a pool holds
     _, idx, exact = _knn._screened(array_namespace(torch.zeros(1)), torch.from_numpy(x), 5, 64, None, True)
     assert exact >= 199
     np.testing.assert_array_equal(idx.numpy(), twin_knn(x, 5))
@@ -779,3 +796,119 @@ def test_error_mixed_libraries(pair):
 def test_neighbour_lists_respect_the_memory_limit(pair):
     with memory_limit(1_000), pytest.raises(ResourceError, match="lower k or N"):
         mutual_knn(*pair, 3)
+
+
+# --------------------------------------------------------------------------------------
+# the tie rule on every backend, tile size and CPU (docs/theory.md §10, prhsim.metrics._knn_ties)
+# --------------------------------------------------------------------------------------
+def twin_groups(x: np.ndarray) -> np.ndarray:
+    """label[i] = the smallest j with row j equal to row i, entry by entry (so −0.0 equals 0.0)."""
+    seen: dict[tuple[float, ...], int] = {}
+    return np.array([seen.setdefault(tuple(float(v) + 0.0 for v in row), i) for i, row in enumerate(x)])
+
+
+def one_ulp_up_every_other_tile(monkeypatch, lib: str) -> None:
+    """Make tiles round differently on purpose: every second tile's products move up by one ulp, as
+    another BLAS kernel's rounding could (a copy in such a tile would beat an earlier copy)."""
+    real = _knn.tile_products
+    calls = []
+
+    def rounded(xp, xi, xj):
+        s = real(xp, xi, xj)
+        calls.append(1)
+        if len(calls) % 2:
+            return s
+        if lib == "torch":
+            import torch
+
+            return torch.nextafter(s, torch.full_like(s, math.inf))
+        return np.nextafter(s, np.inf)
+
+    monkeypatch.setattr(_knn, "tile_products", rounded)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_copies_tie_exactly_when_tiles_round_differently(monkeypatch, lib):
+    """The failing case of an AMD CPU, made to happen on every CPU: with copies of rows and tiles that round
+    one ulp apart, the lists are still the twin's; without folding copies into one row they are not."""
+    rng = np.random.default_rng(20)
+    x = screen_data("duplicates", 120, 16, rng)
+    a, b = x, screen_data("duplicates", 120, 16, rng)
+    one_ulp_up_every_other_tile(monkeypatch, lib)
+    for k in (1, 10):
+        expected = twin_knn(x, k)
+        for block in (16, 7):
+            got = to_numpy(knn_indices(to_lib(x, lib), k, block=block, screen=False))
+            np.testing.assert_array_equal(got, expected, err_msg=f"{lib} k={k} block={block}")
+        assert mutual_knn(to_lib(a, lib), to_lib(b, lib), k, block=16, screen=False) == twin_mutual(a, b, k)
+        assert cycle_knn(to_lib(a, lib), to_lib(b, lib), k, block=16, screen=False) == twin_cycle(a, b, k)
+    # the perturbation bites: the search that does not fold copies lets a later copy win
+    monkeypatch.setattr(_knn, "duplicate_groups", lambda *args: None)
+    got = to_numpy(knn_indices(to_lib(x, lib), 1, block=16, screen=False))
+    assert (got != twin_knn(x, 1)).any()
+
+
+@pytest.mark.parametrize("kind", ["duplicates", "near ties", "integer", "signed zeros"])
+def test_neighbour_lists_are_identical_across_libraries_and_tiles(kind):
+    """numpy, torch and JAX, every tile side from 1 to N: one list per row, the twin's; the metrics agree too."""
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    rng = np.random.default_rng(41)
+    n, d = 36, 6
+    if kind == "signed zeros":  # copies that differ only in the sign of zero entries
+        x = rng.integers(-1, 2, size=(n, d)).astype(float)
+        x[::3] = x[1::3] * 1.0
+        x[::3][x[::3] == 0] = -0.0
+    else:
+        x = screen_data(kind, n, d, rng)
+    y = screen_data("duplicates", n, 4, rng)
+    for k in (1, 5, n - 1):
+        expected = twin_knn(x, k)
+        for block in (1, 5, 13, None):
+            for lib in LIBS:
+                got = to_numpy(knn_indices(to_lib(x, lib), k, block=block))
+                np.testing.assert_array_equal(got, expected, err_msg=f"{kind} {lib} k={k} block={block}")
+        if kind != "integer":
+            scores = {lib: (mutual_knn(to_lib(x, lib), to_lib(y, lib), k, block=13),
+                            cycle_knn(to_lib(x, lib), to_lib(y, lib), k, block=13)) for lib in LIBS}
+            assert scores["numpy"] == scores["torch"] == scores["jax"] == (twin_mutual(x, y, k),
+                                                                           twin_cycle(x, y, k)), scores
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_copies_are_found_as_the_twin_finds_them(monkeypatch, lib):
+    """duplicate_groups against a dictionary of rows: ±0.0 agree, unit rows of x and 2x agree, and hash
+    collisions between unequal rows (forced: every multiplier 0) are told apart entry by entry."""
+    from prhsim.metrics import _knn_ties
+
+    rng = np.random.default_rng(42)
+    x = rng.integers(-2, 3, size=(60, 3)).astype(float)
+    x[7] = 0.0
+    x[8] = -0.0
+    x[9] = np.where(x[10] == 0, -0.0, x[10])
+
+    def groups(data, scale=None):
+        lx = to_lib(data, lib)
+        xp = array_namespace(lx)
+        got = _knn_ties.duplicate_groups(xp, lx, None if scale is None else _knn._row_scale(xp, lx, "x"))
+        if got is None:
+            return np.arange(len(data))
+        first, group = (to_numpy(v) for v in got)
+        return first[group]
+
+    np.testing.assert_array_equal(groups(x), twin_groups(x))
+    assert groups(x)[8] == groups(x)[7] == 7
+    assert groups(x)[10] == groups(x)[9]
+    base = x[20:][np.abs(x[20:]).sum(axis=1) > 0]
+    doubled = np.concatenate([base, 2.0 * base])  # normalised, x and 2x are equal bit for bit
+    m = len(base)
+    y = doubled / np.abs(doubled).max(axis=1, keepdims=True)
+    y = y / np.linalg.norm(y, axis=1, keepdims=True)
+    np.testing.assert_array_equal(groups(doubled, scale=True), twin_groups(y))
+    assert (twin_groups(y)[m:] == twin_groups(y)[:m]).all()
+    np.testing.assert_array_equal(groups(doubled), twin_groups(doubled))  # as given, x and 2x are not copies
+    distinct = rng.normal(size=(30, 4))
+    assert (groups(distinct) == np.arange(30)).all()
+    monkeypatch.setattr(_knn_ties, "_multipliers", lambda words: np.zeros((2, words), dtype=np.uint32))
+    np.testing.assert_array_equal(groups(x), twin_groups(x))
+    assert (groups(distinct) == np.arange(30)).all()

@@ -10,14 +10,17 @@ Python floats.
 Neighbours. For rows x_1..x_N, ``N_k(i)`` is the set of the k rows j ≠ i with
 the largest inner products ⟨x_i, x_j⟩. Tie rule: the candidates j ≠ i are
 ranked by the key (−⟨x_i, x_j⟩, j), so among equal inner products the smaller
-index wins; the set, and the order of :func:`knn_indices`' rows, are then
-determined by the computed inner products alone. Ties are decided on those
-computed values: two products that are equal in exact arithmetic but formed in
-different tiles (or by different BLAS kernels) can differ in the last bit, so
-the rule is exact, and identical across numpy, torch, JAX and tile sizes, where
-the products are computed exactly (e.g. small integers; ±1 entries with d a
-power of 4 after normalisation). A duplicate row is a neighbour like any other,
-at the inner product of equal rows.
+index wins. Rows that are equal (entry by entry, as the search sees them: the
+input rows here, the L2-normalised rows in the metrics) are one point: the
+search runs on the distinct rows and every copy of a row gets that row's one
+inner product, so copies tie exactly however the products are tiled, on every
+library and CPU (:mod:`prhsim.metrics._knn_ties`). Other ties are decided on
+the computed values: two products of different rows that agree in exact
+arithmetic can differ in the last bit when formed by different kernels, so the
+rule is identical across numpy, torch, JAX and tile sizes where those products
+are exact (e.g. small integers; ±1 entries with d a power of 4 after
+normalisation). A copy of a row is a neighbour like any other, at the inner
+product of equal rows.
 
 Metrics (rows first L2-normalised: x̂_i = x_i / ‖x_i‖, so inner products are cosines):
 
@@ -70,11 +73,11 @@ from array_api_compat import (
 )
 
 from prhsim._budget import ensure_fits
+from prhsim.metrics._knn_ties import GATHER_ELEMENTS, _row_chunks, _top, duplicate_groups, expand
+from prhsim.metrics._knn_ties import unit_rows as _unit_rows
 
 #: Bytes of one similarity tile (B x B) with the default block size.
 TILE_BYTES = 64 * 2**20
-#: Elements of one gathered (rows x k x d) or (rows x k x k) block in the metrics.
-GATHER_ELEMENTS = 2**22
 #: Most candidates per row an off-diagonal tile may offer before the tile is selected from in full.
 PRUNE_SLACK = 64
 
@@ -97,12 +100,6 @@ def _as_compute(x: Any, name: str) -> tuple[Any, Any]:
         if not bool(xp.all(xp.isfinite(x[r0:r1, ...]))):
             raise ValueError(f"{name} contains NaN or inf")
     return xp, x
-
-
-def _row_chunks(n: int, d: int) -> list[tuple[int, int]]:
-    """Row ranges of about GATHER_ELEMENTS entries: row-wise passes over the input without an N x d temporary."""
-    rows = max(1, GATHER_ELEMENTS // max(d, 1))
-    return [(r0, min(n, r0 + rows)) for r0 in range(0, n, rows)] if d else []
 
 
 def _check_k(k: Any, n: int) -> int:
@@ -153,11 +150,6 @@ def _row_scale(xp: Any, x: Any, name: str) -> tuple[Any, Any]:
         y = x[r0:r1, ...] / m[r0:r1, ...]
         r.append(xp.sqrt(xp.vecdot(y, y, axis=-1))[:, None])
     return m, xp.concat(r, axis=0)
-
-
-def _unit_rows(x: Any, scale: tuple[Any, Any]) -> Any:
-    """Rows x_i (a block of them) as (x_i / m_i) / r_i, with (m, r) from :func:`_row_scale` for those rows."""
-    return (x / scale[0]) / scale[1]
 
 
 def _normalise(xp: Any, x: Any, name: str) -> Any:
@@ -211,14 +203,6 @@ def _fill_diagonal(xp: Any, s: Any) -> Any:
     if is_jax_array(s):
         return s.at[r, r].set(-math.inf)
     return xp.where(r[:, None] == r[None, :], xp.asarray(-math.inf, dtype=s.dtype, device=array_device(s)), s)
-
-
-def _top(xp: Any, vals: Any, idx: Any, k: int) -> tuple[Any, Any]:
-    """The first k entries of each row under the key (-value, index), in that order."""
-    order = xp.argsort(idx, axis=1, stable=True)
-    vals, idx = xp.take_along_axis(vals, order, axis=1), xp.take_along_axis(idx, order, axis=1)
-    order = xp.argsort(-vals, axis=1, stable=True)[:, :k]
-    return xp.take_along_axis(vals, order, axis=1), xp.take_along_axis(idx, order, axis=1)
 
 
 def _kth_largest(xp: Any, s: Any, k: int) -> tuple[Any, tuple[Any, Any] | None]:
@@ -452,7 +436,7 @@ def _exact_rows(xp: Any, x: Any, scale: Any, rows: Any, k: int, block: int | Non
         xr = unit(xp.take(x, part, axis=0), lambda v: xp.take(v, part, axis=0))
         best = None
         for c0 in range(0, n, side):
-            tile = xr @ xp.permute_dims(unit(x[c0:c0 + side, ...], lambda v: v[c0:c0 + side, ...]), (1, 0))
+            tile = tile_products(xp, xr, unit(x[c0:c0 + side, ...], lambda v: v[c0:c0 + side, ...]))
             inside = xp.nonzero((part >= c0) & (part < c0 + tile.shape[1]))[0]
             if inside.shape[0]:  # the row itself is no neighbour
                 tile[inside, xp.take(part, inside) - c0] = -math.inf
@@ -490,8 +474,36 @@ def _knn(xp: Any, x: Any, k: int, block: int | None, scale: Any = None,
     :mod:`._knn_screen` (same neighbours, see there), False these exact tiles,
     None chooses (:func:`._knn_screen.wanted`: N >= 2048, k ≪ N, fast bf16
     products). ``ordered=False`` allows the screen to return each row's set in
-    any order, and values None.
+    any order, and values None. Rows with copies are searched once, as one point
+    (:mod:`._knn_ties`: copies tie exactly, whatever the tiling or the BLAS).
     """
+    groups = duplicate_groups(xp, x, scale)
+    if groups is None:
+        return _knn_distinct(xp, x, k, block, scale, screen, ordered)
+    first, group = groups
+    m = first.shape[0]
+    u = xp.take(x, first, axis=0)
+    su = None if scale is None else tuple(xp.take(v, first, axis=0) for v in scale)
+    own = xp.concat([xp.vecdot(y, y, axis=-1) for y in (
+        (u[r0:r1, ...] if su is None else _unit_rows(u[r0:r1, ...], tuple(v[r0:r1, ...] for v in su)))
+        for r0, r1 in _row_chunks(*u.shape))], axis=0)
+    if m > 1:
+        vals, idx = _knn_distinct(xp, u, min(k, m - 1), block, su, screen, True)
+    else:  # every row a copy of the first
+        idx = xp.zeros((1, 0), dtype=group.dtype, device=array_device(x))
+        vals = xp.zeros((1, 0), dtype=own.dtype, device=array_device(x))
+    return expand(xp, vals, _cast(xp, idx, group.dtype), own, first, group, k)
+
+
+def tile_products(xp: Any, xi: Any, xj: Any) -> Any:
+    """One tile of inner products, xi xjᵀ (numpy and torch searches; the seam a test perturbs to
+    make two tiles round differently)."""
+    return xi @ xp.permute_dims(xj, (1, 0))
+
+
+def _knn_distinct(xp: Any, x: Any, k: int, block: int | None, scale: Any,
+                  screen: bool | None, ordered: bool) -> tuple[Any, Any]:
+    """:func:`_knn` for rows that are all distinct (or whose copies may tie by rounding)."""
     n, d = x.shape
     if screen is None:
         from prhsim.metrics import _knn_screen
@@ -512,13 +524,13 @@ def _knn(xp: Any, x: Any, k: int, block: int | None, scale: Any = None,
     best = []
     for i0 in starts:
         xi = rows(i0)
-        tile = _fill_diagonal(xp, xi @ xp.permute_dims(xi, (1, 0)))
+        tile = _fill_diagonal(xp, tile_products(xp, xi, xi))
         best.append(_select(xp, tile, k, i0, n, idt))
         del tile
     for ti, i0 in enumerate(starts):
         xi = rows(i0)
         for tj in range(ti + 1, len(starts)):
-            tile = xi @ xp.permute_dims(rows(starts[tj]), (1, 0))
+            tile = tile_products(xp, xi, rows(starts[tj]))
             best[ti] = _update(xp, best[ti], tile, k, starts[tj], False, n, idt)
             best[tj] = _update(xp, best[tj], tile, k, i0, True, n, idt)
             del tile
@@ -536,7 +548,8 @@ def knn_indices(x: Any, k: int, *, block: int | None = None, screen: bool | None
     Row i of the result lists the k rows j != i with the largest ⟨x_i, x_j⟩,
     ordered by the key (−⟨x_i, x_j⟩, j): among equal inner products the smaller
     index comes first and wins the last places (the tie rule of docs/theory.md
-    §10), applied to the inner products as computed (module docstring). No
+    §10): copies of a row tie exactly, other ties are decided on the inner
+    products as computed (module docstring). No
     normalisation is applied (normalise the rows first for cosine neighbours).
     Exact; the inner products are formed in B x B tiles, B = ``block``, either
     directly or screened in bfloat16 under a proven error bound and re-ranked

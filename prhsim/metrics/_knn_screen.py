@@ -13,8 +13,8 @@ v_ij, ranked by the key (−v_ij, j), v_ij computed in the compute dtype
 2. Re-rank. The pooled pairs' v_ij are formed in the compute dtype and the top
    k picked by the key. For the metrics, which need the sets only, pooled
    entries whose membership the bound already decides are not recomputed. A
-   row whose pool outgrows ``4k + POOL_SLACK`` (masses of near-ties, e.g.
-   duplicate rows) is returned as retired: the caller runs the exact tiled
+   row whose pool outgrows ``4k + POOL_SLACK`` (masses of near-ties; copies
+   of a row are folded into one before the screen) is returned as retired: the caller runs the exact tiled
    search for it (:func:`prhsim.metrics._knn._exact_rows`).
 
 The bound. y_i are the rows the answer is defined on (the L2-normalised rows
