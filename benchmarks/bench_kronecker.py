@@ -30,10 +30,10 @@ import scipy.sparse.linalg as spla
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import best_of, row  # noqa: E402
 
-import prhsim.jepa._basis as basis  # noqa: E402
-from prhsim.jepa import kronecker_top, top_eigenpairs  # noqa: E402
-from prhsim.jepa._basis import EIGSH_TOL, centred_operator, solver_threads  # noqa: E402
-from prhsim.jepa._kronecker import FactorSpectra, _top_by_magnitude, factor_spectrum  # noqa: E402
+import prhsim.optima._basis as basis  # noqa: E402
+from prhsim.optima import kronecker_top, top_eigenpairs
+from prhsim.optima._basis import EIGSH_TOL, centred_operator, solver_threads  # noqa: E402
+from prhsim.optima._kronecker import FactorSpectra, _top_by_magnitude, factor_spectrum  # noqa: E402
 from prhsim.worlds import ProductWorld, path, random_world, resampling, ring  # noqa: E402
 
 TARGET_S = 1.0

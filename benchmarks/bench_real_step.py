@@ -3,7 +3,7 @@
 Both variants train the same model on the same views (8 per image, good views, 256 images by default):
 
 * baseline: every view padded to the batch's longest (one (V·B, L) batch), the encoder eager,
-  ``prhsim.jepa.lejepa_loss`` (SIGReg through the generic array-API ``sigreg``), AdamW (foreach);
+  ``prhsim.objectives.lejepa_loss`` (SIGReg through the generic array-API ``sigreg``), AdamW (foreach);
 * prhsim: the views packed into rows as long as the longest (``_packing``), SIGReg through
   ``sigreg_torch``, AdamW fused on CUDA, and the encoder compiled when ``--compile`` names a mode
   (the ratio is of all of these together; the baseline stays eager).
@@ -38,7 +38,7 @@ from prhsim.experiments.real._smoke import model_flops_utilisation, peak_tflops 
 from prhsim.experiments.real._text_models import TextEncoder  # noqa: E402
 from prhsim.experiments.real._train import _objective  # noqa: E402
 from prhsim.experiments.real._views import ViewLaw, batch_views  # noqa: E402
-from prhsim.jepa import draw_directions, lejepa_loss  # noqa: E402
+from prhsim.objectives import draw_directions, lejepa_loss
 
 VOCAB = 8192
 

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import best_of, row  # noqa: E402
 
-from prhsim.jepa import TextConfig, train_text  # noqa: E402
+from prhsim.learners import TextConfig, train_text
 from prhsim.worlds import caption_law, gridscene  # noqa: E402
 
 SEEDS = (0, 1, 2)

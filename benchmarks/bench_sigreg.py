@@ -5,7 +5,7 @@ float32 on the CPU. The baseline is SIGReg written from its description: project
 take cos and sin of the (N, M, 17) phases, average over N, weight, and let torch
 autograd do the backward pass. Beside it, prhsim's ``sigreg_torch`` (the knot
 recurrence and the closed-form backward, O(N·M) memory) and, for reference,
-the array-API ``prhsim.jepa.sigreg`` on torch tensors (the same direct
+the array-API ``prhsim.objectives.sigreg`` on torch tensors (the same direct
 evaluation). Targets: sigreg_torch at least 2x faster than the baseline and at
 most 1/4 of its peak memory.
 
@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _timing import best_of, row  # noqa: E402
 
 from prhsim._budget import format_bytes  # noqa: E402
-from prhsim.jepa import draw_directions, sigreg  # noqa: E402
-from prhsim.jepa._sigreg_torch import sigreg_torch  # noqa: E402
+from prhsim.objectives import draw_directions, sigreg
+from prhsim.objectives._sigreg_torch import sigreg_torch  # noqa: E402
 
 N, D, M, KNOTS, T_MAX = 1024, 512, 1024, 17, 3.0
 REPEATS = 5
@@ -77,7 +77,7 @@ VARIANTS = {
 LABELS = {
     "baseline": "direct cos/sin of (N, M, 17) phases, torch autograd (baseline)",
     "sigreg_torch": "prhsim sigreg_torch (knot recurrence, closed-form backward)",
-    "array-API sigreg": "prhsim.jepa.sigreg on torch tensors (array API, autograd)",
+    "array-API sigreg": "prhsim.objectives.sigreg on torch tensors (array API, autograd)",
 }
 
 

@@ -25,10 +25,10 @@ import scipy.sparse.linalg as spla
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import best_of, row  # noqa: E402
 
-import prhsim.jepa._basis as basis  # noqa: E402
-import prhsim.jepa._spectrum as spectrum  # noqa: E402
-from prhsim.jepa import choose_backend, top_eigenpairs  # noqa: E402
-from prhsim.jepa._basis import EIGSH_TOL  # noqa: E402
+import prhsim.optima._basis as basis  # noqa: E402
+import prhsim.optima._spectrum as spectrum  # noqa: E402
+from prhsim.optima import choose_backend, top_eigenpairs
+from prhsim.optima._basis import EIGSH_TOL  # noqa: E402
 from prhsim.worlds import random_world  # noqa: E402
 
 K_TOP = 16

@@ -25,7 +25,7 @@ from prhsim.experiments._captioning import (
     parse_captions,
     references,
 )
-from prhsim.jepa._caption_decoder import DecoderConfig, decode_captions, train_caption_decoder
+from prhsim.learners._caption_decoder import DecoderConfig, decode_captions, train_caption_decoder
 from prhsim.worlds import caption_law, gridscene
 
 pytest.importorskip("jax")

@@ -15,7 +15,7 @@ import pytest
 from prhsim.experiments import rotation_uniqueness
 from prhsim.experiments import _factor_space as fs
 from prhsim.experiments._run import _tie_note
-from prhsim.jepa import alignment_loss, closed_form, whitening_error
+from prhsim.optima import alignment_loss, closed_form, whitening_error
 from prhsim.metrics import coupled_comparison, nuisance_free_dimension
 from prhsim.worlds import (
     ProductWorld,
@@ -114,7 +114,7 @@ def _worlds():
     yield "ring tie", base, [codebook(12, 2, name="a", rng=1), codebook(12, 3, name="b", rng=2)], [good(), bad(0.5)], 3
 
 
-@pytest.mark.filterwarnings("ignore::prhsim.jepa.TieWarning")  # the ties are the point of two cases
+@pytest.mark.filterwarnings("ignore::prhsim.optima.TieWarning")  # the ties are the point of two cases
 @pytest.mark.parametrize("name, base, modalities, views, k", list(_worlds()), ids=lambda v: v if isinstance(v, str) else "")
 def test_the_run_in_factor_space_equals_the_table_path(name, base, modalities, views, k):
     fast = rotation_uniqueness(base, modalities, views, k, rng=0)
@@ -141,7 +141,7 @@ def _s_theta(note: str) -> float:
     return float(re.search(r"s_Theta = ([0-9.]+)", note).group(1))
 
 
-@pytest.mark.filterwarnings("ignore::prhsim.jepa.TieWarning")
+@pytest.mark.filterwarnings("ignore::prhsim.optima.TieWarning")
 def test_a_tie_is_named_in_factor_space_with_its_second_optimum():
     base = ring(12)
     out = rotation_uniqueness(base, [codebook(12, 2, name="a", rng=1)], [good()], 3, rng=0)

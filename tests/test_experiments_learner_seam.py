@@ -11,7 +11,7 @@ from rich.console import Console
 
 from prhsim.config import resolve_run_config
 from prhsim.experiments import build, render_report, rotation_uniqueness, solve
-from prhsim.jepa import ClosedFormLearner, Representation
+from prhsim.learners import ClosedFormLearner, Representation
 from prhsim.worlds import bad, codebook, good, path
 
 

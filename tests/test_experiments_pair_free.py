@@ -18,7 +18,7 @@ from prhsim.experiments._sweep_pair_free import (
     pair_free_sweep,
     predicted_success,
 )
-from prhsim.jepa import top_eigenpairs
+from prhsim.optima import top_eigenpairs
 
 
 def test_the_designed_world_has_the_spectrum_it_was_given():

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import assert_close
 from prhsim.experiments import merge_rule, predicted_rho, rotation_uniqueness
-from prhsim.jepa import top_eigenpairs
+from prhsim.optima import top_eigenpairs
 from prhsim.worlds import Modality, bad, codebook, good, gridscene, random_world
 
 

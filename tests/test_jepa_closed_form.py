@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import assert_close, dense
-from prhsim.jepa import (
+from prhsim.optima import (
     top_eigenpairs,
     TieWarning,
     alignment_loss,

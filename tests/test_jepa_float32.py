@@ -25,7 +25,9 @@ SCRIPT = r"""
 import json, sys
 import numpy as np
 import jax, jax.numpy as jnp, torch
-from prhsim.jepa import TrainConfig, draw_directions, evaluate_learned, sigreg, train, whitened_optimum
+from prhsim.learners import TrainConfig, evaluate_learned, train
+from prhsim.objectives import draw_directions, sigreg
+from prhsim.optima import whitened_optimum
 from prhsim.worlds import path
 
 out = {"x64": bool(jax.config.jax_enable_x64), "default_dtype": str(jnp.zeros(()).dtype),

@@ -17,11 +17,11 @@ import pytest
 import threadpoolctl
 from hypothesis import given, settings, strategies as st
 
-import prhsim.jepa._basis as basis_module
-import prhsim.jepa._kronecker as kr
+import prhsim.optima._basis as basis_module
+import prhsim.optima._kronecker as kr
 from conftest import assert_close, negatives_above_positives, projector_distance
-from prhsim.jepa import top_eigenpairs
-from prhsim.jepa._basis import centred_operator, solver_threads
+from prhsim.optima import top_eigenpairs
+from prhsim.optima._basis import centred_operator, solver_threads
 from prhsim.worlds import FiniteWorld, ProductWorld, path, random_world, resampling, ring
 from strategies import dense_kernel, product_worlds, seeds, sinkhorn_worlds, worlds
 

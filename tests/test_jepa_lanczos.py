@@ -7,7 +7,7 @@ import pytest
 from scipy.sparse.linalg import aslinearoperator
 
 from conftest import assert_close
-from prhsim.jepa._lanczos import lanczos_top
+from prhsim.optima._lanczos import lanczos_top
 
 
 @pytest.mark.parametrize("multiplicity", [1, 3, 7])

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import ATOL, assert_close
-from prhsim.jepa import closed_form, population_sigreg, spectral_contrastive_optimum, whitened_optimum
-from prhsim.jepa._learned import COLLAPSE_TOL, evaluate_learned, seed_spread, subspace_distance, trace_covariance
+from prhsim.optima import closed_form, spectral_contrastive_optimum, whitened_optimum
+from prhsim.objectives import population_sigreg
+from prhsim.learners._learned import COLLAPSE_TOL, evaluate_learned, seed_spread, subspace_distance, trace_covariance
 from prhsim.worlds import path, random_world
 
 

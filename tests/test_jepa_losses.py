@@ -1,4 +1,4 @@
-"""The learners' exact losses (prhsim.jepa._losses) against independent routes from their definitions.
+"""The learners' exact losses (prhsim.learners._losses) against independent routes from their definitions.
 
 The factor-by-factor ``ΠX`` must equal the pair list's and the dense Π's; the exact
 whitening loss must be the alignment loss of the p-whitened table computed through the
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import assert_close
-from prhsim.jepa import alignment_loss
-from prhsim.jepa._losses import (
+from prhsim.optima import alignment_loss
+from prhsim.learners._losses import (
     FactorLaw,
     PairList,
     apply_factors,

@@ -1,4 +1,4 @@
-"""Next-token prediction against correspondence analysis (prhsim.jepa._next_token, docs/theory.md §5).
+"""Next-token prediction against correspondence analysis (docs/theory.md §5).
 
 * the batch cross-entropy: one value on numpy, JAX (jit, vmap) and torch, one gradient on JAX and torch,
   a naive twin with Python loops, exact at logits of 1e3;
@@ -23,18 +23,11 @@ from hypothesis import given, strategies as st
 from conftest import assert_close, projector_distance
 from prhsim.experiments._ntp_ca import NtpCaCell, NtpCaResult, ntp_ca_sweep
 from prhsim.experiments.report._ntp_figure import NTP_FIT, NTP_PMI, NTP_PMI_FIT, NTP_REFERENCE, ntp_ca_figure
-from prhsim.jepa._learned import subspace_distance
-from prhsim.jepa._next_token import (
-    _Scaled,
-    _Table,
-    correspondence_analysis,
-    emission_world,
-    expected_cross_entropy,
-    fit_log_bilinear,
-    next_token_cross_entropy,
-    pmi_proxy,
-    whitened_deviation,
-)
+from prhsim.learners._learned import subspace_distance
+from prhsim.learners._log_bilinear import _Scaled, _Table, expected_cross_entropy, fit_log_bilinear, whitened_deviation
+from prhsim.objectives import next_token_cross_entropy
+from prhsim.optima import correspondence_analysis, pmi_proxy
+from prhsim.worlds import emission_world
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")

@@ -9,7 +9,7 @@ from scipy.stats import binom
 
 from conftest import assert_close
 from prhsim import ResourceError, memory_limit
-from prhsim.jepa import COLLAPSE_EP, epps_pulley_quadrature, population_epps_pulley, population_sigreg
+from prhsim.objectives import COLLAPSE_EP, epps_pulley_quadrature, population_epps_pulley, population_sigreg
 
 
 def ep_by_quadrature(s: np.ndarray, p: np.ndarray) -> float:

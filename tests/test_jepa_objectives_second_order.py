@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from conftest import assert_close, dense
-from prhsim.jepa import (
-    alignment_loss,
+from prhsim.optima import alignment_loss, spectral_contrastive_loss
+from prhsim.objectives import (
     covariance,
     covariance_penalty,
     draw_directions,
@@ -23,8 +23,7 @@ from prhsim.jepa import (
     pairwise_invariance,
     sigreg,
     spectral_contrastive,
-    spectral_contrastive_loss,
-    whiten,
+    whiten_batch as whiten,
 )
 from prhsim.worlds import random_world
 

@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import norm
 
 from conftest import assert_close
-from prhsim.jepa import draw_directions, epps_pulley, epps_pulley_quadrature, project, sigreg
+from prhsim.objectives import draw_directions, epps_pulley, epps_pulley_quadrature, project, sigreg
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")

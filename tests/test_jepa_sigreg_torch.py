@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from conftest import assert_close
-from prhsim.jepa import draw_directions, epps_pulley, sigreg
+from prhsim.objectives import draw_directions, epps_pulley, sigreg
 
 torch = pytest.importorskip("torch")
 
-from prhsim.jepa import _sigreg_torch  # noqa: E402
-from prhsim.jepa._sigreg_torch import epps_pulley_torch, sigreg_torch  # noqa: E402
+from prhsim.objectives import _sigreg_torch as _sigreg_torch
+from prhsim.objectives._sigreg_torch import epps_pulley_torch, sigreg_torch  # noqa: E402
 
 N, D, M = 64, 8, 16
 
@@ -195,7 +195,7 @@ def test_errors_name_the_problem() -> None:
 
 def test_lejepa_loss_through_sigreg_torch_is_lejepa_loss():
     """The objective's ``regulariser`` hook: sigreg_torch in place of sigreg gives the same value and gradients."""
-    from prhsim.jepa import lejepa_loss
+    from prhsim.objectives import lejepa_loss
 
     E, A = batch(8, 64, 6, seed=4), torch.as_tensor(draw_directions(6, 32, seed=1))
 

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
 
 from conftest import ATOL, SOLVER_ATOL, assert_close, dense, negatives_above_positives, projector_distance
-from prhsim.jepa import choose_backend, kronecker_top, top_eigenpairs, whitened_optimum
+from prhsim.optima import choose_backend, kronecker_top, top_eigenpairs, whitened_optimum
 from prhsim.metrics import principal_angles
 from prhsim.worlds import FiniteWorld, ProductWorld, grid, random_world, resampling, ring
 
@@ -109,7 +109,7 @@ def test_large_sparse_factor_uses_partial_lanczos_spectrum():
 
 def test_partial_spectrum_is_extended_when_the_heap_runs_past_it(monkeypatch):
     """Force partial spectra on small indefinite factors; the heap must double them and stay exact."""
-    import prhsim.jepa._kronecker as kr
+    import prhsim.optima._kronecker as kr
 
     monkeypatch.setattr(kr, "FULL_FACTOR_UP_TO", 10)
     tops = []

@@ -9,20 +9,11 @@ import numpy as np
 import pytest
 
 from conftest import assert_close
-from prhsim.jepa import (
-    TextConfig,
-    TieWarning,
-    TrainConfig,
-    closed_form,
-    embed_captions,
-    next_token_optimum,
-    span_optimum,
-    train,
-    train_text,
-)
-from prhsim.jepa._learned import subspace_distance
-from prhsim.jepa._text_encoder import token_apply, token_init, token_one_hot
-from prhsim.jepa._text_learners import caption_prefixes, draw_steps, initial_text
+from prhsim.learners import TextConfig, TrainConfig, embed_captions, train, train_text
+from prhsim.optima import TieWarning, closed_form, next_token_optimum, span_optimum
+from prhsim.learners._learned import subspace_distance
+from prhsim.learners._text_encoder import token_apply, token_init, token_one_hot
+from prhsim.learners._text_learners import caption_prefixes, draw_steps, initial_text
 from prhsim.metrics import nuisance_free_dimension, procrustes, whiten
 from prhsim.worlds import SpanLaw, caption_law, good, gridscene, pixels, span_world, view_world
 

@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 
 from prhsim.experiments import rotation_uniqueness
-from prhsim.jepa import whitened_optimum
-from prhsim.jepa._learned import evaluate_learned
+from prhsim.optima import whitened_optimum
+from prhsim.learners._learned import evaluate_learned
 from prhsim.worlds import codebook, good, gridscene, path, random_world, ring, view_world
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 optax = pytest.importorskip("optax")
 
-from prhsim.jepa import _losses  # noqa: E402
-from prhsim.jepa._learn_jax import TrainConfig, build_encoder, train  # noqa: E402
-from prhsim.jepa._train_torch import TorchLearner, learning_rate, train_torch  # noqa: E402
+from prhsim.learners import _losses as _losses
+from prhsim.learners._learn_jax import TrainConfig, build_encoder, train  # noqa: E402
+from prhsim.learners._train_torch import TorchLearner, learning_rate, train_torch  # noqa: E402
 
 F64 = torch.float64
 GRID = gridscene(2, objects=1)
@@ -143,7 +143,7 @@ def test_exact_whitening_on_a_table_converges_to_the_closed_form():
 @pytest.mark.parametrize("objective, data, target",
                          [("whiten", "exact", "whitened_alignment"), ("sigreg", "minibatch", "lejepa_loss")])
 def test_the_loop_calls_the_shared_loss(monkeypatch, objective, data, target):
-    """The objective is :mod:`prhsim.jepa._losses`'s: doubling it there doubles every logged loss."""
+    """The objective is :mod:`prhsim.learners._losses`'s: doubling it there doubles every logged loss."""
     config = TrainConfig(objective=objective, data=data, batch_size=16, steps=6, log_every=3, num_directions=8)
     plain = train_torch(path(8), 2, config, dtype=F64)
     original, calls = getattr(_losses, target), []
@@ -197,7 +197,7 @@ def test_torch_learner_in_the_experiments_seam():
 
 
 def test_importing_the_torch_loop_imports_neither_torch_nor_jax():
-    code = ("import sys, prhsim.jepa, prhsim.jepa._train_torch; "
+    code = ("import sys, prhsim.learners, prhsim.learners._train_torch; "
             "bad = [m for m in ('torch', 'jax', 'optax') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -8,7 +8,7 @@ import pytest
 
 import prhsim
 from conftest import assert_close
-from prhsim.jepa import EigenBasis, KroneckerBasis, VectorBasis, kronecker_top, top_eigenpairs
+from prhsim.optima import EigenBasis, KroneckerBasis, VectorBasis, kronecker_top, top_eigenpairs
 from prhsim.worlds import FiniteWorld, Modality, ProductWorld, bad, random_world, resampling, view_world
 
 PACKAGE = Path(prhsim.__file__).parent
@@ -86,9 +86,9 @@ def test_import_graph_sees_function_level_and_relative_imports(tmp_path):
 
 def test_prhsim_has_no_import_cycles():
     graph = import_graph(module_files())
-    assert "prhsim.jepa._basis" in graph and graph["prhsim.jepa._basis"].isdisjoint(
-        {"prhsim.jepa._spectrum", "prhsim.jepa._kronecker"})
-    assert "prhsim.jepa._kronecker" in graph["prhsim.jepa._spectrum"]
+    assert "prhsim.optima._basis" in graph and graph["prhsim.optima._basis"].isdisjoint(
+        {"prhsim.optima._spectrum", "prhsim.optima._kronecker"})
+    assert "prhsim.optima._kronecker" in graph["prhsim.optima._spectrum"]
     assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
 
 
@@ -101,7 +101,7 @@ def test_basis_types_are_shared_by_both_backends():
 
 def _product_with_partial_factor(monkeypatch):
     """A product whose first factor (30 states) takes the Lanczos path once FULL_FACTOR_UP_TO is lowered."""
-    import prhsim.jepa._kronecker as kr
+    import prhsim.optima._kronecker as kr
 
     monkeypatch.setattr(kr, "FULL_FACTOR_UP_TO", 10)
     return ProductWorld([random_world(30, rng=4, self_loop=1.0), resampling([0.3, 0.7], 0.5)])
@@ -132,7 +132,7 @@ def test_kronecker_top_rejects_a_bad_rng(monkeypatch):
 def test_a_modality_from_its_nuisance_law_alone_reaches_the_mathematics():
     """Modality(name, q): the modal world, its closed form and the merge rule need no renderer (§4)."""
     from prhsim.experiments import merge_rule
-    from prhsim.jepa import closed_form
+    from prhsim.optima import closed_form
 
     base = random_world(7, rng=3, self_loop=2.0)
     text = Modality("text", [0.25, 0.75])

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from prhsim import ResourceError, memory_limit
 from prhsim._budget import current_memory_limit
-from prhsim.jepa import closed_form, kronecker_top, top_eigenpairs
+from prhsim.optima import closed_form, kronecker_top, top_eigenpairs
 from prhsim.metrics import conditional_moments, coupled_comparison
 from prhsim.worlds import (
     FiniteWorld,
@@ -101,7 +101,7 @@ def test_eigen_backends_are_guarded():
 
 
 def test_factor_spectra_and_enumeration_are_guarded(monkeypatch):
-    import prhsim.jepa._kronecker as kr
+    import prhsim.optima._kronecker as kr
 
     factor = random_world(100, rng=0)
     _refused(lambda: kr.factor_spectrum(factor), "the full spectrum of a factor of 100 states " + NEEDS

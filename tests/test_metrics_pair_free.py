@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import assert_close
-from prhsim.jepa import top_eigenpairs
+from prhsim.optima import top_eigenpairs
 from prhsim.metrics import (
     chamfer_distance,
     iterative_match,

@@ -20,7 +20,7 @@ if not dist.is_available() or not dist.is_gloo_available():
 from prhsim.config import RealTrainSettings  # noqa: E402
 from prhsim.experiments.real import train_real  # noqa: E402
 from prhsim.experiments.real._distributed import global_mean  # noqa: E402
-from prhsim.jepa import draw_directions, lejepa_loss, sigreg  # noqa: E402
+from prhsim.objectives import draw_directions, lejepa_loss, sigreg
 
 WORLD = 2
 V, N, D_IN, D = 3, 24, 5, 4

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from prhsim.cli import main
 from prhsim.experiments.real import DataError, export_synthetic, read_karpathy
-from prhsim.jepa import closed_form
+from prhsim.optima import closed_form
 from prhsim.worlds import caption_law, good, gridscene, pixels, view_world
 
 Image = pytest.importorskip("PIL.Image")

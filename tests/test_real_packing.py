@@ -154,13 +154,13 @@ def test_a_compiled_encoder_reads_packed_rows_as_the_eager_one(causal):
 
 @pytest.mark.parametrize("views", ["good", "ntp"])
 def test_the_training_objective_on_packed_views_is_the_objective_of_each_view_read_alone(views):
-    """Twin: the views cut from the captions, each embedded alone, then prhsim.jepa.lejepa_loss (the next-token
+    """Twin: the views cut from the captions, each embedded alone, then prhsim.objectives.lejepa_loss (the next-token
     loss of each caption alone, averaged over all next tokens)."""
     from prhsim.config import RealTrainSettings
     from prhsim.experiments.real._batches import EpochBatches, view_generators
     from prhsim.experiments.real._train import _objective
     from prhsim.experiments.real._views import ViewLaw, cut_views
-    from prhsim.jepa import draw_directions, lejepa_loss
+    from prhsim.objectives import draw_directions, lejepa_loss
 
     B, step = 6, 3
     rng = np.random.default_rng(1)

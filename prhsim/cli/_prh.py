@@ -34,7 +34,7 @@ KNN_METRICS = ("mutual_knn", "cycle_knn", "cknna")
 
 def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, k: int, clip: float | None,
            clip_scope: str):
-    from prhsim.metrics._protocol import prh_protocol
+    from prhsim.metrics import prh_protocol
 
     if a.shape[0] != b.shape[0]:
         raise UsageProblem(f"{name_a} has {a.shape[0]:,} samples and {name_b} {b.shape[0]:,}: "

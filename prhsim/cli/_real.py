@@ -95,7 +95,7 @@ RESUMABLE = ("steps", "checkpoint_every", "log_every", "device", "tensorboard", 
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
 def train_command(data, views, model, steps, batch_size, features, workers, out, resume, stop_after, config_file,
                   sets, quiet) -> None:
-    """Train a text encoder on a caption dataset with the objectives of prhsim.jepa (good or bad views: LeJEPA's
+    """Train a text encoder on a caption dataset with the objectives of prhsim.objectives (good or bad views: LeJEPA's
     invariance + SIGReg; ntp: next-token cross-entropy), with checkpoints a killed run resumes from. Under
     torchrun, the processes split each global batch (--batch-size) and the first one writes the run."""
     from prhsim.config import RealTrainSettings

@@ -30,7 +30,7 @@ from prhsim.config import (
     read_config_file,
     resolve_run_config,
 )
-from prhsim.jepa import TieWarning
+from prhsim.optima import TieWarning
 
 #: The world settings that have a flag of their own, and the flag's name.
 WORLD_FLAGS = {"size": "--size", "objects": "--objects", "n": "--n", "shape": "--shape"}

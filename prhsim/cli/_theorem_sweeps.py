@@ -247,7 +247,7 @@ def _captioning(s: CaptioningSettings, say: Callable[[str], None] = lambda messa
     if missing:
         raise ValueError(f"prhsim sweep captioning needs {', '.join(missing)}: pip install 'prhsim[captioning]'")
     from prhsim.experiments._captioning import captioning_curve
-    from prhsim.jepa._caption_decoder import DecoderConfig
+    from prhsim.learners import DecoderConfig
     from prhsim.metrics import iterative_match, spectral_match
 
     def linear(result):  # the estimate acts on each sample's whitened coordinates; x ↦ x M reads raw features

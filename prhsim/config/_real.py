@@ -41,7 +41,7 @@ class ExportSettings(Settings):
 
 
 class RealTrainSettings(Settings):
-    """``prhsim real train``: a text encoder on a caption dataset, with the objectives of ``prhsim.jepa``.
+    """``prhsim real train``: a text encoder on a caption dataset, with the objectives of ``prhsim.objectives``.
 
     Attributes:
         data: the dataset: a folder holding one ``dataset_*.json`` (Karpathy split format) or

@@ -3,8 +3,8 @@
 The target is the world's image side: the closed-form optimum of gridscene's ``pixels`` modality
 under the good view (nuisance-free: ``f(z, n) = Q h*(z)``), one image of random lighting per state.
 A caption representation is a table of every whole caption ``z·|N| + n`` (:func:`caption_alignment`
-reads it), from a trained learner (:func:`prhsim.jepa.embed_captions`) or a closed form
-(:func:`prhsim.jepa.span_optimum`, :func:`prhsim.jepa.next_token_optimum`).
+reads it), from a trained learner (:func:`prhsim.learners.embed_captions`) or a closed form
+(:func:`prhsim.optima.span_optimum`, :func:`prhsim.optima.next_token_optimum`).
 
 Scores, each against the image of the same state:
 
@@ -34,7 +34,7 @@ import numpy as np
 
 from prhsim._rng import RngLike, check_rng
 from prhsim.experiments._results import _Record
-from prhsim.jepa import closed_form
+from prhsim.optima import closed_form
 from prhsim.metrics import (
     chance_recall,
     knn_chance,

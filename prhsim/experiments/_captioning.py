@@ -4,9 +4,9 @@ The pieces:
 
 * **Text side** (:func:`captioning_setup`): the caption modality's good-view closed form on every
   whole caption ``u = z·|N| + n``: by default the text JEPA's optimum on pairs of spans of at
-  least one clause (:func:`prhsim.jepa.span_optimum`, view "good", the world's pair law; §5.1),
+  least one clause (:func:`prhsim.optima.span_optimum`, view "good", the world's pair law; §5.1),
   or the closed form of the caption modality's view world (``text="view"``, §4). Both are
-  nuisance-free, ``c(z, n) = Q_cᵀ h*(z)``. A decoder (:mod:`prhsim.jepa._caption_decoder`) is
+  nuisance-free, ``c(z, n) = Q_cᵀ h*(z)``. A decoder (:mod:`prhsim.learners._caption_decoder`) is
   trained on captions alone, from ``c(u)`` back to the tokens of u, u drawn from ``p ⊗ q``; it
   sees no image. A nuisance-free c hides the wording, so the decoder learns ``p(x | z)`` and
   decodes one wording of it.
@@ -58,11 +58,11 @@ import numpy as np
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
 from prhsim.experiments._results import _Record
-from prhsim.jepa import closed_form, span_optimum
-from prhsim.jepa._caption_decoder import CaptionDecoder, DecoderConfig, decode_captions, train_caption_decoder
+from prhsim.optima import closed_form, span_optimum
+from prhsim.learners import CaptionDecoder, DecoderConfig, decode_captions, train_caption_decoder
 from prhsim.metrics import orthogonal_map, procrustes
 from prhsim.worlds import CaptionLaw, GridScene, SpanLaw, caption_law, good, gridscene, pixels, view_world
-from prhsim.worlds._gridscene import caption
+from prhsim.worlds import caption
 
 #: gridscene's caption: 9 tokens per object's clause (the shortest span of the span closed form).
 CLAUSE = 9

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from prhsim.experiments._results import Check, LearnerSummary, ModalitySummary, PairSummary
-from prhsim.jepa import GAP_TOL
+from prhsim.optima import GAP_TOL
 
 #: ρ_P below this counts as "equal up to rotation"; predictions must match within it (closed forms).
 RHO_ATOL = 1e-8

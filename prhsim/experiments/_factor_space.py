@@ -33,10 +33,10 @@ import numpy as np
 
 from prhsim._budget import ensure_fits
 from prhsim._types import States
-from prhsim.jepa import Optimum
-from prhsim.jepa._kronecker import KroneckerBasis
+from prhsim.optima import Optimum
+from prhsim.optima import KroneckerBasis
 from prhsim.metrics import Comparison
-from prhsim.metrics._procrustes import orthogonal_map
+from prhsim.metrics import orthogonal_map
 from prhsim.worlds import FiniteWorld
 
 

@@ -2,7 +2,7 @@
 
 For each SGD objective ("whiten": hard whitening, the objective the theorem covers;
 "sigreg": LeJEPA's SIGReg, where uniqueness is not proven) and each modality, S seeds
-are trained on the modality's world (:func:`prhsim.jepa.train`) and compared with that
+are trained on the modality's world (:func:`prhsim.learners.train`) and compared with that
 world's whitened closed form: ``s_Θ`` and ``ρ_P`` after centring and whitening under p,
 ``‖Cov_p f − I‖``, the whitened alignment loss over L* (≥ 1 for every feasible
 representation, by Ky Fan), the seed-to-seed ``ρ_P``, and, for every pair of
@@ -24,7 +24,7 @@ from prhsim._budget import ResourceError
 from prhsim.config import RunConfig, TrainingSettings
 from prhsim.experiments._results import LearnedModality, LearnedPair, LearnerSummary
 from prhsim.experiments._rotation import RotationUniqueness
-from prhsim.jepa._learned import evaluate_learned, seed_spread
+from prhsim.learners import evaluate_learned, seed_spread
 from prhsim.metrics import coupled_comparison, whiten
 from prhsim.worlds import World
 
@@ -51,7 +51,7 @@ def data_mode(objective: str, world: World, k: int, training: TrainingSettings) 
         return training.data
     if objective == "sigreg":
         return "exact" if world.n**2 * training.num_directions <= training.exact_sigreg_work else "minibatch"
-    from prhsim.jepa._losses import exact_law
+    from prhsim.learners import exact_law
 
     try:
         exact_law(world, k)
@@ -61,8 +61,8 @@ def data_mode(objective: str, world: World, k: int, training: TrainingSettings) 
 
 
 def train_config(objective: str, data: str, training: TrainingSettings, centred: bool):
-    """The :class:`prhsim.jepa.TrainConfig` of one learner."""
-    from prhsim.jepa import TrainConfig
+    """The :class:`prhsim.learners.TrainConfig` of one learner."""
+    from prhsim.learners import TrainConfig
 
     lr = training.lr or (EXACT_TABLE_LR if data == "exact" and training.encoder == "tabular" else DEFAULT_LR)
     return TrainConfig(objective=objective, encoder=training.encoder, data=data, steps=training.steps,
@@ -75,7 +75,7 @@ def train_config(objective: str, data: str, training: TrainingSettings, centred:
 def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[str], *,
           progress: Progress | None = None) -> list[LearnerSummary]:
     """Train every objective on every modality of a closed-form ``outcome`` and compare (see the module docstring)."""
-    from prhsim.jepa import train
+    from prhsim.learners import train
 
     say = progress or (lambda message: None)
     training = config.training

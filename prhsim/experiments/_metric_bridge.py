@@ -32,7 +32,7 @@ import numpy as np
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
 from prhsim.experiments._results import _Record
-from prhsim.jepa import TieWarning, closed_form
+from prhsim.optima import TieWarning, closed_form
 from prhsim.metrics import principal_angles, procrustes, whiten
 from prhsim.worlds import FiniteWorld, World, bad, good, gridscene, sinkhorn_world, view_world
 
@@ -86,12 +86,12 @@ def _levels(family: Family, levels: int) -> np.ndarray:
 
 
 def _sample_metrics(A: np.ndarray, B: np.ndarray, knn_k: int, fit: np.ndarray) -> tuple[float, float, float | None, float]:
-    from prhsim.metrics._cka import linear_cka
-    from prhsim.metrics._knn import mutual_knn
-    from prhsim.metrics._retrieval import retrieval
+    from prhsim.metrics import linear_cka
+    from prhsim.metrics import mutual_knn
+    from prhsim.metrics import retrieval
 
     try:
-        from prhsim.metrics._cknna import cknna
+        from prhsim.metrics import cknna
     except ImportError:  # pragma: no cover - CKNNA is optional in this bridge
         cknna = None
     r = retrieval(A, B, fit=fit, ks=(1,))
@@ -165,7 +165,7 @@ def _metric_bridge(size: int, objects: int, levels: int, samples: int, knn_k: in
             cells.append(BridgeCell(family=family, level=float(level), rho_p=float(procrustes(B, reference, world.p).rho),
                                     s_theta=float(principal_angles(B, reference, world.p).s_theta), mutual_knn=mk,
                                     linear_cka=cka, cknna=cknna, r1=r1))
-    from prhsim.metrics._knn import knn_chance
+    from prhsim.metrics import knn_chance
 
     return MetricBridge(prhsim_version=__version__, world=f"gridscene({size}, objects={objects})", k=k_used,
                         samples=int(samples), knn_k=int(knn_k), rows=rows_used,

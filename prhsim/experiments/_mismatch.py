@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prhsim.jepa import top_eigenpairs
+from prhsim.optima import top_eigenpairs
 from prhsim.metrics import principal_angles, procrustes
 from prhsim.worlds import World
 

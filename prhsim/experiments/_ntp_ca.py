@@ -1,15 +1,15 @@
 """Next-token prediction against correspondence analysis as dependence weakens (docs/theory.md §5).
 
-For ``worlds`` random emission worlds (:func:`prhsim.jepa._next_token.emission_world`: 5 states,
+For ``worlds`` random emission worlds (:func:`prhsim.worlds.emission_world`: 5 states,
 6 tokens, contexts of two tokens, so a (36, 6) joint; one emission table T per world, shared by
 every strength) and every emission strength a of the grid, the exact joint ``P`` gives
 
 * the correspondence analysis (CA) of P, the closed form of the whitened two-tower problem, and
   its dependence strength ``σ_1`` (the top canonical correlation);
 * the rank-d log-bilinear softmax model fitted by L-BFGS-B to the exact expected cross-entropy
-  (:func:`prhsim.jepa._next_token.fit_log_bilinear`), whose context embeddings h, centred and
+  (:func:`prhsim.learners.fit_log_bilinear`), whose context embeddings h, centred and
   whitened under ``p_c``, are compared with the CA context features: ``s_Θ = ‖sinΘ‖_F/√d``;
-* the PMI proxy (top-d SVD of ``D_c^{1/2} PMI_dc D_y^{1/2}``, :func:`prhsim.jepa._next_token.pmi_proxy`),
+* the PMI proxy (top-d SVD of ``D_c^{1/2} PMI_dc D_y^{1/2}``, :func:`prhsim.optima.pmi_proxy`),
   compared with CA and with the fitted h.
 
 docs/theory.md §5 states the agreement is only first order in the dependence: ``s_Θ ≈ c·σ_1`` as
@@ -37,7 +37,9 @@ import numpy as np
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
 from prhsim.experiments._results import _Record
-from prhsim.jepa import correspondence_analysis, emission_world, fit_log_bilinear, pmi_proxy, whitened_deviation
+from prhsim.optima import correspondence_analysis, pmi_proxy
+from prhsim.worlds import emission_world
+from prhsim.learners import fit_log_bilinear, whitened_deviation
 from prhsim.metrics import principal_angles
 
 #: The default emission strengths a: 12 points from 0.02 to 1, log-spaced.

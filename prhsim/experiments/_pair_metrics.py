@@ -49,9 +49,9 @@ def pair_metrics(rows_a: Rows | np.ndarray, q_a: np.ndarray, rows_b: Rows | np.n
     ``rows_a``, ``rows_b``: each modality's features at modal states (a function of the
     states, or a full table over ``Z x N``).
     """
-    from prhsim.metrics._cka import linear_cka
-    from prhsim.metrics._knn import knn_chance, mutual_knn
-    from prhsim.metrics._retrieval import retrieval
+    from prhsim.metrics import linear_cka
+    from prhsim.metrics import knn_chance, mutual_knn
+    from prhsim.metrics import retrieval
 
     n_z = p_z.size
     n = min(samples, n_z)

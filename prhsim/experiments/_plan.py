@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from prhsim._budget import FLOAT, ResourceError, current_memory_limit, format_bytes
 from prhsim.config import ConfigError, GridSceneWorld, RandomWorld, RunConfig
 from prhsim.experiments._pair_metrics import SAMPLES as PAIR_SAMPLES
-from prhsim.jepa import AUTO_K_MAX, DENSE_UP_TO, FEATURE_LIMIT
+from prhsim.optima import AUTO_K_MAX, DENSE_UP_TO, FEATURE_LIMIT
 from prhsim.worlds import FULL_CHECK_LIMIT
 
 #: Peak of the per-modality stages (closed form, loss, comparison) in feature tables of n_m x (k+1) floats.

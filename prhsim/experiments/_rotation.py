@@ -21,20 +21,18 @@ import numpy as np
 
 from prhsim._rng import RngLike, check_rng
 from prhsim.experiments import _factor_space as factor_space
-from prhsim.jepa import (
+from prhsim.optima import (
     FEATURE_LIMIT,
     GAP_TOL,
-    ClosedFormLearner,
     FactorSpectra,
-    Learner,
     Optimum,
-    Representation,
     TieWarning,
     alignment_loss,
     closed_form,
     top_eigenpairs,
     whitening_error,
 )
+from prhsim.learners import ClosedFormLearner, Learner, Representation
 from prhsim.metrics import Comparison, coupled_comparison, nuisance_free_dimension, whiten
 from prhsim.worlds import InjectivityReport, Modality, ModalWorld, View, World, injectivity_check, view_world
 
@@ -186,7 +184,7 @@ class ModalityOutcome:
 
     @cached_property
     def representation(self) -> Representation:
-        """What the learner returned, as a :class:`prhsim.jepa.Representation` (for callers of the learner
+        """What the learner returned, as a :class:`prhsim.learners.Representation` (for callers of the learner
         seam; in factor space this materialises the features over every modal state)."""
         return Representation(self.learner, self.features if self.raw is None else self.raw, self.optimum,
                               dict(self.info))
@@ -244,7 +242,7 @@ def rotation_uniqueness(
         base: the world over Z (π_Z shared by every modality).
         modalities: the modalities (nuisance laws and renderers).
         views: one view per modality.
-        k: number of features, or "auto": K_Z's k by :func:`prhsim.jepa.pick_k`
+        k: number of features, or "auto": K_Z's k by :func:`prhsim.optima.pick_k`
             (largest relative gap, k in 1..min(32, n−2) centred).
         centred: centred whitened objective (default).
         learner: maps (modal world, k) to a representation (default None: the closed form,

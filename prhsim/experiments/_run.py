@@ -35,7 +35,8 @@ from prhsim.experiments._results import (
     WorldSummary,
 )
 from prhsim.experiments._rotation import ModalityOutcome, rotation_uniqueness
-from prhsim.jepa import Learner, alignment_loss, describe_tie, top_eigenpairs
+from prhsim.learners import Learner
+from prhsim.optima import alignment_loss, describe_tie, top_eigenpairs
 from prhsim.metrics import principal_angles
 from prhsim.worlds import Modality, View, World, bad, good
 

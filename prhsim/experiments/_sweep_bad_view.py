@@ -39,7 +39,7 @@ from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
 from prhsim.experiments._results import _Record
 from prhsim.experiments._rotation import base_spectrum, merge_rule, predicted_rho, rotation_uniqueness
-from prhsim.jepa import GAP_TOL, TieWarning, closed_form
+from prhsim.optima import GAP_TOL, TieWarning, closed_form
 from prhsim.worlds import Modality, World, bad, good, gridscene
 
 #: The default ε grid: 25 points from 0.02 to 1 (the good view).
@@ -126,7 +126,7 @@ def bad_view_sweep(
         base: the world over Z; None: ``gridscene(3, objects=1)`` (then ``modalities`` must be None too).
         modalities: the modalities (all under the same view in a cell); None: the gridscene's three.
         eps: the grid; 1 is the good view.
-        k: number of features, or "auto" (K_Z's k, :func:`prhsim.jepa.pick_k`).
+        k: number of features, or "auto" (K_Z's k, :func:`prhsim.optima.pick_k`).
         rng: seeds the symbolic modality's maps (default world) and, one stream per ε, the cells.
         name: the world's name in the record (default: the gridscene's, or ``repr(base)``).
 

@@ -38,7 +38,7 @@ from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
 from prhsim.experiments._mismatch import kernel_mismatch
 from prhsim.experiments._results import _Record
-from prhsim.jepa import GAP_TOL, top_eigenpairs
+from prhsim.optima import GAP_TOL, top_eigenpairs
 from prhsim.metrics import principal_angles
 from prhsim.worlds import FiniteWorld, grid, sinkhorn_world
 

@@ -5,7 +5,7 @@ The world is designed so its spectrum is set by hand: on n states with a seeded 
 centred (:func:`designed_world`), so the centred spectrum is exactly ``μ = (μ_2 + gap, μ_2, μ_3)``
 and k = 2. Two modalities see it through random codebooks with nuisance (|N| values each):
 a through the good view, b through the good view or a bad(ε) view (nuisance kept with probability
-1 − ε). Their closed forms (:func:`prhsim.jepa.closed_form` of each view world) are rotated by
+1 − ε). Their closed forms (:func:`prhsim.optima.closed_form` of each view world) are rotated by
 independent Haar-random Q_a, Q_b, as two trained encoders would be.
 
 Each cell draws, for each modality separately, S states from p (one nuisance each) and S positive
@@ -55,9 +55,9 @@ import numpy as np
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
 from prhsim.experiments._results import _Record
-from prhsim.jepa import TieWarning, closed_form
+from prhsim.optima import TieWarning, closed_form
 from prhsim.metrics import Whitening, iterative_match, map_error, mapped_retrieval, orthogonal_map, spectral_match
-from prhsim.metrics._pair_free_iterative import _haar
+from prhsim.metrics import haar_orthogonal
 from prhsim.worlds import FiniteWorld, bad, codebook, good, view_world
 
 DEFAULT_GAPS = (0.0, 0.003, 0.01, 0.02, 0.04, 0.07)
@@ -172,7 +172,7 @@ class _Setup:
         with warnings.catch_warnings():  # near ε = 1 − μ_2 the bad view's nuisance block ties at k: recorded below
             warnings.simplefilter("ignore", TieWarning)
             self.F = [closed_form(view_world(world, m, v), K).features() for m, v in zip(self.mods, views)]
-        self.Q = [_haar(K, gen), _haar(K, gen)]
+        self.Q = [haar_orthogonal(K, gen), haar_orthogonal(K, gen)]
         self.F = [F @ Q for F, Q in zip(self.F, self.Q)]
         # Q_true: p-weighted Procrustes between a's features (a function of z: the good view) and b's
         # conditional means over z

@@ -25,7 +25,7 @@ modalities' restricted optima with each other through the pairs sharing z (as
 :func:`prhsim.experiments.rotation_uniqueness` compares the closed forms).
 
 Inputs φ: ``"raw"`` the rendered observation, flattened and standardised
-(:func:`prhsim.jepa.observation_inputs`, the MLP encoder's input); ``"onehot"`` every
+(:func:`prhsim.learners.observation_inputs`, the MLP encoder's input); ``"onehot"`` every
 coordinate of the observation one-hot over its values (a categorical reading: a caption's
 tokens); ``"state"`` the one-hot of the modal state.
 
@@ -49,7 +49,8 @@ from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim.experiments._results import _Record
 from prhsim.experiments._rotation import rotation_uniqueness
-from prhsim.jepa import TieWarning, observation_inputs
+from prhsim.optima import TieWarning
+from prhsim.learners import observation_inputs
 from prhsim.metrics import coupled_comparison, nuisance_free_dimension, principal_angles, procrustes
 from prhsim.worlds import GridScene, ModalWorld, View, World, good, gridscene, view_world
 

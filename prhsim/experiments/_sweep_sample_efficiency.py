@@ -1,6 +1,6 @@
 """Sample efficiency of good views, bad views and next-token prediction in a world with a known answer (docs/theory.md §5.1).
 
-For every learner (:mod:`prhsim.jepa._text_learners`), every budget N (records in the training
+For every learner (:mod:`prhsim.learners._text_learners`), every budget N (records in the training
 set) and every seed: draw N records from the caption law, train the token encoder for a fixed
 number of steps, embed every whole caption and score it against the pixel modality's closed form
 (:func:`prhsim.experiments._caption_alignment.caption_alignment`). Seeds run together under
@@ -23,8 +23,8 @@ Token accounting: a record's tokens are every token of every caption it holds
 (:meth:`prhsim.worlds.Records.tokens_seen`), so a two-caption record counts both.
 
 Beside the learners: each learner's *closed form* on the same law (the span views' whitened
-optimum, :func:`prhsim.jepa.span_optimum`; correspondence analysis of the next-token law,
-:func:`prhsim.jepa.next_token_optimum`), the alignment a learner approaches with unlimited data
+optimum, :func:`prhsim.optima.span_optimum`; correspondence analysis of the next-token law,
+:func:`prhsim.optima.next_token_optimum`), the alignment a learner approaches with unlimited data
 and a universal encoder; and the *untrained* encoder's alignment (its initialisation).
 
 The ratios: for the reference budget b (by default the first budget at which good views reach
@@ -46,15 +46,8 @@ from prhsim._budget import ResourceError
 from prhsim.experiments._caption_alignment import CaptionAlignment, CaptionTarget, caption_alignment, caption_target
 from prhsim.experiments._results import _Record
 from prhsim.experiments._sample_ratios import sample_ratio
-from prhsim.jepa import (
-    TEXT_LEARNERS,
-    TextConfig,
-    embed_captions,
-    initial_text,
-    next_token_optimum,
-    span_optimum,
-    train_text,
-)
+from prhsim.learners import TEXT_LEARNERS, TextConfig, embed_captions, initial_text, train_text
+from prhsim.optima import next_token_optimum, span_optimum
 from prhsim.worlds import GridScene, Records, TooManySpans
 
 DEFAULT_BUDGETS = (300, 1000, 3000, 10000, 30000)

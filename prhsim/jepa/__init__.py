@@ -1,102 +1,106 @@
-"""What a learner converges to: closed-form optima of the second-order JEPA objectives,
-and the batch objectives an SGD learner minimises (array-API: numpy, JAX, torch)."""
+"""Deprecated: ``prhsim.jepa`` was split into :mod:`prhsim.objectives`, :mod:`prhsim.optima` and
+:mod:`prhsim.learners` (and the emission world into :mod:`prhsim.worlds`).
 
-from prhsim.jepa._anticollapse import (
-    covariance as covariance,
-    covariance_penalty as covariance_penalty,
-    spectral_contrastive as spectral_contrastive,
-    whiten as whiten,
-)
-from prhsim.jepa._basis import EigenBasis as EigenBasis, VectorBasis as VectorBasis
-from prhsim.jepa._closed_form import (
-    AUTO_K_MAX as AUTO_K_MAX,
-    FEATURE_LIMIT as FEATURE_LIMIT,
-    GAP_TOL as GAP_TOL,
-    Optimum as Optimum,
-    TieWarning as TieWarning,
-    closed_form as closed_form,
-    describe_tie as describe_tie,
-    pick_k as pick_k,
-    spectral_contrastive_optimum as spectral_contrastive_optimum,
-    whitened_optimum as whitened_optimum,
-)
-from prhsim.jepa._whitened_loss import (
-    whitened_alignment as whitened_alignment,
-    whitened_invariance as whitened_invariance,
-)
-from prhsim.jepa._invariance import invariance as invariance, pairwise_invariance as pairwise_invariance
-from prhsim.jepa._encoders_jax import (
-    Encoder as Encoder,
-    mlp_encoder as mlp_encoder,
-    observation_inputs as observation_inputs,
-    tabular_encoder as tabular_encoder,
-)
-from prhsim.jepa._learn_jax import SGDLearner as SGDLearner, TrainConfig as TrainConfig, TrainResult as TrainResult
-from prhsim.jepa._learn_jax import train as train
-from prhsim.jepa._learned import (
-    LearnedEvaluation as LearnedEvaluation,
-    SeedSpread as SeedSpread,
-    evaluate_learned as evaluate_learned,
-    seed_spread as seed_spread,
-)
-from prhsim.jepa._learner import (
-    ClosedFormLearner as ClosedFormLearner,
-    Learner as Learner,
-    Representation as Representation,
-)
-from prhsim.jepa._kronecker import (
-    FactorSpectra as FactorSpectra,
-    KroneckerBasis as KroneckerBasis,
-    kronecker_top as kronecker_top,
-)
-from prhsim.jepa._lejepa import Convention as Convention, lejepa_loss as lejepa_loss
-from prhsim.jepa._next_token import (
-    CorrespondenceAnalysis as CorrespondenceAnalysis,
-    EmissionWorld as EmissionWorld,
-    LogBilinearFit as LogBilinearFit,
-    correspondence_analysis as correspondence_analysis,
-    emission_world as emission_world,
-    fit_log_bilinear as fit_log_bilinear,
-    next_token_cross_entropy as next_token_cross_entropy,
-    pmi_proxy as pmi_proxy,
-    whitened_deviation as whitened_deviation,
-)
-from prhsim.jepa._caption_optima import (
-    SpanOptimum as SpanOptimum,
-    next_token_optimum as next_token_optimum,
-    span_optimum as span_optimum,
-)
-from prhsim.jepa._text_encoder import token_one_hot as token_one_hot
-from prhsim.jepa._text_learners import (
-    TEXT_LEARNERS as TEXT_LEARNERS,
-    TextConfig as TextConfig,
-    TextResult as TextResult,
-    embed_captions as embed_captions,
-    initial_text as initial_text,
-    train_text as train_text,
-)
-from prhsim.jepa._objectives import (
-    alignment_loss as alignment_loss,
-    spectral_contrastive_loss as spectral_contrastive_loss,
-    whitening_error as whitening_error,
-)
-from prhsim.jepa._population_sigreg import (
-    COLLAPSE_EP as COLLAPSE_EP,
-    population_epps_pulley as population_epps_pulley,
-    population_sigreg as population_sigreg,
-)
-from prhsim.jepa._sigreg import (
-    Quadrature as Quadrature,
-    draw_directions as draw_directions,
-    epps_pulley as epps_pulley,
-    epps_pulley_quadrature as epps_pulley_quadrature,
-    project as project,
-    sigreg as sigreg,
-)
-from prhsim.jepa._sigreg_torch import epps_pulley_torch as epps_pulley_torch, sigreg_torch as sigreg_torch
-from prhsim.jepa._train_torch import TorchLearner as TorchLearner, train_torch as train_torch
-from prhsim.jepa._spectrum import (
-    DENSE_UP_TO as DENSE_UP_TO,
-    choose_backend as choose_backend,
-    top_eigenpairs as top_eigenpairs,
-)
+Every name it exported still resolves here for one release, with a ``DeprecationWarning``
+that names its new home.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
+#: Old name -> (new package, name there).
+MOVED: dict[str, tuple[str, str]] = {
+    "AUTO_K_MAX": ("prhsim.optima", "AUTO_K_MAX"),
+    "COLLAPSE_EP": ("prhsim.objectives", "COLLAPSE_EP"),
+    "ClosedFormLearner": ("prhsim.learners", "ClosedFormLearner"),
+    "Convention": ("prhsim.objectives", "Convention"),
+    "CorrespondenceAnalysis": ("prhsim.optima", "CorrespondenceAnalysis"),
+    "DENSE_UP_TO": ("prhsim.optima", "DENSE_UP_TO"),
+    "EigenBasis": ("prhsim.optima", "EigenBasis"),
+    "EmissionWorld": ("prhsim.worlds", "EmissionWorld"),
+    "Encoder": ("prhsim.learners", "Encoder"),
+    "FEATURE_LIMIT": ("prhsim.optima", "FEATURE_LIMIT"),
+    "FactorSpectra": ("prhsim.optima", "FactorSpectra"),
+    "GAP_TOL": ("prhsim.optima", "GAP_TOL"),
+    "KroneckerBasis": ("prhsim.optima", "KroneckerBasis"),
+    "LearnedEvaluation": ("prhsim.learners", "LearnedEvaluation"),
+    "Learner": ("prhsim.learners", "Learner"),
+    "LogBilinearFit": ("prhsim.learners", "LogBilinearFit"),
+    "Optimum": ("prhsim.optima", "Optimum"),
+    "Quadrature": ("prhsim.objectives", "Quadrature"),
+    "Representation": ("prhsim.learners", "Representation"),
+    "SGDLearner": ("prhsim.learners", "SGDLearner"),
+    "SeedSpread": ("prhsim.learners", "SeedSpread"),
+    "SpanOptimum": ("prhsim.optima", "SpanOptimum"),
+    "TEXT_LEARNERS": ("prhsim.learners", "TEXT_LEARNERS"),
+    "TextConfig": ("prhsim.learners", "TextConfig"),
+    "TextResult": ("prhsim.learners", "TextResult"),
+    "TieWarning": ("prhsim.optima", "TieWarning"),
+    "TorchLearner": ("prhsim.learners", "TorchLearner"),
+    "TrainConfig": ("prhsim.learners", "TrainConfig"),
+    "TrainResult": ("prhsim.learners", "TrainResult"),
+    "VectorBasis": ("prhsim.optima", "VectorBasis"),
+    "alignment_loss": ("prhsim.optima", "alignment_loss"),
+    "choose_backend": ("prhsim.optima", "choose_backend"),
+    "closed_form": ("prhsim.optima", "closed_form"),
+    "correspondence_analysis": ("prhsim.optima", "correspondence_analysis"),
+    "covariance": ("prhsim.objectives", "covariance"),
+    "covariance_penalty": ("prhsim.objectives", "covariance_penalty"),
+    "describe_tie": ("prhsim.optima", "describe_tie"),
+    "draw_directions": ("prhsim.objectives", "draw_directions"),
+    "embed_captions": ("prhsim.learners", "embed_captions"),
+    "emission_world": ("prhsim.worlds", "emission_world"),
+    "epps_pulley": ("prhsim.objectives", "epps_pulley"),
+    "epps_pulley_quadrature": ("prhsim.objectives", "epps_pulley_quadrature"),
+    "epps_pulley_torch": ("prhsim.objectives", "epps_pulley_torch"),
+    "evaluate_learned": ("prhsim.learners", "evaluate_learned"),
+    "fit_log_bilinear": ("prhsim.learners", "fit_log_bilinear"),
+    "initial_text": ("prhsim.learners", "initial_text"),
+    "invariance": ("prhsim.objectives", "invariance"),
+    "kronecker_top": ("prhsim.optima", "kronecker_top"),
+    "lejepa_loss": ("prhsim.objectives", "lejepa_loss"),
+    "mlp_encoder": ("prhsim.learners", "mlp_encoder"),
+    "next_token_cross_entropy": ("prhsim.objectives", "next_token_cross_entropy"),
+    "next_token_optimum": ("prhsim.optima", "next_token_optimum"),
+    "observation_inputs": ("prhsim.learners", "observation_inputs"),
+    "pairwise_invariance": ("prhsim.objectives", "pairwise_invariance"),
+    "pick_k": ("prhsim.optima", "pick_k"),
+    "pmi_proxy": ("prhsim.optima", "pmi_proxy"),
+    "population_epps_pulley": ("prhsim.objectives", "population_epps_pulley"),
+    "population_sigreg": ("prhsim.objectives", "population_sigreg"),
+    "project": ("prhsim.objectives", "project"),
+    "seed_spread": ("prhsim.learners", "seed_spread"),
+    "sigreg": ("prhsim.objectives", "sigreg"),
+    "sigreg_torch": ("prhsim.objectives", "sigreg_torch"),
+    "span_optimum": ("prhsim.optima", "span_optimum"),
+    "spectral_contrastive": ("prhsim.objectives", "spectral_contrastive"),
+    "spectral_contrastive_loss": ("prhsim.optima", "spectral_contrastive_loss"),
+    "spectral_contrastive_optimum": ("prhsim.optima", "spectral_contrastive_optimum"),
+    "tabular_encoder": ("prhsim.learners", "tabular_encoder"),
+    "token_one_hot": ("prhsim.learners", "token_one_hot"),
+    "top_eigenpairs": ("prhsim.optima", "top_eigenpairs"),
+    "train": ("prhsim.learners", "train"),
+    "train_text": ("prhsim.learners", "train_text"),
+    "train_torch": ("prhsim.learners", "train_torch"),
+    "whiten": ("prhsim.objectives", "whiten_batch"),
+    "whitened_alignment": ("prhsim.objectives", "whitened_alignment"),
+    "whitened_deviation": ("prhsim.learners", "whitened_deviation"),
+    "whitened_invariance": ("prhsim.objectives", "whitened_invariance"),
+    "whitened_optimum": ("prhsim.optima", "whitened_optimum"),
+    "whitening_error": ("prhsim.optima", "whitening_error"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in MOVED:
+        raise AttributeError(f"module 'prhsim.jepa' has no attribute {name!r}")
+    package, new = MOVED[name]
+    warnings.warn(f"prhsim.jepa.{name} is deprecated: import {new} from {package}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(package), new)
+
+
+def __dir__() -> list[str]:
+    return sorted(MOVED)

@@ -46,5 +46,6 @@ from prhsim.metrics._pair_free import (
 from prhsim.metrics._pair_free_iterative import (
     IterativeMap as IterativeMap,
     chamfer_distance as chamfer_distance,
+    haar_orthogonal as haar_orthogonal,
     iterative_match as iterative_match,
 )

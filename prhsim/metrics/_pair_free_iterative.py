@@ -69,7 +69,7 @@ def _merged(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unique, np.bincount(inverse.ravel(), weights=w, minlength=unique.shape[0])
 
 
-def _haar(k: int, gen: np.random.Generator) -> np.ndarray:
+def haar_orthogonal(k: int, gen: np.random.Generator) -> np.ndarray:
     """A Haar-random orthogonal k x k matrix (QR of a Gaussian, signs fixed by R's diagonal)."""
     q, r = np.linalg.qr(gen.normal(size=(k, k)))
     return q * np.sign(np.diag(r))
@@ -95,7 +95,7 @@ def _starts(starts: Any, k: int, rng: RngLike) -> list[np.ndarray]:
         if starts < 1:
             raise ValueError(f"starts must be at least 1, got {starts}")
         gen = check_rng(rng)
-        return [np.eye(k)] + [_haar(k, gen) for _ in range(int(starts) - 1)]
+        return [np.eye(k)] + [haar_orthogonal(k, gen) for _ in range(int(starts) - 1)]
     out = [np.asarray(s, dtype=np.float64) for s in starts]
     for i, s in enumerate(out):
         if s.shape != (k, k) or not np.allclose(s.T @ s, np.eye(k), atol=1e-8):

@@ -7,6 +7,7 @@ from prhsim.worlds._captions import (
     caption_law as caption_law,
     spans_of as spans_of,
 )
+from prhsim.worlds._emission import EmissionWorld as EmissionWorld, emission_world as emission_world
 from prhsim.worlds._finite import FiniteWorld as FiniteWorld, World as World
 from prhsim.worlds._gridscene import (
     GridScene as GridScene,

@@ -6,7 +6,7 @@
 
 SIGReg's statistic is a function of the batch means ``(C, S)`` of ``cos(t x)`` and ``sin(t x)``
 (docs/theory.md §7). Over the global batch they are the mean of the processes' local means (equal
-local batches), so :func:`global_mean` is the reduce hook of SIGReg (that of :func:`prhsim.jepa.lejepa_loss`
+local batches), so :func:`global_mean` is the reduce hook of SIGReg (that of :func:`prhsim.objectives.lejepa_loss`
 and of ``sigreg_torch``, which training uses): its
 value is the all-reduced mean, and its gradient is the identity, because the gradient at the
 reduced means is the same on every process. Each process then holds ``world_size`` times its share

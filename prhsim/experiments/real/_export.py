@@ -31,7 +31,7 @@ import numpy as np
 from prhsim import __version__
 from prhsim._io import json_text, staged_folder
 from prhsim._rng import RngLike, check_rng
-from prhsim.jepa import closed_form
+from prhsim.optima import closed_form
 from prhsim.worlds import GridScene, caption_law, good, pixels, view_world
 
 JSON_NAME = "dataset_synthetic.json"

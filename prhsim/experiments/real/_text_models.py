@@ -8,7 +8,7 @@
 * JEPA learners: ``BertModel`` (bidirectional), the mean of the last hidden states over the real
   tokens, then a projector (Linear, GELU, Linear) into the space the objective sees.
 * Next-token prediction: the same configuration with causal attention (``is_decoder``) and BERT's
-  LM head; its loss is :func:`prhsim.jepa.next_token_cross_entropy` on the head's transformed
+  LM head; its loss is :func:`prhsim.objectives.next_token_cross_entropy` on the head's transformed
   states and decoder weights (the objective the simulator checks, not a re-implementation).
 * Every learner is evaluated on its backbone: the mean of the last hidden states over the real
   tokens (the platonic-representation protocol's pooling), before any projector.
@@ -26,7 +26,7 @@ from torch import nn
 
 from prhsim.experiments.real._karpathy import DataError
 from prhsim.experiments.real._packing import attention_mask, next_token_targets, segment_mean
-from prhsim.jepa import next_token_cross_entropy
+from prhsim.objectives import next_token_cross_entropy
 
 ModelKind = Literal["tiny", "bert-s", "bert-b"]
 #: The attention backend: PyTorch's scaled_dot_product_attention reads the packed rows' boolean block masks

@@ -6,11 +6,11 @@ would), their views (:mod:`._views`) packed into rows as long as the longest (:m
 each view attends to itself and is pooled alone, so the encoder runs on real tokens, not padding), and
 
 * JEPA views: ``λ·SIGReg + (1 − λ)·invariance`` on the projector's outputs,
-  :func:`prhsim.jepa.lejepa_loss` with SIGReg by ``sigreg_torch`` (the same value and gradient in
+  :func:`prhsim.objectives.lejepa_loss` with SIGReg by ``sigreg_torch`` (the same value and gradient in
   O(N·M) memory with a closed-form backward; invariance to the mean of the two global views,
   averaged over the dimensions as LeJEPA's code does; SIGReg over M directions from
-  :func:`prhsim.jepa.draw_directions`, redrawn every step from (seed, step));
-* next-token prediction: :func:`prhsim.jepa.next_token_cross_entropy` over every real next token.
+  :func:`prhsim.objectives.draw_directions`, redrawn every step from (seed, step));
+* next-token prediction: :func:`prhsim.objectives.next_token_cross_entropy` over every real next token.
 
 AdamW (fused on CUDA) with linear warmup then cosine decay to 0, gradient clipping; bf16 autocast
 on CUDA for the encoder, the objective in float32; ``compile`` runs the encoder through
@@ -282,8 +282,8 @@ def _objective(model, batch, settings, step: int, device):
 
     from prhsim.experiments.real._distributed import all_sum, global_mean
     from prhsim.experiments.real._packing import next_token_targets
-    from prhsim.jepa import draw_directions, lejepa_loss
-    from prhsim.jepa._sigreg_torch import sigreg_torch
+    from prhsim.objectives import draw_directions, lejepa_loss
+    from prhsim.objectives import sigreg_torch
 
     cuda = device.type == "cuda"
     world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1

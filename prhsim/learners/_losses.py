@@ -6,10 +6,10 @@ the very same function on their own arrays (``apply`` is the encoder's forward p
 
 Minibatch (B sampled pairs ``(z_n, z'_n) ~ π``, embeddings a, b):
 
-* ``whiten``: :func:`prhsim.jepa.whitened_invariance` of (a, b): the two views pooled
+* ``whiten``: :func:`prhsim.objectives.whitened_invariance` of (a, b): the two views pooled
   into 2B rows, whitened with that pooled batch's moments (one affine map for both
   views), scored by the pairwise invariance; ``tr(C⁻¹Δ)``, no ``eigh``.
-* ``sigreg``: :func:`prhsim.jepa.lejepa_loss` of the (2, B, k) stack (batch SIGReg ≈ B·EP).
+* ``sigreg``: :func:`prhsim.objectives.lejepa_loss` of the (2, B, k) stack (batch SIGReg ≈ B·EP).
 
 Exact (every pair of π, no sampling noise): the population moments
 ``C = E_p x xᵀ`` and ``A = E_π x(z) x(z')ᵀ`` of the embeddings of every state
@@ -18,10 +18,10 @@ Exact (every pair of π, no sampling noise): the population moments
 (``ΠX = (⊗_f Π_f) X``, each factor applied along its own axis of X reshaped to the
 factor shape; π is never formed):
 
-* ``whiten``: :func:`prhsim.jepa.whitened_alignment` ``2 tr(C⁻¹(C − A)) = E_π‖f̃(z) − f̃(z')‖²``;
+* ``whiten``: :func:`prhsim.objectives.whitened_alignment` ``2 tr(C⁻¹(C − A)) = E_π‖f̃(z) − f̃(z')‖²``;
   on a table its minimum is ``L* = 2 Σ_{i≤k}(1 − μ_i)``.
 * ``sigreg``: invariance ``(tr C − tr A)/2 = E_π‖f(z) − f(z')‖²/4`` (uncentred moments; the
-  value :func:`prhsim.jepa.invariance` has on two views) and the regulariser
+  value :func:`prhsim.objectives.invariance` has on two views) and the regulariser
   ``nominal_n · population_sigreg(F, p, directions)``. The factor ``nominal_n`` (the
   configured batch size B) is the N of the batch statistic, whose expectation is about
   N·EP: so λ weighs the regulariser the same way in both data modes (in §7's additive
@@ -38,10 +38,10 @@ import scipy.sparse as sp
 from array_api_compat import array_namespace
 
 from prhsim._budget import FLOAT, ensure_fits
-from prhsim.jepa._invariance import Dims
-from prhsim.jepa._lejepa import Convention, lejepa_loss
-from prhsim.jepa._population_sigreg import population_sigreg
-from prhsim.jepa._whitened_loss import whitened_alignment, whitened_invariance
+from prhsim.objectives import Dims
+from prhsim.objectives import Convention, lejepa_loss
+from prhsim.objectives import population_sigreg
+from prhsim.objectives import whitened_alignment, whitened_invariance
 from prhsim.worlds import World
 
 Objective = Literal["whiten", "sigreg"]
@@ -150,7 +150,7 @@ def exact_tables(law: PairList | FactorLaw) -> dict[str, Any]:
 
 
 def combine(inv: Any, reg: Any, lam: Any, convention: Convention) -> Any:
-    """``λ·reg + (1 − λ)·inv`` ("lejepa") or ``inv + λ·reg`` ("additive"), as :func:`prhsim.jepa.lejepa_loss`."""
+    """``λ·reg + (1 − λ)·inv`` ("lejepa") or ``inv + λ·reg`` ("additive"), as :func:`prhsim.objectives.lejepa_loss`."""
     return lam * reg + (1.0 - lam) * inv if convention == "lejepa" else inv + lam * reg
 
 

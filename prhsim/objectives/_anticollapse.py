@@ -7,7 +7,7 @@ moment ``(1/N) Σ_n e_n e_nᵀ`` when not. These are the batch analogues of
 
     >>> import numpy as np
     >>> x = np.random.default_rng(0).standard_normal((50, 3)) @ np.diag([1.0, 2.0, 3.0])
-    >>> bool(np.allclose(covariance(whiten(x)), np.eye(3)))
+    >>> bool(np.allclose(covariance(whiten_batch(x)), np.eye(3)))
     True
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 
 from array_api_compat import device as array_device
 
-from prhsim.jepa._arrays import upcast
+from prhsim.objectives._arrays import upcast
 
-#: Eigenvalue floor of :func:`whiten`: directions with less variance are scaled by 1/√eps, not 1/√λ.
+#: Eigenvalue floor of :func:`whiten_batch`: directions with less variance are scaled by 1/√eps, not 1/√λ.
 EPS = 1e-8
 
 
@@ -37,11 +37,11 @@ def covariance(x: Any, *, centred: bool = True) -> Any:
     return _moment(x, centred)[2]
 
 
-def whiten(x: Any, *, eps: float = EPS, centred: bool = True) -> Any:
+def whiten_batch(x: Any, *, eps: float = EPS, centred: bool = True) -> Any:
     """Hard whitening of a batch (…, N, D): ``(x − x̄) C^{-1/2}`` with ``C = U diag(λ) Uᵀ``.
 
     ``C^{-1/2} = U diag(1/√max(λ, eps)) Uᵀ`` (symmetric, so whitening is
-    rotation-equivariant: ``whiten(x Q) = whiten(x) Q``); the output has
+    rotation-equivariant: ``whiten_batch(x Q) = whiten_batch(x) Q``); the output has
     covariance I on the directions with variance above ``eps`` (§1.1's
     constraint ``E f fᵀ = I`` on a batch).
 
@@ -80,7 +80,7 @@ def spectral_contrastive(a: Any, b: Any) -> Any:
 
     With the pairs drawn independently from π, ``z_n`` and ``z'_m`` (n ≠ m) are
     independent with marginal p, so ``E L = −2 E_π f(z)ᵀf(z') + E_{p⊗p}(f(z)ᵀf(z''))²``,
-    the population loss :func:`prhsim.jepa.spectral_contrastive_loss` (unbiased).
+    the population loss :func:`prhsim.optima.spectral_contrastive_loss` (unbiased).
 
         >>> import numpy as np
         >>> a = np.array([[1.0, 0.0], [0.0, 1.0]])

@@ -22,10 +22,10 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from prhsim.jepa._closed_form import Optimum
-from prhsim.jepa._objectives import alignment_loss
-from prhsim.jepa._population_sigreg import population_sigreg
-from prhsim.jepa._sigreg import draw_directions
+from prhsim.optima import Optimum
+from prhsim.optima import alignment_loss
+from prhsim.objectives import population_sigreg
+from prhsim.objectives import draw_directions
 from prhsim.metrics import principal_angles, procrustes, whiten
 from prhsim.worlds import World
 
@@ -103,7 +103,7 @@ def evaluate_learned(F: np.ndarray, world: World, optimum: Optimum, *, ep: bool 
     Args:
         F: learned features (n, k), row z is f(z); whitened here under p (centred iff the optimum is).
         world: the world F was learned on.
-        optimum: its whitened closed form with the same k (e.g. :func:`prhsim.jepa.whitened_optimum`).
+        optimum: its whitened closed form with the same k (e.g. :func:`prhsim.optima.whitened_optimum`).
         ep: compute the population SIGReg of F and of F* (``"auto"``: when n ≤ 2048; it costs n²·M).
         directions: unit directions (k, M) for the population SIGReg; default
             ``draw_directions(k, 32, seed=seed, step=0)``.
@@ -115,7 +115,7 @@ def evaluate_learned(F: np.ndarray, world: World, optimum: Optimum, *, ep: bool 
 
     Example:
         >>> from prhsim.worlds import path
-        >>> from prhsim.jepa import whitened_optimum
+        >>> from prhsim.optima import whitened_optimum
         >>> w = path(6); opt = whitened_optimum(w, 2)
         >>> r = evaluate_learned(3.0 * opt.F @ np.array([[0.0, 1.0], [1.0, 0.0]]) + 1.0, w, opt)
         >>> round(r.s_theta, 9), round(r.rho_p, 9), round(r.alignment_ratio, 9), r.collapsed

@@ -3,15 +3,15 @@
 * ``dense``: ``scipy.linalg.eigh`` on K (or ``K − 3ssᵀ`` when centred), top-m subset.
 * ``sparse``: ``scipy.sparse.linalg.eigsh`` (Lanczos, ``which="LA"``) on the kernel
   operator, completed by deflation so that no copy of a repeated eigenvalue is missed
-  (:func:`prhsim.jepa._lanczos.lanczos_top`); K is never densified.
+  (:func:`prhsim.optima._lanczos.lanczos_top`); K is never densified.
 * ``kronecker``: the heap of docs/theory.md §6 over the factors' spectra (see
-  :mod:`prhsim.jepa._kronecker`); K is never formed.
+  :mod:`prhsim.optima._kronecker`); K is never formed.
 
 Centring removes the trivial eigenvector ``s = √p`` (eigenvalue 1): dense and
 sparse deflate with ``−3ssᵀ`` (never ``−ssᵀ``, which parks s at 0, inside an
 indefinite spectrum); Kronecker drops the index tuple (0, …, 0).
 
-Every solver runs under :func:`prhsim.jepa._basis.solver_threads` (SOLVER_BLAS_THREADS BLAS threads).
+Every solver runs under :func:`prhsim.optima._basis.solver_threads` (SOLVER_BLAS_THREADS BLAS threads).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import scipy.linalg as sla
 
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
-from prhsim.jepa._basis import EigenBasis, VectorBasis, centred_operator, solver_threads
-from prhsim.jepa._kronecker import FactorSpectra, kronecker_top
-from prhsim.jepa._lanczos import lanczos_top
+from prhsim.optima._basis import EigenBasis, VectorBasis, centred_operator, solver_threads
+from prhsim.optima._kronecker import FactorSpectra, kronecker_top
+from prhsim.optima._lanczos import lanczos_top
 from prhsim.worlds import ProductWorld, World
 
 Backend = Literal["auto", "dense", "sparse", "kronecker"]

@@ -1,7 +1,7 @@
 """Population values of the second-order objectives for a feature table F (docs/theory.md §1).
 
 These evaluate the losses through the kernel operator (``G = D^{1/2}F``), an
-independent route from the eigenvalue formulas of :mod:`prhsim.jepa._closed_form`:
+independent route from the eigenvalue formulas of :mod:`prhsim.optima._closed_form`:
 
 * alignment ``L(F) = E_π‖f(z) − f(z')‖² = 2 tr(FᵀDF) − 2 tr(FᵀΠF) = 2 tr(GᵀG) − 2 tr(GᵀKG)``;
 * spectral contrastive ``L_sc(F) = −2 E_π f(z)ᵀf(z') + E_{p⊗p}(f(z)ᵀf(z''))² = −2 tr(GᵀKG) + ‖GᵀG‖_F²``.

@@ -1,6 +1,6 @@
 """SIGReg in torch without the (…, N, M, K) phase array: the same value and gradient as :func:`sigreg`.
 
-The array-API :func:`prhsim.jepa.sigreg` forms the phases ``t_k x`` of every
+The array-API :func:`prhsim.objectives.sigreg` forms the phases ``t_k x`` of every
 projection at every knot, an ``(…, N, M, K)`` array, and autograd keeps several
 arrays of that size for the backward pass. Only the per-direction means
 
@@ -99,7 +99,7 @@ per pass).
 This module imports torch only when called, so ``prhsim`` imports without it.
 
     >>> import torch
-    >>> from prhsim.jepa import draw_directions, sigreg
+    >>> from prhsim.objectives import draw_directions, sigreg
     >>> E = torch.randn(256, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     >>> A = draw_directions(8, 16, seed=0)
     >>> abs(float(sigreg_torch(E, A)) - float(sigreg(E, A))) < 1e-12
@@ -113,7 +113,7 @@ from typing import Any
 
 import numpy as np
 
-from prhsim.jepa._sigreg import KNOTS, T_MAX, Reduce, epps_pulley_quadrature
+from prhsim.objectives._sigreg import KNOTS, T_MAX, Reduce, epps_pulley_quadrature
 
 #: Projections per block of the CPU recurrence: in cache, and below torch's parallel grain (see above).
 BLOCK_ELEMENTS = 2**14
@@ -210,7 +210,7 @@ def epps_pulley_torch(x: Any, *, n_total: int | None = None, reduce: Reduce | No
                       knots: int = KNOTS, t_max: float = T_MAX) -> Any:
     """:func:`epps_pulley` of torch projections ``x`` (…, N, M) → (…, M), without the (…, N, M, K) array.
 
-    Same arguments and value as :func:`prhsim.jepa.epps_pulley`; see the module
+    Same arguments and value as :func:`prhsim.objectives.epps_pulley`; see the module
     docstring for the recurrence, the closed-form backward and ``reduce``.
     """
     x = x.to(_compute_dtype(x.dtype))

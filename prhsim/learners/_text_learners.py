@@ -1,6 +1,6 @@
 """Text learners from a finite sample of captions: good-view JEPA, bad-view JEPA, next-token prediction (docs/theory.md §5.1).
 
-Every learner trains the token encoder of :mod:`prhsim.jepa._text_encoder` on a fixed set of
+Every learner trains the token encoder of :mod:`prhsim.learners._text_encoder` on a fixed set of
 records (:class:`prhsim.worlds.Records`: states with their captions), for a fixed number of
 steps of B training pairs, drawn afresh each step from the records:
 
@@ -9,10 +9,10 @@ steps of B training pairs, drawn afresh each step from the records:
 * ``ntp``: a record, one caption, a prefix of length t uniform on ``1..T−1`` and its next token.
 
 JEPA learners minimise the objectives of this package on the two spans' embeddings:
-``whiten`` is :func:`prhsim.jepa.whitened_invariance` (the theorem's hard whitening),
-``sigreg`` is :func:`prhsim.jepa.lejepa_loss` (LeJEPA, docs/theory.md §7). The next-token
+``whiten`` is :func:`prhsim.objectives.whitened_invariance` (the theorem's hard whitening),
+``sigreg`` is :func:`prhsim.objectives.lejepa_loss` (LeJEPA, docs/theory.md §7). The next-token
 learner has a context encoder h (the same token encoder, reading the prefix), output
-embeddings ``w_v`` and biases, and minimises :func:`prhsim.jepa.next_token_cross_entropy`.
+embeddings ``w_v`` and biases, and minimises :func:`prhsim.objectives.next_token_cross_entropy`.
 
 A caption's embedding: the encoder of the whole caption (JEPA); for next-token prediction, the
 mean of h over the caption's prefixes of lengths 1..T−1 (the contexts that have a next token), as
@@ -20,7 +20,7 @@ the platonic-representation protocol pools a language model's token states.
 
 Randomness per seed s: the init from ``jax.random.key(s)``; the step data from one generator
 ``default_rng([s, DATA_STREAM])``, drawn on the host one chunk of ``log_every`` steps at a time;
-SIGReg directions from :func:`prhsim.jepa.draw_directions` (seed s, the step). Seeds run
+SIGReg directions from :func:`prhsim.objectives.draw_directions` (seed s, the step). Seeds run
 together under ``vmap``; compiled loops are cached per configuration and shapes, so runs that
 differ only in their records (the budgets of a sample-efficiency sweep) compile once.
 """
@@ -34,12 +34,12 @@ from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
-from prhsim.jepa._lejepa import LAMBDA, lejepa_loss
-from prhsim.jepa._next_token import next_token_cross_entropy
-from prhsim.jepa._sigreg import draw_directions
-from prhsim.jepa._text_encoder import token_apply, token_init
-from prhsim.jepa._train_jax import clipped_adamw
-from prhsim.jepa._whitened_loss import whitened_invariance
+from prhsim.objectives import LAMBDA, lejepa_loss
+from prhsim.objectives import next_token_cross_entropy
+from prhsim.objectives import draw_directions
+from prhsim.learners._text_encoder import token_apply, token_init
+from prhsim.learners._train_jax import clipped_adamw
+from prhsim.objectives import whitened_invariance
 from prhsim.worlds import CaptionLaw, Records, SpanLaw, spans_of
 
 TextLearnerKind = Literal["good", "bad", "ntp"]

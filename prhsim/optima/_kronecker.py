@@ -32,7 +32,7 @@ import scipy.sparse.linalg as spla
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import States, Vector
-from prhsim.jepa._basis import EIGSH_TOL, EigenBasis, centred_operator, solver_threads
+from prhsim.optima._basis import EIGSH_TOL, EigenBasis, centred_operator, solver_threads
 from prhsim.worlds import FiniteWorld, ProductWorld
 
 #: Factors up to this size are diagonalised densely (in full, or their top pairs by |λ| from one

@@ -1,6 +1,6 @@
 """The pieces of the JAX learner: the optimiser and the jitted, seed-vmapped loop.
 
-The losses are :func:`prhsim.jepa._losses.make_loss` (shared with the torch loop;
+The losses are :func:`prhsim.learners._losses.make_loss` (shared with the torch loop;
 what each objective computes is stated there) called on JAX arrays.
 
 The loop: ``optax.chain(clip_by_global_norm, adamw(warmup + cosine))``, one
@@ -16,10 +16,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from prhsim.jepa import _losses as losses
-from prhsim.jepa._encoders_jax import mlp_apply, tabular_apply
-from prhsim.jepa._lejepa import Convention
-from prhsim.jepa._losses import Data, Objective
+from prhsim.learners import _losses as losses
+from prhsim.learners._encoders_jax import mlp_apply, tabular_apply
+from prhsim.objectives import Convention
+from prhsim.learners._losses import Data, Objective
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ projected law puts mass ``p_z`` on ``s_z = aᵀf(z)``; with
 (``F = 0``) gives ``√(2π) − 2√π + √(2π/3) ≈ 0.409``. The population SIGReg is
 the mean of EP over directions. It is the batch statistic's target without the
 factor N and without the quadrature: the 17-knot trapezoid on [0, 3] of
-:func:`prhsim.jepa.sigreg` applied to φ_s agrees with EP within 1% on
+:func:`prhsim.objectives.sigreg` applied to φ_s agrees with EP within 1% on
 near-Gaussian laws (it truncates the tail |t| > 3, where the weight e^{−t²/2}
 is below 0.011), but not on coarse lattices, whose φ_s is periodic: the
 3-point law (1/6, 2/3, 1/6) on (−√3, 0, √3) loses 20% of its EP that way.
@@ -32,7 +32,7 @@ import math
 from typing import Any
 
 from prhsim._budget import ensure_fits
-from prhsim.jepa._arrays import like, upcast
+from prhsim.objectives._arrays import like, upcast
 
 #: Elements of one block of the pairwise double sum (2^22 float64 = 32 MiB).
 BLOCK = 2**22

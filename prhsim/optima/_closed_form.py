@@ -26,9 +26,9 @@ import numpy as np
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike
 from prhsim._types import States, Vector
-from prhsim.jepa._basis import EigenBasis
-from prhsim.jepa._kronecker import FactorSpectra
-from prhsim.jepa._spectrum import Backend, top_eigenpairs
+from prhsim.optima._basis import EigenBasis
+from prhsim.optima._kronecker import FactorSpectra
+from prhsim.optima._spectrum import Backend, top_eigenpairs
 from prhsim.worlds import World
 
 #: A gap at or below this is a tie: no uniqueness is expected (docs/theory.md §2, "Report").
@@ -205,12 +205,12 @@ def closed_form(
             uncentred: its optimum contains the constant coordinate).
         centred: whitened objective only; centred (default) excludes the trivial
             eigenvector and deflates with ``−3ssᵀ``.
-        backend: eigen-backend (see :func:`prhsim.jepa.top_eigenpairs`).
+        backend: eigen-backend (see :func:`prhsim.optima.top_eigenpairs`).
         criterion: the :func:`pick_k` score for ``k="auto"``: "relative" (default) or
             "absolute" (the largest ``μ_k − μ_{k+1}``); recorded in the Optimum.
         rng: seeds the Lanczos start vector.
         spectra: a cache of factor spectra shared by product worlds with common factors
-            (Kronecker backend; see :class:`prhsim.jepa.FactorSpectra`).
+            (Kronecker backend; see :class:`prhsim.optima.FactorSpectra`).
 
     Warns:
         TieWarning: when k splits a tie (gap ≤ 1e-9), naming the tied block.

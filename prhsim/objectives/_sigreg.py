@@ -31,7 +31,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 from array_api_compat import array_namespace, device as array_device
 
-from prhsim.jepa._arrays import like, upcast
+from prhsim.objectives._arrays import like, upcast
 
 #: LeJEPA's quadrature: 17 knots on [0, 3].
 KNOTS = 17

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from prhsim.jepa._basis import EIGSH_TOL
+from prhsim.optima._basis import EIGSH_TOL
 
 #: A complement eigenvalue counts as missed when it exceeds the smallest kept one by more than this (relative).
 DEFLATION_MARGIN = 1e-9

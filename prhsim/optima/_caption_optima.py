@@ -11,7 +11,7 @@ With ``E[x, u] = P(x | u)`` (spans x, latent causes u with law w) and the latent
 operator — two sparse products with E and one with ``Π_U`` (``diag(w)`` for views of one state;
 ``π_Z`` through the world's kernel ``D^{1/2} K_Z D^{1/2}``, applied to each wording for bad
 views) — and takes its top k + 1 eigenpairs by Lanczos completed by deflation (every copy of a
-repeated eigenvalue, :func:`prhsim.jepa._lanczos.lanczos_top`), so Π over spans is never formed.
+repeated eigenvalue, :func:`prhsim.optima._lanczos.lanczos_top`), so Π over spans is never formed.
 The features are ``f(x) = φ(x)/√p(x)``, whitened under p_X; only the whole captions' rows are
 kept, which is where the learners are evaluated.
 
@@ -19,7 +19,7 @@ kept, which is where the learners are evaluated.
 (its closed form is the twin this one is tested against).
 
 **Next-token prediction.** :func:`next_token_optimum` is correspondence analysis
-(:func:`prhsim.jepa.correspondence_analysis`) of the exact (prefix, next token) law
+(:func:`prhsim.optima.correspondence_analysis`) of the exact (prefix, next token) law
 (:func:`prhsim.worlds.next_token_law`): the whitened two-tower relative of the softmax learner.
 A caption's feature is the mean of its prefixes' context features (lengths 1..T−1), as the
 learner pools its context encoder.
@@ -33,11 +33,11 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from prhsim._rng import RngLike, check_rng
-from prhsim.jepa._basis import solver_threads
-from prhsim.jepa._closed_form import GAP_TOL
-from prhsim.jepa._lanczos import lanczos_top
+from prhsim.optima._basis import solver_threads
+from prhsim.optima._closed_form import GAP_TOL
+from prhsim.optima._lanczos import lanczos_top
 from prhsim.worlds import CaptionLaw, SpanLaw, World, next_token_law, span_emission
-from prhsim.jepa._next_token import correspondence_analysis
+from prhsim.optima._correspondence import correspondence_analysis
 
 
 class SpanOptimum(NamedTuple):

@@ -1,10 +1,10 @@
 """The torch training loop: the JAX learner's loop in torch, over the same losses (docs/theory.md §1.1, §7).
 
 :func:`train_torch` trains a table or an MLP on the objectives of
-:func:`prhsim.jepa._losses.make_loss`, hard whitening (docs/theory.md §1.1) or
+:func:`prhsim.learners._losses.make_loss`, hard whitening (docs/theory.md §1.1) or
 LeJEPA's SIGReg (§7), exact or on minibatches, called on torch tensors: the
 objectives are written once against the array API and nothing here restates them.
-It mirrors :func:`prhsim.jepa._learn_jax.train` step for step:
+It mirrors :func:`prhsim.learners._learn_jax.train` step for step:
 
 * the same :class:`TrainConfig` and :class:`TrainResult`, logging, collapse flag and errors;
 * the same data per seed s: the minibatch pairs of one generator ``default_rng([s, DATA_STREAM])``
@@ -33,10 +33,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from prhsim._rng import RngLike
-from prhsim.jepa import _losses
-from prhsim.jepa._closed_form import Optimum
-from prhsim.jepa._encoders_jax import Encoder, tabular_apply
-from prhsim.jepa._learn_jax import (
+from prhsim.learners import _losses as _losses
+from prhsim.optima import Optimum
+from prhsim.learners._encoders_jax import Encoder, tabular_apply
+from prhsim.learners._learn_jax import (
     DATA_STREAM,
     TrainConfig,
     TrainResult,
@@ -48,9 +48,9 @@ from prhsim.jepa._learn_jax import (
     learner_seed,
     representation,
 )
-from prhsim.jepa._learned import trace_covariance
-from prhsim.jepa._learner import Representation
-from prhsim.jepa._sigreg import draw_directions
+from prhsim.learners._learned import trace_covariance
+from prhsim.learners._learner import Representation
+from prhsim.objectives import draw_directions
 from prhsim.worlds import World, pair_sampler
 
 #: Adam's decay rates and ε: optax's ``adamw`` defaults.
@@ -84,7 +84,7 @@ def train_torch(world: World, k: int, config: TrainConfig | None = None, *, seed
     """Train an encoder of k features on ``world`` for each seed in turn (see the module docstring).
 
     Args:
-        world, k, config, seeds, reference, overrides: as :func:`prhsim.jepa._learn_jax.train`.
+        world, k, config, seeds, reference, overrides: as :func:`prhsim.learners._learn_jax.train`.
         init_params: start here instead of the seeded init: the encoder's params in the JAX
             layout stacked on a leading seed axis (``{"table": (S, n, k)}`` or
             ``{"layers": ((W_1, b_1), …)}`` with W (S, fan_in, fan_out); e.g. ``TrainResult.params``).
@@ -286,7 +286,7 @@ def _stack(trees: list[Any]) -> Any:
 @dataclass(frozen=True)
 class TorchLearner:
     """The torch loop as a learner (``learner(world, k, centred=…, rng=…) -> Representation``), as
-    :class:`prhsim.jepa.SGDLearner`: ``rng`` picks the seed, ``info`` holds the steps, the seconds,
+    :class:`prhsim.learners.SGDLearner`: ``rng`` picks the seed, ``info`` holds the steps, the seconds,
     the final loss, ``tr Cov``, the collapse flag and the device.
 
     Attributes:

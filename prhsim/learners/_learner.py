@@ -20,7 +20,7 @@ from typing import Any, Mapping, Protocol
 import numpy as np
 
 from prhsim._rng import RngLike
-from prhsim.jepa._closed_form import Optimum, TieWarning, closed_form
+from prhsim.optima import Optimum, TieWarning, closed_form
 from prhsim.worlds import World
 
 

@@ -1,11 +1,11 @@
 """SGD learners in JAX + optax for finite worlds: train an encoder on the objectives of this package (docs/theory.md §1.1, §7).
 
-:func:`train` fits a table or an MLP (:mod:`prhsim.jepa._encoders_jax`) with the
+:func:`train` fits a table or an MLP (:mod:`prhsim.learners._encoders_jax`) with the
 hard-whitening objective (the one the theorem covers, docs/theory.md §1.1) or
 LeJEPA's SIGReg objective (§7), on the exact pair law (full batch, no sampling
 noise) or on minibatches of B pairs from :func:`prhsim.worlds.pair_sampler`, for
 several seeds at once (``jax.vmap`` over the seed axis). What each objective
-computes is stated in :mod:`prhsim.jepa._train_jax`.
+computes is stated in :mod:`prhsim.learners._train_jax`.
 
 Randomness, per seed s (independent of how seeds are grouped and of ``log_every``):
 
@@ -33,14 +33,14 @@ import numpy as np
 
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
-from prhsim.jepa._closed_form import Optimum
-from prhsim.jepa._encoders_jax import Encoder, mlp_encoder, observation_inputs, tabular_encoder
-from prhsim.jepa._lejepa import LAMBDA, Convention
-from prhsim.jepa._learned import subspace_distance, trace_covariance
-from prhsim.jepa._learner import Representation
-from prhsim.jepa._sigreg import draw_directions
-from prhsim.jepa._losses import Data, FactorLaw, Objective, exact_law, exact_tables
-from prhsim.jepa._train_jax import Spec, runner
+from prhsim.optima import Optimum
+from prhsim.learners._encoders_jax import Encoder, mlp_encoder, observation_inputs, tabular_encoder
+from prhsim.objectives import LAMBDA, Convention
+from prhsim.learners._learned import subspace_distance, trace_covariance
+from prhsim.learners._learner import Representation
+from prhsim.objectives import draw_directions
+from prhsim.learners._losses import Data, FactorLaw, Objective, exact_law, exact_tables
+from prhsim.learners._train_jax import Spec, runner
 from prhsim.worlds import PairSampler, World, pair_sampler
 
 #: Float arrays of n² x M that reverse-mode autodiff of the exact SIGReg keeps per seed (differences, exponentials).
@@ -204,7 +204,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
         init_params: start here instead of the seeded init: a pytree of the encoder's params
             stacked on a leading seed axis (e.g. ``TrainResult.params``; a table is ``{"table": (S, n, k)}``).
         inputs: the MLP's input of every state, (n, d), instead of :func:`observation_inputs`
-            (e.g. the token one-hots of a span world, :func:`prhsim.jepa.token_one_hot`).
+            (e.g. the token one-hots of a span world, :func:`prhsim.learners.token_one_hot`).
 
     Raises:
         ValueError: on a bad argument, or when the loss or the parameters stop being finite:

@@ -1,7 +1,7 @@
 """Hard whitening as a loss without an eigendecomposition (docs/theory.md §1.1).
 
 For any whitening matrix W of a covariance C (``WᵀW = C⁻¹``: the symmetric
-``C^{-1/2}`` of :func:`prhsim.jepa.whiten`, a Cholesky factor, any rotation of
+``C^{-1/2}`` of :func:`prhsim.objectives.whiten_batch`, a Cholesky factor, any rotation of
 them), the whitened squared distance is the same quadratic form:
 
     ‖W(x − y)‖² = (x − y)ᵀ C⁻¹ (x − y),
@@ -13,7 +13,7 @@ so the whitened alignment loss needs one linear solve, not ``eigh``:
 
       whitened_invariance(a, b) = tr(C⁻¹ Δ),   Δ = (1/N) Σ_n (a_n − b_n)(a_n − b_n)ᵀ,
 
-  equal to ``pairwise_invariance`` of the whitened halves of ``whiten(concat(a, b))``;
+  equal to ``pairwise_invariance`` of the whitened halves of ``whiten_batch(concat(a, b))``;
 * on a population, with ``C = E_p x xᵀ`` and ``A = E_π x(z) x(z')ᵀ`` (x = f − μ_p when
   centred)::
 
@@ -26,10 +26,10 @@ gradient of a solve is finite whenever C is invertible. Written against the arra
 API: numpy, JAX (jit, grad, vmap) and torch (autograd).
 
     >>> import numpy as np
-    >>> from prhsim.jepa import pairwise_invariance, whiten
+    >>> from prhsim.objectives import pairwise_invariance, whiten_batch
     >>> rng = np.random.default_rng(0)
     >>> a, b = rng.standard_normal((2, 16, 3))
-    >>> W = whiten(np.concatenate([a, b]))
+    >>> W = whiten_batch(np.concatenate([a, b]))
     >>> bool(np.isclose(whitened_invariance(a, b), pairwise_invariance(W[:16], W[16:])))
     True
 """
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prhsim.jepa._arrays import upcast
+from prhsim.objectives._arrays import upcast
 
 
 def whitened_invariance(a: Any, b: Any, *, centred: bool = True) -> Any:

@@ -15,7 +15,7 @@ An encoder is a pair of pure functions, ``init(key) -> params`` and
   fit any table.
 
 Nothing here imports jax at module import: jax is imported inside the functions
-that need it, so ``import prhsim.jepa`` stays free of it.
+that need it, so ``import prhsim.learners`` stays free of it.
 """
 
 from __future__ import annotations

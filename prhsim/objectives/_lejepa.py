@@ -4,9 +4,9 @@
 * ``"additive"``: ``invariance + λ·SIGReg`` (other libraries; §7's measurements
   use this form with β in place of λ).
 
-Invariance is :func:`prhsim.jepa.invariance` (squared norm summed over D, mean
+Invariance is :func:`prhsim.objectives.invariance` (squared norm summed over D, mean
 over views and anchors; ``dims="mean"`` also averages over D as LeJEPA's code does),
-SIGReg is :func:`prhsim.jepa.sigreg` averaged over all V views and M directions.
+SIGReg is :func:`prhsim.objectives.sigreg` averaged over all V views and M directions.
 
     >>> import numpy as np
     >>> e = np.stack([np.zeros((8, 3)), np.ones((8, 3))])  # invariance 0.75; each view collapsed
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Literal
 
-from prhsim.jepa._invariance import Dims, invariance
-from prhsim.jepa._sigreg import KNOTS, T_MAX, Reduce, sigreg
+from prhsim.objectives._invariance import Dims, invariance
+from prhsim.objectives._sigreg import KNOTS, T_MAX, Reduce, sigreg
 
 Convention = Literal["lejepa", "additive"]
 #: LeJEPA's SIGReg weight.
@@ -35,14 +35,14 @@ def lejepa_loss(embeddings: Any, directions: Any, *, lam: float = LAMBDA, conven
     Args:
         embeddings: (V, N, D): V views of N anchors; the first ``n_global`` are
             the global views (default: all).
-        directions: unit directions (D, M), e.g. :func:`prhsim.jepa.draw_directions`.
+        directions: unit directions (D, M), e.g. :func:`prhsim.objectives.draw_directions`.
         lam: the SIGReg weight λ.
         convention: which weighting; see the module docstring.
-        n_global: see :func:`prhsim.jepa.invariance`.
-        n_total, reduce, knots, t_max: see :func:`prhsim.jepa.epps_pulley`.
+        n_global: see :func:`prhsim.objectives.invariance`.
+        n_total, reduce, knots, t_max: see :func:`prhsim.objectives.epps_pulley`.
         dims: the invariance's squared norm summed ("sum") or averaged ("mean", LeJEPA's code) over D.
-        regulariser: the SIGReg implementation, called as :func:`prhsim.jepa.sigreg` is (e.g.
-            ``prhsim.jepa._sigreg_torch.sigreg_torch``: the same value and gradient for torch tensors
+        regulariser: the SIGReg implementation, called as :func:`prhsim.objectives.sigreg` is (e.g.
+            ``prhsim.objectives._sigreg_torch.sigreg_torch``: the same value and gradient for torch tensors
             in O(N·M) memory).
     """
     inv = invariance(embeddings, n_global=n_global, dims=dims)

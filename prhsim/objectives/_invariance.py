@@ -3,7 +3,7 @@
 Convention: the squared Euclidean norm is **summed** over the D embedding
 coordinates and averaged over views and anchors, so the pairwise form is the
 unbiased batch estimate of the alignment loss ``E_π‖f(z) − f(z')‖²`` of §1.1
-(:func:`prhsim.jepa.alignment_loss`). LeJEPA's code averages over D as well
+(:func:`prhsim.optima.alignment_loss`). LeJEPA's code averages over D as well
 (``(centre − e).square().mean()``); its value is ours divided by D: ``dims="mean"``
 computes that form, which reproduces LeJEPA's balance against SIGReg at a given λ.
 
@@ -62,7 +62,7 @@ def pairwise_invariance(a: Any, b: Any, *, dims: Dims = "sum") -> Any:
     """``mean_n ‖a_n − b_n‖²`` for paired embeddings a, b (…, N, D): the batch estimate of ``E_π‖f(z) − f(z')‖²``.
 
     The norm is summed over D (as in :func:`invariance`); with pairs
-    ``(z_n, z'_n) ~ π`` its expectation is :func:`prhsim.jepa.alignment_loss`.
+    ``(z_n, z'_n) ~ π`` its expectation is :func:`prhsim.optima.alignment_loss`.
     """
     xp = array_namespace(a, b)
     if a.shape != b.shape or a.ndim < 2:

@@ -1,0 +1,83 @@
+"""How it learns: the learner seam and the SGD learners that reach the closed forms.
+
+The :class:`Learner` protocol and :class:`Representation`, the closed-form
+learner, the JAX and torch learners on tables and MLPs, their evaluation
+against the closed form, the text learners, the caption decoder and the exact
+log-bilinear next-token fit (docs/theory.md §1, §5, §7).
+"""
+
+from prhsim.learners._encoders_jax import (
+    Encoder as Encoder,
+    mlp_encoder as mlp_encoder,
+    observation_inputs as observation_inputs,
+    tabular_encoder as tabular_encoder,
+)
+from prhsim.learners._learn_jax import (
+    SGDLearner as SGDLearner,
+    TrainConfig as TrainConfig,
+    TrainResult as TrainResult,
+    train as train,
+)
+from prhsim.learners._learned import (
+    LearnedEvaluation as LearnedEvaluation,
+    SeedSpread as SeedSpread,
+    evaluate_learned as evaluate_learned,
+    seed_spread as seed_spread,
+)
+from prhsim.learners._learner import (
+    ClosedFormLearner as ClosedFormLearner,
+    Learner as Learner,
+    Representation as Representation,
+)
+from prhsim.learners._log_bilinear import (
+    LogBilinearFit as LogBilinearFit,
+    fit_log_bilinear as fit_log_bilinear,
+    whitened_deviation as whitened_deviation,
+)
+from prhsim.learners._text_encoder import token_one_hot as token_one_hot
+from prhsim.learners._text_learners import (
+    TEXT_LEARNERS as TEXT_LEARNERS,
+    TextConfig as TextConfig,
+    TextResult as TextResult,
+    embed_captions as embed_captions,
+    initial_text as initial_text,
+    train_text as train_text,
+)
+from prhsim.learners._train_torch import TorchLearner as TorchLearner, train_torch as train_torch
+from prhsim.learners._losses import exact_law as exact_law
+from prhsim.learners._caption_decoder import CaptionDecoder as CaptionDecoder, DecoderConfig as DecoderConfig, decode_captions as decode_captions, train_caption_decoder as train_caption_decoder
+
+__all__ = [
+    "CaptionDecoder",
+    "DecoderConfig",
+    "decode_captions",
+    "train_caption_decoder",
+    "exact_law",
+    "ClosedFormLearner",
+    "Encoder",
+    "LearnedEvaluation",
+    "Learner",
+    "LogBilinearFit",
+    "Representation",
+    "SGDLearner",
+    "SeedSpread",
+    "TEXT_LEARNERS",
+    "TextConfig",
+    "TextResult",
+    "TorchLearner",
+    "TrainConfig",
+    "TrainResult",
+    "embed_captions",
+    "evaluate_learned",
+    "fit_log_bilinear",
+    "initial_text",
+    "mlp_encoder",
+    "observation_inputs",
+    "seed_spread",
+    "tabular_encoder",
+    "token_one_hot",
+    "train",
+    "train_text",
+    "train_torch",
+    "whitened_deviation",
+]
