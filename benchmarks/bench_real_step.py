@@ -32,12 +32,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from prhsim.config import RealTrainSettings  # noqa: E402
-from prhsim.experiments.real._batches import EpochBatches, view_generators  # noqa: E402
-from prhsim.experiments.real._smoke import model_flops_utilisation, peak_tflops  # noqa: E402
-from prhsim.experiments.real._text_models import TextEncoder  # noqa: E402
-from prhsim.experiments.real._train import _objective  # noqa: E402
-from prhsim.experiments.real._views import ViewLaw, batch_views  # noqa: E402
+from prhsim.real import RealTrainSettings  # noqa: E402
+from prhsim.real._batches import EpochBatches, view_generators  # noqa: E402
+from prhsim.real._smoke import model_flops_utilisation, peak_tflops  # noqa: E402
+from prhsim.real._text_models import TextEncoder  # noqa: E402
+from prhsim.real._train import _objective  # noqa: E402
+from prhsim.real._views import ViewLaw, batch_views  # noqa: E402
 from prhsim.objectives import draw_directions, lejepa_loss
 
 VOCAB = 8192

@@ -249,7 +249,7 @@ def nuisance_setups(draw, min_modalities: int = 2, max_modalities: int = 3, *, g
 
 def mixed(world: FiniteWorld, t: float, rng: np.random.Generator) -> FiniteWorld:
     """``Π₂ = (1 − t)Π + tΠ'`` with Π' a random Sinkhorn coupling of the same p (the construction of
-    tests/test_experiments_mismatch.py)."""
+    tests/experiments/test_experiments_mismatch.py)."""
     A = rng.uniform(size=(world.n, world.n)) ** 3
     other = sinkhorn_world((A + A.T) / 2, world.p)
     return FiniteWorld(world.p, (1 - t) * _dense(world.Pi) + t * _dense(other.Pi))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import prhsim
-from conftest import assert_close
+from support import assert_close
 from prhsim.optima import EigenBasis, KroneckerBasis, VectorBasis, kronecker_top, top_eigenpairs
 from prhsim.worlds import FiniteWorld, Modality, ProductWorld, bad, random_world, resampling, view_world
 

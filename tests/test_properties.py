@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import event, given, settings, strategies as st
 
-from conftest import ATOL, SOLVER_ATOL, assert_close
+from support import ATOL, SOLVER_ATOL, assert_close
 from prhsim.experiments import kernel_mismatch, merge_rule, rotation_uniqueness
 from prhsim.optima import GAP_TOL, TieWarning, alignment_loss, kronecker_top, whitened_optimum, whitening_error
 from prhsim.metrics import principal_angles, procrustes

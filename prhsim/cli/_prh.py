@@ -5,7 +5,7 @@ the 95th percentile of |x|, L2-normalise, score every layer pair, keep the best)
 layer pair and the chance level; ``prhsim prh table DIR`` scores every pair of files in
 a folder (or rows x columns chosen by glob patterns, e.g. language models against vision
 models as the WIT-1024 table does) and writes results.json, table.csv and table.png.
-Feature formats: :mod:`prhsim.experiments.real._feature_files`. Every problem is one line naming the file.
+Feature formats: :mod:`prhsim.io._feature_files`. Every problem is one line naming the file.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
-from prhsim._io import OutputError, check_out_folder, json_text, staged_folder
+from prhsim.io import OutputError, check_out_folder, json_text, staged_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
-from prhsim.experiments.real._feature_files import SUFFIXES, FeatureFileError, load_features
+from prhsim.io import SUFFIXES, FeatureFileError, load_features
 from prhsim.cli._run import _parse_out, git_revision
 
 #: Metric names of the protocol (the keys of prhsim.metrics.PRH_METRICS).
@@ -166,7 +166,7 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
             (stage / "results.json").write_text(json_text(document))
             (stage / "table.csv").write_text(text.getvalue())
             if not no_figures:
-                from prhsim.experiments.report._figures import save_png
+                from prhsim.io import save_png
                 from prhsim.experiments.report._prh_figure import prh_table_figure
 
                 save_png(prh_table_figure(scores, names_r, names_c, metric=metric, chance=chance), stage / "table.png")

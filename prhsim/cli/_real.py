@@ -12,12 +12,12 @@ import click
 from rich.markup import escape
 
 from prhsim._budget import ResourceError
-from prhsim._io import OutputError, check_out_folder, json_text, write_text_atomic
+from prhsim.io import OutputError, check_out_folder, json_text, write_text_atomic
 from prhsim.cli._console import UsageProblem, bar_reporter, console, stage_reporter
 from prhsim.cli._run import _parse_out, git_revision, read_own_config
 from pydantic import ValidationError
 
-from prhsim.config import ConfigError, ExportSettings, format_validation_error, resolve_settings
+from prhsim.config import ConfigError, format_validation_error, resolve_settings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -41,6 +41,8 @@ def real() -> None:
 def export_synthetic_command(world_kind, out, images, captions, seed, config_file, sets, overwrite, quiet) -> None:
     """A Flickr-format dataset from a prhsim world: PNG images, Karpathy JSON with captions, and the pixel
     closed form as frozen image features (image_features.npy)."""
+    from prhsim.real import ExportSettings
+
     flags = [f"{key}={value}" for key, value in (("images", images), ("captions", captions), ("seed", seed))
              if value is not None]
     if world_kind is not None and world_kind != "gridscene":
@@ -50,7 +52,7 @@ def export_synthetic_command(world_kind, out, images, captions, seed, config_fil
         check_out_folder(out, overwrite=overwrite)
     except (ConfigError, OutputError) as exc:
         raise UsageProblem(str(exc)) from None
-    from prhsim.experiments.real import export_synthetic
+    from prhsim.real import export_synthetic
 
     try:
         with stage_reporter("prhsim real export-synthetic", quiet=quiet) as say:
@@ -98,9 +100,9 @@ def train_command(data, views, model, steps, batch_size, features, workers, out,
     """Train a text encoder on a caption dataset with the objectives of prhsim.objectives (good or bad views: LeJEPA's
     invariance + SIGReg; ntp: next-token cross-entropy), with checkpoints a killed run resumes from. Under
     torchrun, the processes split each global batch (--batch-size) and the first one writes the run."""
-    from prhsim.config import RealTrainSettings
-    from prhsim.experiments.real import DataError, TrainingDiverged, train_real
-    from prhsim.experiments.real._distributed import launched
+    from prhsim.real import RealTrainSettings
+    from prhsim.real import DataError, TrainingDiverged, train_real
+    from prhsim.real import launched
 
     main = launched().main
     quiet = quiet or not main
@@ -116,7 +118,7 @@ def train_command(data, views, model, steps, batch_size, features, workers, out,
                 raise ConfigError(f"--resume: {out} holds no config.json (not a prhsim real run folder)")
             base = {**json.loads(saved.read_text()), **base}
         elif main and out.exists() and any(out.iterdir()):  # the other processes start when the first may have written
-            from prhsim.experiments.real._checkpoint import has_checkpoint
+            from prhsim.real import has_checkpoint
 
             if (out / "config.json").is_file() and not has_checkpoint(out):
                 raise OutputError(f"--out {out} holds a run that stopped before its first checkpoint (nothing to "
@@ -125,7 +127,7 @@ def train_command(data, views, model, steps, batch_size, features, workers, out,
         settings = resolve_settings(RealTrainSettings, base, [*sets, *flags])
         if resume:
             old = RealTrainSettings.model_validate(json.loads((out / "config.json").read_text())).model_dump()
-            from prhsim.experiments.real._train import parquet_shards
+            from prhsim.real import parquet_shards
 
             free = (*RESUMABLE, *(() if parquet_shards(settings.data) else ("num_workers",)))
             changed = sorted(k for k, v in settings.model_dump().items() if old[k] != v and k not in free)
@@ -144,7 +146,7 @@ def train_command(data, views, model, steps, batch_size, features, workers, out,
     except (DataError, TrainingDiverged, ResourceError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
     except KeyboardInterrupt:
-        from prhsim.experiments.real._checkpoint import has_checkpoint
+        from prhsim.real import has_checkpoint
 
         tail = f"resume with --resume --out {out}" if has_checkpoint(out) else "no checkpoint was written; nothing was kept"
         click.echo(f"prhsim real train: interrupted; {tail}", err=True)
@@ -165,7 +167,7 @@ def train_command(data, views, model, steps, batch_size, features, workers, out,
 def eval_command(run, features, data, n_fit, as_json) -> None:
     """Score a run's text encoder against the image features: R@1/R@5 both ways after one rotation fitted on
     validation pairs, mutual k-NN and CKA on the test split, each beside its chance level."""
-    from prhsim.experiments.real import DataError, evaluate_run
+    from prhsim.real import DataError, evaluate_run
 
     try:
         result = evaluate_run(run, features=features, data=data, n_fit=n_fit)
@@ -203,7 +205,7 @@ def eval_command(run, features, data, n_fit, as_json) -> None:
 def features_command(data, weights, out, images, image_size, batch_size, workers, device, overwrite, quiet) -> None:
     """Frozen image features of every image of a caption dataset (DINOv2's pooled class token), one row per
     image in the dataset JSON's order: the image side of prhsim real eval."""
-    from prhsim.experiments.real import DataError, encode_images
+    from prhsim.real import DataError, encode_images
 
     if Path(out).exists() and not overwrite:
         raise UsageProblem(f"--out {out} exists; pass --overwrite to replace it")
@@ -243,8 +245,8 @@ def smoke_command(out, images, captions, model, views, batch_size, epochs, weigh
                   compile_mode, as_json, quiet) -> None:
     """The whole pipeline once at Flickr30k's size (export, DINOv2 features, one epoch of training, evaluation),
     printing samples/s, tokens/s, MFU and peak GPU memory."""
-    from prhsim.experiments.real import DataError, TrainingDiverged
-    from prhsim.experiments.real._smoke import smoke
+    from prhsim.real import DataError, TrainingDiverged
+    from prhsim.real import smoke
 
     try:
         with bar_reporter("prhsim real smoke", quiet=quiet or as_json) as say:
@@ -300,8 +302,8 @@ def align_command(unpaired, dim, method, pairs_a, pairs_b, paired, labels_a, lab
                   as_json) -> None:
     """The map between two encoders' features found without any pair (docs/theory.md §9); pairs or labels,
     when given, only score it."""
-    from prhsim.experiments.real import DataError
-    from prhsim.experiments.real._align import align_unpaired
+    from prhsim.real import DataError
+    from prhsim.real import align_unpaired
 
     if out is not None and not str(out).endswith(".npz"):
         raise UsageProblem(f"--out {out}: the map is written as .npz")

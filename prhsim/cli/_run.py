@@ -19,7 +19,7 @@ import click
 from rich.markup import escape
 
 from prhsim._budget import ResourceError
-from prhsim._io import OutputError, check_out_folder, staged_folder
+from prhsim.io import OutputError, check_out_folder, staged_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.config import (
     LEARNER_CHOICES,

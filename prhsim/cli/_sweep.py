@@ -21,7 +21,7 @@ import click
 from rich.markup import escape
 
 from prhsim._budget import ResourceError
-from prhsim._io import OutputError, check_out_folder, json_text, staged_folder
+from prhsim.io import OutputError, check_out_folder, json_text, staged_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.cli._run import _parse_out, _parse_shape, _resolve, git_revision, read_own_config
 from prhsim.config import WORLD_KINDS, ConfigError
@@ -131,7 +131,8 @@ def sigreg_weight(lams, world, modalities, views, eps, k, seed, size, objects, n
                 (stage / "config.json").write_text(json_text({**config.model_dump(mode="json"),
                                                               "out": str(out_dir), "lams": list(grid)}))
                 if config.figures:
-                    from prhsim.experiments.report import save_png, sweep_figure
+                    from prhsim.experiments.report import sweep_figure
+                    from prhsim.io import save_png
 
                     save_png(sweep_figure(result), stage / "sigreg_weight.png")
     except (ResourceError, OutputError, LearnerError) as exc:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from rich.markup import escape
 
 from prhsim._budget import ResourceError
-from prhsim._io import OutputError, check_out_folder, json_text, staged_folder
+from prhsim.io import OutputError, check_out_folder, json_text, staged_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.cli._run import _parse_out, git_revision, read_own_config
 from prhsim.config import (
@@ -373,7 +373,7 @@ def _command(sweep: TheoremSweep) -> click.Command:
                     (stage / "config.json").write_text(json_text({**settings.model_dump(mode="json"),
                                                                   "out": str(out_dir)}))
                     if not no_figures:
-                        from prhsim.experiments.report import save_png
+                        from prhsim.io import save_png
 
                         save_png(sweep.figure(result), stage / f"{sweep.name}.png")
         except ValidationError as exc:  # settings a world model refuses (e.g. too many modalities)

@@ -11,7 +11,6 @@ from prhsim.config._merge import (
     resolve_run_config as resolve_run_config,
     resolve_settings as resolve_settings,
 )
-from prhsim.config._real import ExportSettings as ExportSettings, RealTrainSettings as RealTrainSettings
 from prhsim.config._sweeps import (
     BadViewSweepSettings as BadViewSweepSettings,
     CaptioningSettings as CaptioningSettings,
@@ -35,6 +34,7 @@ from prhsim.config._worlds import (
     WORLD_MODELS as WORLD_MODELS,
     GridSceneWorld as GridSceneWorld,
     GridWorld as GridWorld,
+    Settings as Settings,
     RandomWorld as RandomWorld,
     RingWorld as RingWorld,
     TorusWorld as TorusWorld,

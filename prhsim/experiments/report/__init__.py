@@ -7,7 +7,6 @@ pyplot is never imported) and matplotlib is imported only when a figure is drawn
 from prhsim.experiments.report._convergence import convergence_figure as convergence_figure
 from prhsim.experiments.report._figures import (
     residual_figure as residual_figure,
-    save_png as save_png,
     spectrum_figure as spectrum_figure,
 )
 from prhsim.experiments.report._files import results_document as results_document, write_outputs as write_outputs

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prhsim.experiments._metric_bridge import FAMILIES, MetricBridge
-from prhsim.experiments.report._figures import COLOURS, _new_figure
+from prhsim.experiments.report._figures import COLOURS
+from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
@@ -20,7 +21,7 @@ CURVE_GID, CHANCE_GID = "bridge", "bridge-chance"
 
 def metric_bridge_figure(result: MetricBridge) -> Figure:
     """Four panels against ρ_P (x): mutual k-NN (with its chance level), linear CKA, CKNNA, R@1."""
-    fig = _new_figure((14.0, 3.8))
+    fig = new_figure((14.0, 3.8))
     axes = fig.subplots(1, len(PANELS), sharex=True)
     for ax, (field, label) in zip(axes, PANELS):
         for i, family in enumerate(FAMILIES):

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prhsim.experiments._captioning import CaptioningCurve, curve_summary
-from prhsim.experiments.report._figures import COLOURS, _new_figure
+from prhsim.experiments.report._figures import COLOURS
+from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
@@ -38,7 +39,7 @@ def captioning_figure(curve: CaptioningCurve) -> Figure:
         raise ValueError("the captioning curve has no point to draw")
     from matplotlib.ticker import NullFormatter
 
-    fig = _new_figure((11.0, 4.4))
+    fig = new_figure((11.0, 4.4))
     left, right = fig.subplots(1, 2)
     positive = [n for n in curve.n_fits if n > 0]
     x_free = (min(positive) / 2.0) if positive else 1.0

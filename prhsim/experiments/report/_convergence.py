@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prhsim.experiments._results import RunResult
-from prhsim.experiments.report._figures import _new_figure
+from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
@@ -32,7 +32,7 @@ def convergence_figure(result: RunResult) -> Figure:
     if not result.learned:
         raise ValueError("this run trained no learner: there is no convergence to draw")
     names = [m.name for m in result.learned[0].modalities]
-    fig = _new_figure((3.6 * len(names) + 0.6, 3.4))
+    fig = new_figure((3.6 * len(names) + 0.6, 3.4))
     axes = fig.subplots(1, len(names), squeeze=False, sharey=True)[0]
     for ax, name in zip(axes, names):
         for summary in result.learned:

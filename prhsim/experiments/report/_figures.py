@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prhsim.experiments._results import RunResult
+from prhsim.io import DPI, new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
 
-#: Resolution of the written PNGs.
-DPI = 120
 #: A gap at or below this is a tie (as in the report).
 TIE_TOL = 1e-9
 #: Distinct marker shapes for the modalities (hollow, so stacked markers stay visible).
@@ -36,23 +35,6 @@ COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown",
 K_LINE_GID = "k-line"
 GAP_LABEL_GID = "gap-label"
 WORLD_CURVE_GID = "world-spectrum"
-
-
-def save_png(fig: Figure, path: Path) -> Path:
-    """Write ``fig`` as a PNG to exactly ``path`` and return it (no temporary file, no rename)."""
-    path = Path(path)
-    fig.savefig(path, dpi=DPI, format="png")
-    return path
-
-
-def _new_figure(figsize: tuple[float, float]) -> Figure:
-    """A standalone figure with an Agg canvas attached (no pyplot, no global backend)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def _modality_style(i: int) -> tuple[str, str]:
@@ -91,7 +73,7 @@ def spectrum_figure(result: RunResult) -> Figure:
     # Width: enough room per index for every modality's marker side by side, within bounds.
     slot_px = max(16.0, 6.0 * n_mod)
     axes_w = float(np.clip((n_idx + 0.5) * slot_px / DPI, 5.5, 12.0))
-    fig = _new_figure((axes_w + 3.2, 4.8 if axes_w <= 8 else 5.4))
+    fig = new_figure((axes_w + 3.2, 4.8 if axes_w <= 8 else 5.4))
     ax = fig.subplots()
 
     if head.size:
@@ -193,7 +175,7 @@ def residual_figure(result: RunResult) -> Figure:
 
     cell = 1.3 if n <= 3 else max(0.8, 1.3 - 0.1 * (n - 3))
     fontsize = 9.0 if n <= 3 else max(6.5, 9.0 - 0.3 * (n - 3))
-    fig = _new_figure((max(5.6, cell * n + 2.8), max(3.6, cell * n + 1.9)))
+    fig = new_figure((max(5.6, cell * n + 2.8), max(3.6, cell * n + 1.9)))
     ax = fig.subplots()
     norm = Normalize(vmin=0.0, vmax=max(float(np.sqrt(2)), float(R.max(initial=0.0))))
     im = ax.imshow(R, norm=norm, cmap="viridis")

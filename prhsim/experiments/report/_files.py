@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prhsim._io import json_text
+from prhsim.io import json_text
 from prhsim.config import RunConfig
 from prhsim.experiments._results import RunResult
 
@@ -17,7 +17,7 @@ def results_document(result: RunResult, *, git_revision: str | None) -> dict:
 def write_outputs(result: RunResult, config: RunConfig, folder: Path, *, git_revision: str | None) -> list[Path]:
     """Write results.json, config.json and (if asked) the PNG figures into ``folder`` (convergence.png with learners).
 
-    ``folder`` is a run's staging folder (:func:`prhsim._io.staged_folder`), renamed into
+    ``folder`` is a run's staging folder (:func:`prhsim.io._files.staged_folder`), renamed into
     place whole once every file is written; the files are written directly.
     """
     folder = Path(folder)
@@ -25,7 +25,8 @@ def write_outputs(result: RunResult, config: RunConfig, folder: Path, *, git_rev
     written[0].write_text(json_text(results_document(result, git_revision=git_revision)))
     written[1].write_text(json_text(config.model_dump(mode="json")))
     if config.figures:
-        from prhsim.experiments.report._figures import residual_figure, save_png, spectrum_figure
+        from prhsim.experiments.report._figures import residual_figure, spectrum_figure
+        from prhsim.io import save_png
 
         written.append(save_png(spectrum_figure(result), folder / "spectrum.png"))
         written.append(save_png(residual_figure(result), folder / "residuals.png"))

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prhsim.experiments._ntp_ca import NtpCaResult
-from prhsim.experiments.report._figures import COLOURS, _new_figure
+from prhsim.experiments.report._figures import COLOURS
+from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
@@ -37,7 +38,7 @@ def ntp_ca_figure(result: NtpCaResult) -> Figure:
     """Log-log ``s_Θ`` against ``σ_1``: optimum and PMI proxy vs CA (left), CA and PMI vs the optimum (right)."""
     if not result.cells or not any(result.cells):
         raise ValueError("the sweep has no cell to draw")
-    fig = _new_figure((11.0, 4.4))
+    fig = new_figure((11.0, 4.4))
     left, right = fig.subplots(1, 2, sharex=True)
     sigmas = np.array([c.sigma_1 for row in result.cells for c in row])
     for w, row in enumerate(result.cells):

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prhsim.experiments._sweep_pair_free import METHODS, PairFreeResult, predicted_success
-from prhsim.experiments.report._figures import COLOURS, _new_figure
+from prhsim.experiments.report._figures import COLOURS
+from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
@@ -36,7 +37,7 @@ def pair_free_figure(result: PairFreeResult) -> Figure:
     """Success rate (top) and top-1 retrieval (bottom) against the gap, S and ε (module docstring)."""
     if not result.cells:
         raise ValueError("the sweep has no cell to draw")
-    fig = _new_figure((13.0, 7.0))
+    fig = new_figure((13.0, 7.0))
     axes = fig.subplots(2, 3)
     for col, axis in enumerate(AXES):
         x = np.asarray(_values(result, axis), dtype=float)

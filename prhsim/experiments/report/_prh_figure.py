@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from prhsim.experiments.report._figures import _new_figure
+from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
@@ -21,7 +21,7 @@ def prh_table_figure(scores: np.ndarray, rows: Sequence[str], cols: Sequence[str
     scores = np.asarray(scores, dtype=float)
     if scores.shape != (len(rows), len(cols)) or scores.size == 0:
         raise ValueError(f"scores must be {len(rows)} x {len(cols)}, got {scores.shape}")
-    fig = _new_figure((1.2 + 0.9 * len(cols), 1.0 + 0.55 * len(rows)))
+    fig = new_figure((1.2 + 0.9 * len(cols), 1.0 + 0.55 * len(rows)))
     ax = fig.subplots()
     image = ax.imshow(scores, cmap="viridis", aspect="auto", gid=HEATMAP_GID)
     ax.set_xticks(range(len(cols)), labels=list(cols), rotation=45, ha="right", fontsize="small")

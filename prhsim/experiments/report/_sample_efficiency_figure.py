@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prhsim.experiments._sweep_sample_efficiency import SampleEfficiency
-from prhsim.experiments.report._figures import COLOURS, _new_figure
+from prhsim.experiments.report._figures import COLOURS
+from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
@@ -56,7 +57,7 @@ def sample_efficiency_figure(result: SampleEfficiency) -> Figure:
         raise ValueError("the sweep has no learner to draw")
     from matplotlib.ticker import NullFormatter
 
-    fig = _new_figure((11.5, 4.6))
+    fig = new_figure((11.5, 4.6))
     left, right = fig.subplots(1, 2, sharey=True)
     budgets = np.asarray(result.budgets, dtype=float)
     chance = chance_level(result)

@@ -16,7 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from prhsim.experiments._results import SweepResult
-from prhsim.experiments.report._figures import COLOURS, _new_figure
+from prhsim.experiments.report._figures import COLOURS
+from prhsim.io import new_figure
 from prhsim.experiments.report._terminal import _spread
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
@@ -63,7 +64,7 @@ def sweep_figure(result: SweepResult) -> Figure:
     if not result.cells:
         raise ValueError("the sweep has no cells to draw")
     lams = np.asarray(result.lams)
-    fig = _new_figure((13.0, 3.8))
+    fig = new_figure((13.0, 3.8))
     axes = fig.subplots(1, 3)
     names = [m.name for m in result.cells[0].modalities]
     for i, name in enumerate(names):

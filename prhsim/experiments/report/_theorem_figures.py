@@ -24,7 +24,8 @@ from prhsim.experiments._sweep_bad_view import BadViewSweep
 from prhsim.experiments._sweep_gap import GapSensitivity
 from prhsim.experiments._sweep_kernel_mismatch import KernelMismatchSweep
 from prhsim.experiments._sweep_restricted import RestrictedEncoder
-from prhsim.experiments.report._figures import COLOURS, _new_figure
+from prhsim.experiments.report._figures import COLOURS
+from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
@@ -70,7 +71,7 @@ def bad_view_figure(result: BadViewSweep) -> Figure:
     eps = np.asarray(result.eps)
     count = len(result.pairs) + 1
     cols = min(count, 4)
-    fig = _new_figure((3.6 * cols + 0.4, 3.3 * -(-count // cols) + 0.4))
+    fig = new_figure((3.6 * cols + 0.4, 3.3 * -(-count // cols) + 0.4))
     axes = _panels(fig, count)
     for ax, pair in zip(axes, result.pairs):
         key = f"{pair.a} vs {pair.b}"
@@ -107,7 +108,7 @@ def bad_view_figure(result: BadViewSweep) -> Figure:
 
 def kernel_mismatch_figure(result: KernelMismatchSweep) -> Figure:
     """Observed drift against ‖E‖_op (every cell, and the median over worlds) beside the medians of the bounds."""
-    fig = _new_figure((11.0, 4.2))
+    fig = new_figure((11.0, 4.2))
     axes = fig.subplots(1, 2)
     flat = [c for row in result.cells for c in row]
     x = np.asarray(result.median_e_op)
@@ -139,7 +140,7 @@ def kernel_mismatch_figure(result: KernelMismatchSweep) -> Figure:
 
 def gap_figure(result: GapSensitivity) -> Figure:
     """s_Θ against the gap δ (log-log): perturbed vs unperturbed, solver vs solver, start vs start, with bounds."""
-    fig = _new_figure((7.5, 4.8))
+    fig = new_figure((7.5, 4.8))
     ax = fig.subplots()
     gapped = [c for c in result.cells if not c.tie]
     ties = [c for c in result.cells if c.tie]
@@ -176,7 +177,7 @@ def gap_figure(result: GapSensitivity) -> Figure:
 
 def restricted_figure(result: RestrictedEncoder) -> Figure:
     """ρ_P per pair (restricted vs unrestricted, predicted marked); per modality s_Θ to the optimum and Σν/Σμ."""
-    fig = _new_figure((13.0, 4.0))
+    fig = new_figure((13.0, 4.0))
     axes = fig.subplots(1, 3)
     keys = [f"{p.a} vs {p.b}" for p in result.pairs]
     x = np.arange(len(keys))

@@ -1,0 +1,88 @@
+"""The bridge to real caption and image data (``prhsim real``), in PyTorch.
+
+Library code here reads and writes files, environment variables and forks data-loader workers (the
+only part of prhsim besides the command line that does): caption datasets (Karpathy-split JSON, JSON
+lines: :func:`read_captions`), a Flickr-format dataset exported from a prhsim world with its known image
+representation (:func:`export_synthetic`), DINOv2 image features (:func:`encode_images`), BERT text
+encoders trained with the simulator's objectives (:func:`train_real`) and their evaluation against
+image features (:func:`evaluate_run`), maps between encoders found without pairs (:func:`align_unpaired`)
+and the GPU smoke test (:func:`smoke`); the settings of every ``prhsim real`` command
+(:class:`RealTrainSettings`, :class:`ExportSettings`) live beside them. Nothing outside ``prhsim.real`` and
+``prhsim.cli`` imports it. torch and transformers are imported only where they are used: ``import
+prhsim.real`` stays free of them (the names of :data:`_LAZY` load their modules on first use).
+"""
+
+from prhsim.real._export import (
+    FEATURES_NAME as FEATURES_NAME,
+    IMAGE_DIR as IMAGE_DIR,
+    JSON_NAME as JSON_NAME,
+    ExportSummary as ExportSummary,
+    export_synthetic as export_synthetic,
+)
+from prhsim.real._karpathy import (
+    CaptionDataset as CaptionDataset,
+    DataError as DataError,
+    Record as Record,
+    read_captions as read_captions,
+    read_jsonl as read_jsonl,
+    read_karpathy as read_karpathy,
+)
+from prhsim.real._train import (
+    TrainingDiverged as TrainingDiverged,
+    TrainSummary as TrainSummary,
+    dataset_json as dataset_json,
+    train_real as train_real,
+)
+from prhsim.real._eval import evaluate_run as evaluate_run
+from prhsim.real._image_features import encode_images as encode_images
+from prhsim.real._settings import ExportSettings as ExportSettings, RealTrainSettings as RealTrainSettings
+from prhsim.real._parquet import (
+    StreamStats as StreamStats,
+    shard_slots as shard_slots,
+    stream_records as stream_records,
+)
+from prhsim.real._align import align_unpaired as align_unpaired
+from prhsim.real._smoke import smoke as smoke
+from prhsim.real._train import parquet_shards as parquet_shards
+
+__all__ = [
+    "CaptionDataset",
+    "DataError",
+    "ExportSettings",
+    "ExportSummary",
+    "FEATURES_NAME",
+    "IMAGE_DIR",
+    "JSON_NAME",
+    "RealTrainSettings",
+    "Record",
+    "StreamStats",
+    "TrainSummary",
+    "TrainingDiverged",
+    "align_unpaired",
+    "dataset_json",
+    "encode_images",
+    "evaluate_run",
+    "export_synthetic",
+    "has_checkpoint",
+    "launched",
+    "parquet_shards",
+    "read_captions",
+    "read_jsonl",
+    "read_karpathy",
+    "shard_slots",
+    "smoke",
+    "stream_records",
+    "train_real",
+]
+
+#: Names whose modules import torch at module level, loaded on first use (``import prhsim.real`` stays light).
+_LAZY = {"has_checkpoint": "prhsim.real._checkpoint", "launched": "prhsim.real._distributed"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'prhsim.real' has no attribute {name!r}")
+

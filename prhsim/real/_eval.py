@@ -1,0 +1,135 @@
+"""``prhsim real eval``: a trained text encoder against frozen image features, through ``prhsim.metrics``.
+
+The text side: each image's first caption, embedded by the run's backbone (the mean of the last
+hidden states over its tokens, every learner alike). The image side: the features file, one row
+per image of the dataset JSON in its order (the synthetic export's ``image_features.npy``, or any
+(N, D) / (N, L, D) file ``prhsim prh`` reads; with layers, the last one). Scores:
+
+* R@1 and R@5, text → image and image → text, after one orthogonal map fitted on ``n_fit``
+  validation pairs and scored on the test split (:func:`prhsim.metrics.retrieval`, as the paper
+  fits its rotation on 1,000 Flickr30k validation pairs);
+* mutual k-NN (PRH protocol, k = 10) and linear CKA on the test split;
+
+each beside its chance level (for CKA: the CKA of the same rows with the images shuffled, a
+permutation baseline, since linear CKA of unrelated features is well above 0 when the rows are few).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prhsim.io import json_text, write_text_atomic
+from prhsim.real._karpathy import DataError, read_captions
+from prhsim.real._tokenizer import encode, load_tokenizer
+from prhsim.real._export import FEATURES_NAME
+from prhsim.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, dataset_json, parquet_shards
+
+EVAL_NAME = "eval.json"
+
+
+def image_features(path: Path | str, images: int | None = None) -> np.ndarray:
+    """The features in ``path`` (their last layer), (N, D) float64, checked against the dataset's ``images`` rows
+    when given; a file that cannot be read is a one-line DataError."""
+    from prhsim.io import FeatureFileError, load_features
+
+    try:
+        feats = load_features(path)
+    except FeatureFileError as exc:
+        raise DataError(str(exc)) from None
+    if images is not None and feats.shape[0] != images:
+        raise DataError(f"{path}: {feats.shape[0]} rows of image features, but the dataset has {images} images "
+                        "(expected one row per image, in the dataset JSON's order)")
+    return np.asarray(feats[:, -1], dtype=np.float64)
+
+
+def embed_texts(model, tokenizer, texts: list[str], max_length: int, *, batch: int = 256) -> np.ndarray:
+    """The backbone's pooled features of each text, (N, hidden) float64."""
+    import torch
+
+    pad = tokenizer.token_to_id("[PAD]")
+    rows = encode(tokenizer, texts, max_length)
+    device = next(model.parameters()).device
+    out = []
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(rows), batch):
+            chunk = rows[i:i + batch]
+            length = max(r.size for r in chunk)
+            ids = np.full((len(chunk), length), pad, dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for j, r in enumerate(chunk):
+                ids[j, :r.size], mask[j, :r.size] = r, 1
+            feats = model.features(torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device))
+            out.append(feats.float().cpu().numpy())
+    return np.concatenate(out).astype(np.float64)
+
+
+def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: Path | str | None = None,
+                 n_fit: int = 1000, knn_k: int = 10) -> dict[str, Any]:
+    """Score the run's text encoder against the image features (module docstring); writes ``run/eval.json``.
+
+    ``data`` is the caption dataset whose val and test splits are scored (default: the one the run
+    trained on; a run trained on parquet shards needs one, e.g. Flickr30k's Karpathy JSON).
+
+    Raises:
+        DataError: a missing run file, a features file whose rows do not match the dataset, splits
+            without validation or test images.
+    """
+    import torch
+
+    from prhsim.real._settings import RealTrainSettings
+    from prhsim.real._checkpoint import load_checkpoint
+    from prhsim.real._text_models import TextEncoder
+    from prhsim.metrics import chance_recall, knn_chance, linear_cka, mutual_knn, retrieval
+
+    run = Path(run)
+    if not (run / CONFIG_NAME).is_file():
+        raise DataError(f"{run}: not a prhsim real run folder (no {CONFIG_NAME})")
+    try:
+        settings = RealTrainSettings.model_validate(json.loads((run / CONFIG_NAME).read_text()))
+        model_config = json.loads((run / MODEL_CONFIG_NAME).read_text())
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{run}: its {CONFIG_NAME} or {MODEL_CONFIG_NAME} cannot be read ({str(exc).splitlines()[0]})") from None
+    if data is None and parquet_shards(settings.data):
+        raise DataError(f"{run}: trained on parquet shards ({settings.data}), which have no val or test split; "
+                        "pass the caption dataset to evaluate on (--data, a Karpathy JSON with its image features)")
+    json_path = dataset_json(data if data is not None else settings.data)
+    dataset = read_captions(json_path)
+    feats_path = Path(features or (settings.features if data is None else None) or json_path.parent / FEATURES_NAME)
+    images = image_features(feats_path, len(dataset.records))
+    tokenizer = load_tokenizer(run / TOKENIZER_NAME)
+    model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
+                        causal=settings.views == "ntp", proj_dim=settings.proj_dim, config=model_config)
+    optimizer = torch.optim.AdamW(model.parameters())
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    state = load_checkpoint(run, model=model, optimizer=optimizer, scheduler=scheduler)
+    index = {r.id: i for i, r in enumerate(dataset.records)}
+    if isinstance(n_fit, bool) or int(n_fit) != n_fit or n_fit < 2:
+        raise DataError(f"n_fit must be an integer of at least 2, got {n_fit!r}")
+    val = [r for r in dataset.records if r.split == "val"][:n_fit]
+    test = [r for r in dataset.records if r.split == "test"]
+    if len(val) < 2 or len(test) < 2:
+        raise DataError(f"{json_path}: evaluation needs at least 2 val and 2 test images, got {len(val)} and {len(test)}")
+    rows = val + test
+    text = embed_texts(model, tokenizer, [r.texts[0] for r in rows], settings.max_length)
+    image = images[[index[r.id] for r in rows]]
+    fit = np.arange(len(rows)) < len(val)
+    recall = retrieval(text, image, fit=fit, ks=(1, 5))
+    t_test, i_test = text[~fit], image[~fit]
+    n = len(test)
+    k = min(knn_k, n - 1)
+    result = {
+        "run": str(run), "step": state.step, "views": settings.views, "model": settings.model,
+        "data": str(json_path), "features": str(feats_path), "n_fit": len(val), "n_test": n,
+        "r1_text_to_image": recall.a_to_b[1], "r5_text_to_image": recall.a_to_b[5],
+        "r1_image_to_text": recall.b_to_a[1], "r5_image_to_text": recall.b_to_a[5],
+        "mutual_knn": mutual_knn(t_test, i_test, k), "knn_k": k, "linear_cka": linear_cka(t_test, i_test),
+        "chance": {"r1": chance_recall(n, 1), "r5": chance_recall(n, 5), "mutual_knn": knn_chance(n, k),
+                   "linear_cka": linear_cka(t_test, i_test[np.random.default_rng(0).permutation(n)])},
+    }
+    write_text_atomic(run / EVAL_NAME, json_text(result))
+    return result

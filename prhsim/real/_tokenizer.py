@@ -1,0 +1,93 @@
+"""The text tokenizer of ``prhsim real``: WordPiece through the ``tokenizers`` library.
+
+Either built from the training captions (the offline default), or read from a local
+``tokenizer.json`` (any Hugging Face fast tokenizer) or ``vocab.txt`` (a BERT WordPiece vocabulary).
+Nothing is downloaded. Captions are encoded without special tokens and cut at ``max_length``.
+
+The built vocabulary: BERT's normaliser (lower-cased) and pre-tokeniser split the captions into
+words; the vocabulary is the special tokens below, every character (as a word start and as a
+``##`` continuation), then whole words by decreasing count (ties in alphabetical order) up to
+``vocab_size``; WordPiece encodes greedily by the longest match. The library's own WordPiece
+trainer breaks ties between equally frequent merges in hash order, so two trainings on the same
+captions gave different vocabularies (measured: 3 of 5 differed), and two runs with one seed
+would not be the same run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from prhsim.real._karpathy import DataError
+
+SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def train_wordpiece(texts: Iterable[str], vocab_size: int = 8192):
+    """A WordPiece tokenizer built from ``texts``, the same for the same texts (module docstring)."""
+    from collections import Counter
+
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    normalizer, splitter = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(word for word, _ in splitter.pre_tokenize_str(normalizer.normalize_str(text)))
+    chars = sorted({c for word in counts for c in word})
+    vocab: dict[str, int] = {}
+    for token in [*SPECIALS, *chars, *(f"##{c}" for c in chars)]:
+        vocab.setdefault(token, len(vocab))
+    for word, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        if len(vocab) >= vocab_size:
+            break
+        vocab.setdefault(word, len(vocab))
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = splitter
+    return tokenizer
+
+
+def load_tokenizer(path: Path | str):
+    """A tokenizer from a local ``tokenizer.json`` or ``vocab.txt`` (or a folder holding one).
+
+    Raises:
+        DataError: no such file, or a file the tokenizers library cannot read, or one without
+            the pad and mask tokens.
+    """
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    path = Path(path)
+    if path.is_dir():
+        found = [path / name for name in ("tokenizer.json", "vocab.txt") if (path / name).is_file()]
+        if not found:
+            raise DataError(f"{path}: no tokenizer.json or vocab.txt in this folder")
+        path = found[0]
+    if not path.is_file():
+        raise DataError(f"{path}: no such file (expected a tokenizer.json or a WordPiece vocab.txt)")
+    try:
+        if path.suffix == ".txt":
+            tokenizer = Tokenizer(models.WordPiece.from_file(str(path), unk_token="[UNK]"))
+            tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+            tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        else:
+            tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # the library raises its own exception types
+        raise DataError(f"{path}: not a tokenizer the tokenizers library can read ({str(exc).splitlines()[0]})") from None
+    tokenizer.no_padding()  # a saved fast tokenizer may pad or cut: prhsim pads and cuts itself
+    tokenizer.no_truncation()
+    missing = [t for t in ("[PAD]", "[MASK]") if tokenizer.token_to_id(t) is None]
+    if missing:
+        raise DataError(f"{path}: the tokenizer has no {' or '.join(missing)} token")
+    return tokenizer
+
+
+def encode(tokenizer, texts: list[str], max_length: int) -> list[np.ndarray]:
+    """Token ids of each text (no special tokens), cut at ``max_length``; at least one id each ([UNK] if empty)."""
+    unk = tokenizer.token_to_id("[UNK]")
+    out = []
+    for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=False):
+        ids = np.asarray(encoding.ids[:max_length], dtype=np.int64)
+        out.append(ids if ids.size else np.array([unk], dtype=np.int64))
+    return out

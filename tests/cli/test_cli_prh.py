@@ -1,0 +1,153 @@
+"""``prhsim prh``: the PRH protocol on feature files, every format read alike, every bad file one line."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from prhsim.cli import main
+from prhsim.io import FeatureFileError, load_features
+
+N, L, D = 120, 3, 12
+
+
+def _stacks(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """B's layer 1 is A's layer 2 under a random rotation; every other layer is independent noise."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((N, L, D)).astype(np.float32)
+    b = rng.standard_normal((N, 2, D)).astype(np.float32)
+    Q, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    b[:, 1] = a[:, 2] @ Q.astype(np.float32)
+    return a, b
+
+
+def _save_all(tmp_path, x: np.ndarray) -> dict[str, object]:
+    torch = pytest.importorskip("torch")
+    from safetensors.numpy import save_file
+
+    paths = {"npy": tmp_path / "x.npy", "safetensors": tmp_path / "x.safetensors", "pt-dict": tmp_path / "x.pt",
+             "pt-tensor": tmp_path / "t.pth"}
+    np.save(paths["npy"], x)
+    save_file({"feats": x}, str(paths["safetensors"]))
+    torch.save({"feats": torch.from_numpy(x.copy()).to(torch.bfloat16), "mask": torch.ones(N)}, paths["pt-dict"])
+    torch.save(torch.from_numpy(x.copy()), paths["pt-tensor"])
+    return paths
+
+
+def test_every_format_reads_the_same_stack(tmp_path):
+    torch = pytest.importorskip("torch")
+    a, _ = _stacks()
+    bf16 = torch.from_numpy(a.copy()).to(torch.bfloat16).float().numpy()  # the .pt dict is saved in bf16
+    for name, path in _save_all(tmp_path, a).items():
+        got = load_features(path)
+        assert got.shape == (N, L, D) and got.dtype == np.float32, name
+        np.testing.assert_allclose(got, bf16 if name == "pt-dict" else a, rtol=0, atol=0, err_msg=name)
+    np.save(tmp_path / "flat.npy", a[:, 0])
+    assert load_features(tmp_path / "flat.npy").shape == (N, 1, D)  # one layer
+
+
+def test_score_finds_the_rotated_layer_pair(tmp_path):
+    a, b = _stacks()
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    result = CliRunner().invoke(main, ["prh", "score", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"),
+                                       "--metric", "linear_cka", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    # the protocol's clip at the 95th percentile of |x| does not commute with the rotation: 0.9935, not 1
+    assert doc["layer_pair"] == [2, 1] and 0.99 < doc["best"] < 1.0
+    assert doc["best"] == max(max(row) for row in doc["table"])
+    assert np.shape(doc["table"]) == (L, 2) and doc["chance"] is None and doc["n"] == N
+    text = CliRunner().invoke(main, ["prh", "score", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")])
+    assert text.exit_code == 0, text.output
+    assert "(chance 0.08403) at layers 2 (A) x 1 (B)" in text.output and text.output.startswith("mutual_knn = 0.9")
+
+
+def test_table_writes_csv_json_and_heatmap(tmp_path):
+    a, b = _stacks()
+    folder = tmp_path / "feats"
+    folder.mkdir()
+    np.save(folder / "llm-a.npy", a)
+    np.save(folder / "vit-b.npy", b)
+    np.save(folder / "vit-c.npy", np.random.default_rng(5).standard_normal((N, 1, 7)).astype(np.float32))
+    (folder / "notes.txt").write_text("not a feature file")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["prh", "table", str(folder), "--rows", "llm-*", "--cols", "vit-*",
+                                       "--metric", "linear_cka", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["rows"] == ["llm-a.npy"] and doc["cols"] == ["vit-b.npy", "vit-c.npy"]
+    assert 0.99 < doc["scores"][0][0] < 1.0 and doc["layer_pairs"][0][0] == [2, 1]
+    assert doc["scores"][0][1] < 0.5  # independent noise
+    rows = list(csv.reader((out / "table.csv").read_text().splitlines()))
+    assert rows[0] == ["", "vit-b.npy", "vit-c.npy"] and rows[1][0] == "llm-a.npy"
+    assert float(rows[1][1]) == pytest.approx(doc["scores"][0][0], abs=1e-6)
+    assert (out / "table.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("case, message", [
+    ("mismatch", "has 120 samples and"),
+    ("nan", "features contain NaN or inf"),
+    ("shape", "features must have shape (N, D) or (N, L, D), got (120,)"),
+    ("suffix", "unknown feature format '.txt'"),
+    ("garbage", "cannot be read"),
+    ("no-feats", "no tensor named 'feats' (tensors: x, y)"),
+    ("missing", "no such file"),
+])
+def test_bad_feature_files_are_one_line_errors_naming_the_file(tmp_path, case, message):
+    a, _ = _stacks()
+    good = tmp_path / "good.npy"
+    np.save(good, a)
+    bad = tmp_path / "bad.npy"
+    if case == "mismatch":
+        np.save(bad, a[:60])
+    elif case == "nan":
+        a[3, 1, 2] = np.nan
+        np.save(bad, a)
+    elif case == "shape":
+        np.save(bad, np.ones(N))
+    elif case == "suffix":
+        bad = tmp_path / "bad.txt"
+        bad.write_text("1 2 3")
+    elif case == "garbage":
+        bad = tmp_path / "bad.pt"
+        bad.write_bytes(b"\x00not a torch file")
+    elif case == "no-feats":
+        pytest.importorskip("safetensors")
+        from safetensors.numpy import save_file
+
+        bad = tmp_path / "bad.safetensors"
+        save_file({"x": np.ones((4, 2), np.float32), "y": np.ones((4, 2), np.float32)}, str(bad))
+    elif case == "missing":
+        bad = tmp_path / "absent.npy"
+    result = CliRunner().invoke(main, ["prh", "score", str(good), str(bad)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert str(bad) in result.output or case == "mismatch"
+    if case != "mismatch":
+        with pytest.raises(FeatureFileError):
+            load_features(bad)
+
+
+def test_without_the_clip_a_rotated_layer_scores_one_and_bf16_safetensors_read(tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    from prhsim.metrics import PRH_METRICS  # noqa: F401 - the registry is public
+
+    a, b = _stacks()
+    np.save(tmp_path / "a.npy", a)
+    save_file({"feats": torch.from_numpy(b.copy())}, str(tmp_path / "b.safetensors"))
+    result = CliRunner().invoke(main, ["prh", "score", str(tmp_path / "a.npy"), str(tmp_path / "b.safetensors"),
+                                       "--metric", "linear_cka", "--no-clip", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["best"] == pytest.approx(1.0, abs=1e-5) and doc["clip"] is None and doc["layer_pair"] == [2, 1]
+    save_file({"feats": torch.from_numpy(a.copy()).to(torch.bfloat16)}, str(tmp_path / "half.safetensors"))
+    half = load_features(tmp_path / "half.safetensors")
+    assert half.dtype == np.float32 and half.shape == (N, L, D)
+    np.testing.assert_allclose(half, torch.from_numpy(a.copy()).to(torch.bfloat16).float().numpy(), rtol=0, atol=0)

@@ -1,0 +1,112 @@
+"""A run folder is written whole or not at all, and an unusable one is refused before any work."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from prhsim.io import OutputError, check_out_folder, staged_folder
+
+
+def test_staged_folder_appears_whole_on_success(tmp_path):
+    out = tmp_path / "sub" / "run"
+    with staged_folder(out) as stage:
+        (stage / "a.json").write_text("{}")
+        assert not out.exists() and stage.parent == out.parent
+    assert sorted(p.name for p in out.iterdir()) == ["a.json"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("error", [RuntimeError("disk full"), KeyboardInterrupt()])
+def test_a_failure_leaves_nothing_and_keeps_the_old_folder(tmp_path, error):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text("old")
+    with pytest.raises(type(error)):
+        with staged_folder(out, overwrite=True) as stage:
+            (stage / "results.json").write_text("{half")
+            raise error
+    assert (out / "results.json").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_overwrite_replaces_the_folder_whole(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text("old")
+    (out / "stale.png").write_text("old")
+    with staged_folder(out, overwrite=True) as stage:
+        (stage / "results.json").write_text("new")
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    assert (out / "results.json").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_an_empty_existing_folder_is_used(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    check_out_folder(out)
+    with staged_folder(out) as stage:
+        (stage / "results.json").write_text("{}")
+    assert (out / "results.json").exists()
+
+
+def test_a_symlink_is_followed_to_its_target(tmp_path):
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "results.json").write_text("old")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    check_out_folder(link, overwrite=True)
+    with staged_folder(link, overwrite=True) as stage:
+        (stage / "results.json").write_text("new")
+    assert link.is_symlink() and (target / "results.json").read_text() == "new"
+
+
+@pytest.mark.parametrize("make, overwrite, message", [
+    (lambda t: t / "full", False, "exists and is not empty; pass --overwrite"),
+    (lambda t: t / "notarun", True, "is not a prhsim run folder (no results.json)"),
+    (lambda t: t / "file", False, "exists and is not a folder"),
+    (lambda t: t / "file" / "sub", False, "is a file, not a folder"),
+    (lambda t: t, True, "the current folder or one of its ancestors"),
+    (lambda t: t.parent, True, "the current folder or one of its ancestors"),
+])
+def test_unusable_folders_are_refused(tmp_path, monkeypatch, make, overwrite, message):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "results.json").write_text("{}")
+    (tmp_path / "notarun").mkdir()
+    (tmp_path / "notarun" / "thesis.tex").write_text("precious")
+    (tmp_path / "file").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(OutputError, match=re.escape(message)):
+        check_out_folder(make(tmp_path), overwrite=overwrite)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_files_and_folder_have_ordinary_permissions(tmp_path):
+    with staged_folder(tmp_path / "run") as stage:
+        (stage / "results.json").write_text("{}")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert (tmp_path / "run").stat().st_mode & 0o777 == 0o777 & ~mask
+    assert (tmp_path / "run" / "results.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_atomic_file_renames_on_success_and_leaves_nothing_on_failure(tmp_path):
+    from prhsim.io import atomic_file, write_text_atomic
+
+    target = tmp_path / "sub" / "feats.npy"
+    with atomic_file(target) as tmp:
+        assert tmp.suffix == ".npy" and tmp.parent == target.parent and not target.exists()
+        tmp.write_bytes(b"new")
+    assert target.read_bytes() == b"new"
+    with pytest.raises(RuntimeError):
+        with atomic_file(target) as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("interrupted")
+    assert target.read_bytes() == b"new" and sorted(p.name for p in target.parent.iterdir()) == ["feats.npy"]
+    write_text_atomic(tmp_path / "a.json", "{}")
+    assert (tmp_path / "a.json").read_text() == "{}"

@@ -1,0 +1,267 @@
+"""``prhsim real train`` and ``eval`` end to end on a small synthetic export (tiny BERT, CPU): every learner trains
+and is scored, a killed run resumes to the same parameters, and bad input is a one-line error."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+torch = pytest.importorskip("torch")
+
+from prhsim.cli import main  # noqa: E402
+from prhsim.real import RealTrainSettings  # noqa: E402
+from prhsim.real import DataError, evaluate_run, train_real  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data(small_export):
+    return small_export
+
+
+def _settings(data, **kw):
+    base = dict(data=str(data), model="tiny", steps=6, batch_size=8, vocab_size=64, max_length=16,
+                num_directions=16, proj_dim=16, checkpoint_every=3, log_every=2, device="cpu")
+    return RealTrainSettings(**{**base, **kw})
+
+
+@pytest.mark.parametrize("views", ["good", "bad", "ntp"])
+def test_each_learner_trains_and_is_scored(data, tmp_path, views):
+    run = tmp_path / views
+    summary = train_real(_settings(data, views=views), run)
+    assert summary.steps == 6 and np.isfinite(summary.loss)
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [2, 4, 6] and all(x["tokens_per_s"] > 0 for x in lines)
+    assert (run / "loss.png").read_bytes()[:4] == b"\x89PNG" and (run / "summary.json").is_file()
+    result = evaluate_run(run, n_fit=10)
+    for key in ("r1_text_to_image", "r5_text_to_image", "r1_image_to_text", "r5_image_to_text", "mutual_knn",
+                "linear_cka"):
+        assert 0.0 <= result[key] <= 1.0, key
+    assert result["n_test"] == 12 and result["chance"]["r1"] == pytest.approx(1 / 12)
+    assert json.loads((run / "eval.json").read_text()) == result
+
+
+def test_a_killed_run_resumes_to_the_same_parameters(data, tmp_path):
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    train_real(_settings(data, steps=8, checkpoint_every=100), straight)
+    train_real(_settings(data, steps=8, checkpoint_every=100), killed, stop_after=5)
+    train_real(_settings(data, steps=8, checkpoint_every=100), killed, resume=True)
+    from safetensors.torch import load_file
+
+    a = load_file(straight / "checkpoint" / "model.safetensors")
+    b = load_file(killed / "checkpoint" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_bad_input_is_one_line_and_leaves_no_run(data, tmp_path):
+    runner = CliRunner()
+    missing = runner.invoke(main, ["real", "train", "--data", str(tmp_path / "nowhere"), "--model", "tiny",
+                                   "--out", str(tmp_path / "r1")])
+    assert missing.exit_code == 2 and "no such dataset folder" in missing.output
+    assert not (tmp_path / "r1").exists()
+    short = tmp_path / "short.npy"
+    np.save(short, np.zeros((5, 3)))
+    run = tmp_path / "r2"
+    train_real(_settings(data, steps=2), run)
+    with pytest.raises(DataError, match="5 rows of image features, but the dataset has 60 images"):
+        evaluate_run(run, features=short)
+    no_tokenizer = runner.invoke(main, ["real", "train", "--data", str(data), "--model", "tiny", "--set",
+                                        'tokenizer="/nonexistent/tok.json"', "--out", str(tmp_path / "r3")])
+    assert no_tokenizer.exit_code == 2 and "/nonexistent/tok.json: no such file" in no_tokenizer.output
+    weights = runner.invoke(main, ["real", "train", "--data", str(data), "--model", "tiny", "--set",
+                                   f'weights="{tmp_path}"', "--out", str(tmp_path / "r4")])
+    assert weights.exit_code == 2 and "not a Hugging Face checkpoint directory" in weights.output
+    assert not (tmp_path / "r3").exists() and not (tmp_path / "r4").exists()
+
+
+def test_a_diverging_run_stops_and_leaves_nothing_to_half_resume(data, tmp_path):
+    from prhsim.real import TrainingDiverged
+
+    run = tmp_path / "boom"
+    with pytest.raises(TrainingDiverged, match=r"not finite at step 2 \(lr 1e\+12\); no checkpoint was written"):
+        train_real(_settings(data, lr=1e12, steps=20, warmup=0.0), run)  # step 0's update blows up, seen at step 2
+    assert not run.exists()  # failed before its first checkpoint: no run folder
+
+
+def test_a_step_gone_non_finite_is_named_and_no_checkpoint_after_it_is_written(data, tmp_path, monkeypatch):
+    """The check is read at logged and saved steps only: step 4 (0-based 3) goes bad, its checkpoint is never written."""
+    from prhsim.real import TrainingDiverged
+    from prhsim.real import _train
+
+    objective = _train._objective
+
+    def poisoned(model, batch, settings, step, device):
+        loss = objective(model, batch, settings, step, device)
+        return loss * float("nan") if step == 3 else loss
+
+    monkeypatch.setattr(_train, "_objective", poisoned)
+    run = tmp_path / "nan"
+    with pytest.raises(TrainingDiverged, match="not finite at step 4 .* the checkpoint of step 2 is kept"):
+        train_real(_settings(data, steps=8, checkpoint_every=2, log_every=10), run)
+    assert json.loads((run / "checkpoint" / "state.json").read_text())["step"] == 2
+
+
+def test_resume_logs_each_step_once_and_a_finished_run_stays_finished(data, tmp_path):
+    run = tmp_path / "r"
+    settings = _settings(data, steps=8, checkpoint_every=4, log_every=1)
+    train_real(settings, run, stop_after=6)  # checkpoints at 4 and 6 ...
+    with (run / "metrics.jsonl").open("a") as f:  # ... and a line logged after the last checkpoint
+        f.write(json.dumps({"step": 7, "loss": 0.0, "lr": 0.0, "samples_per_s": 1.0, "tokens_per_s": 1.0}) + "\n")
+    train_real(settings, run, resume=True)
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 9))
+    summary = json.loads((run / "summary.json").read_text())
+    again = train_real(settings, run, resume=True)
+    assert again.steps == 8 and np.isfinite(again.loss) and json.loads((run / "summary.json").read_text()) == summary
+
+
+def test_next_token_prediction_from_a_checkpoint_is_causal_and_evaluates(data, tmp_path):
+    from transformers import BertConfig, BertModel
+
+    from prhsim.real._text_models import TextEncoder
+
+    tokenizer_run = tmp_path / "tok"
+    train_real(_settings(data, steps=1), tokenizer_run)  # for its tokenizer
+    vocab = json.loads((tokenizer_run / "model_config.json").read_text())["vocab_size"]
+    weights = tmp_path / "bert"
+    BertModel(BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(weights)
+    encoder = TextEncoder("tiny", vocab, 16, causal=True, weights=weights)
+    ids = torch.randint(5, vocab, (1, 6))
+    changed = ids.clone()
+    changed[0, -1] = 5 if int(ids[0, -1]) != 5 else 6
+    with torch.no_grad():  # a later token never changes an earlier position's state
+        a = encoder.backbone(input_ids=ids).last_hidden_state[0, :-1]
+        b = encoder.backbone(input_ids=changed).last_hidden_state[0, :-1]
+    assert torch.allclose(a, b, atol=1e-6)
+    run = tmp_path / "ntp"
+    train_real(_settings(data, views="ntp", steps=2, weights=str(weights),
+                         tokenizer=str(tokenizer_run / "tokenizer.json")), run)
+    assert evaluate_run(run, n_fit=10)["n_test"] == 12
+
+
+def test_the_command_line_trains_resumes_and_evaluates(data, tmp_path):
+    runner = CliRunner()
+    run = tmp_path / "cli"
+    args = ["real", "train", "--data", str(data), "--views", "good", "--model", "tiny", "--steps", "4",
+            "--batch-size", "8", "--set", "vocab_size=64", "--set", "proj_dim=16", "--set", "num_directions=16",
+            "--set", 'device="cpu"', "--out", str(run), "-q"]
+    assert runner.invoke(main, args).exit_code == 0
+    again = runner.invoke(main, args)
+    assert again.exit_code == 2 and "--resume" in again.output
+    resumed = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--steps", "6", "-q"])
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads((run / "config.json").read_text())["steps"] == 6
+    assert json.loads((run / "summary.json").read_text())["steps"] == 6
+    changed = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--views", "bad"])
+    assert changed.exit_code == 2 and "not views" in changed.output
+    table = runner.invoke(main, ["real", "eval", str(run), "--n-fit", "10"])
+    assert table.exit_code == 0 and "R@1 text -> image" in table.output and "chance" in table.output
+
+
+def test_dinov2_features_of_every_image_in_order(data, tmp_path):
+    from transformers import Dinov2Config, Dinov2Model
+
+    from prhsim.real import load_features
+    from prhsim.real._image_features import preprocess
+
+    weights = tmp_path / "dino"
+    torch.manual_seed(0)
+    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                             patch_size=14, image_size=28)).save_pretrained(weights)
+    out = tmp_path / "feats.safetensors"
+    runner = CliRunner()
+    result = runner.invoke(main, ["real", "features", "--data", str(data), "--weights", str(weights), "--out", str(out),
+                                  "--image-size", "28", "--batch-size", "16", "--device", "cpu", "-q"])
+    assert result.exit_code == 0, result.output
+    feats = load_features(out)[:, -1]
+    assert feats.shape == (60, 32)
+    model = Dinov2Model.from_pretrained(str(weights), local_files_only=True).eval()
+    with torch.no_grad():  # image 7, alone, through the same preprocessing: the same row
+        pixels = torch.from_numpy(preprocess(data / "images" / "000007.png", 28)[None])
+        assert np.allclose(feats[7], model(pixel_values=pixels).pooler_output[0].numpy(), atol=1e-5)
+    missing = runner.invoke(main, ["real", "features", "--data", str(data), "--weights", str(tmp_path / "none"),
+                                   "--out", str(tmp_path / "f.npy")])
+    assert missing.exit_code == 2 and "not a Hugging Face checkpoint directory" in missing.output
+    assert not (tmp_path / "f.npy").exists()
+
+
+def test_a_run_from_pretrained_weights_has_no_unused_pooler_and_resumes(data, tmp_path):
+    """A JEPA encoder from a checkpoint is built as a random one is (no pooler, which no loss would train and which
+    data-parallel training would refuse), so its run resumes from the model configuration it saved."""
+    from transformers import BertConfig, BertModel
+
+    tokenizer_run = tmp_path / "tok"
+    train_real(_settings(data, steps=1), tokenizer_run)
+    vocab = json.loads((tokenizer_run / "model_config.json").read_text())["vocab_size"]
+    weights = tmp_path / "bert"
+    BertModel(BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(weights)  # with a pooler, as BERT checkpoints have
+    settings = _settings(data, steps=4, checkpoint_every=2, weights=str(weights),
+                         tokenizer=str(tokenizer_run / "tokenizer.json"))
+    run = tmp_path / "pretrained"
+    train_real(settings, run, stop_after=2)
+    assert not any("pooler" in key for key in json.loads((run / "checkpoint" / "state.json").read_text())["model"]
+                   ["aliases"]) and train_real(settings, run, resume=True).steps == 4
+    with pytest.raises(DataError, match="--stop-after 3 is not after the checkpoint's step 4"):
+        train_real(_settings(data, steps=8, checkpoint_every=2, weights=str(weights),
+                             tokenizer=str(tokenizer_run / "tokenizer.json")), run, resume=True, stop_after=3)
+
+
+def test_a_failed_new_run_in_an_existing_folder_leaves_it_empty(data, tmp_path):
+    from prhsim.real import TrainingDiverged
+
+    run = tmp_path / "given"
+    run.mkdir()
+    with pytest.raises(TrainingDiverged):
+        train_real(_settings(data, lr=1e12, steps=20, warmup=0.0, tensorboard=True), run)
+    assert run.is_dir() and not any(run.iterdir())
+
+
+def test_the_logged_real_token_share_is_the_batches_own(data, tmp_path):
+    """Twin: the real tokens over the packed positions of the steps of each logged interval, from the batches."""
+    from prhsim.real._train import batch_source, training_data
+    from prhsim.real._tokenizer import load_tokenizer
+
+    settings = _settings(data, steps=4, log_every=2, row_multiple=3)
+    run = tmp_path / "share"
+    train_real(settings, run)
+    source = batch_source(settings, training_data(settings), load_tokenizer(run / "tokenizer.json"), start=0)
+    shares = []
+    for first in (0, 2):
+        batches = [source[t] for t in (first, first + 1)]
+        assert all(b[2].shape[0] % 3 == 0 for b in batches)  # rows in multiples of row_multiple
+        shares.append(sum(int((b[2] >= 0).sum()) for b in batches) / sum(b[2].numel() for b in batches))
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [x["real_token_share"] for x in lines] == pytest.approx(shares, abs=1e-12)
+    assert all(0 < s < 1 for s in shares)
+
+
+def test_a_compiled_run_ends_where_the_eager_one_does(data, tmp_path):
+    """compile="default" (inductor on this CPU) against eager, without dropout (their random streams differ)."""
+    from safetensors.torch import load_file
+
+    eager, compiled = tmp_path / "eager", tmp_path / "compiled"
+    base = dict(steps=3, dropout=0.0, row_multiple=64, checkpoint_every=100)  # one row count: few compilations
+    train_real(_settings(data, **base), eager)
+    train_real(_settings(data, compile="default", **base), compiled)
+    a, b = (load_file(run / "checkpoint" / "model.safetensors") for run in (eager, compiled))
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4) for k in a)
+    assert json.loads((compiled / "config.json").read_text())["compile"] == "default"
+
+
+def test_a_checkpoint_of_padded_views_is_refused_on_resume(data, tmp_path):
+    """Runs of the earlier padded layout drew other dropout masks: resuming them here would not be exact."""
+    run = tmp_path / "old"
+    train_real(_settings(data, steps=4), run, stop_after=2)
+    state = run / "checkpoint" / "state.json"
+    document = json.loads(state.read_text())
+    assert document["extra"]["layout"] == "packed"
+    del document["extra"]["layout"]
+    state.write_text(json.dumps(document))
+    with pytest.raises(DataError, match="padded every view instead of packing them"):
+        train_real(_settings(data, steps=4), run, resume=True)

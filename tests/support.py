@@ -1,0 +1,38 @@
+"""Shared tolerances and helpers of the test suite (imported by the tests as ``support``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from prhsim.worlds import FiniteWorld
+
+#: Named tolerances: exact identities (rounding only) and iterative solvers.
+ATOL = 1e-10
+RTOL = 1e-10
+SOLVER_ATOL = 1e-8
+
+def assert_close(actual, expected, *, atol: float = ATOL, rtol: float = RTOL, what: str = "") -> None:
+    """One tolerance helper for arrays and scalars."""
+    np.testing.assert_allclose(np.asarray(actual, dtype=float), np.asarray(expected, dtype=float),
+                               atol=atol, rtol=rtol, err_msg=what)
+
+
+def dense(matrix) -> np.ndarray:
+    """A dense copy of a dense or sparse matrix."""
+    return np.asarray(matrix.toarray() if hasattr(matrix, "toarray") else matrix, dtype=float)
+
+
+def projector_distance(A: np.ndarray, B: np.ndarray) -> float:
+    """``‖P_A − P_B‖_F / √2`` for orthonormal column bases A, B (the naive twin of sinΘ)."""
+    return float(np.linalg.norm(A @ A.T - B @ B.T) / np.sqrt(2))
+
+
+def negatives_above_positives() -> FiniteWorld:
+    """30 states, uniform p: 20 eigenvalues −0.03 above 9 eigenvalues 0.02 (the heap walks past the negatives)."""
+    n = 30
+    rng = np.random.default_rng(0)
+    s = np.full(n, 1 / np.sqrt(n))
+    V, _ = np.linalg.qr(np.column_stack([s, rng.normal(size=(n, n - 1))]))
+    lam = np.array([1.0] + [-0.03] * 20 + [0.02] * 9)
+    K = (V * lam) @ V.T
+    return FiniteWorld(np.full(n, 1 / n), np.maximum(K, 0) / n)
