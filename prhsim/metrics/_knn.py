@@ -492,6 +492,9 @@ def _knn(xp: Any, x: Any, k: int, block: int | None, scale: Any = None,
     else:  # every row a copy of the first
         idx = xp.zeros((1, 0), dtype=group.dtype, device=array_device(x))
         vals = xp.zeros((1, 0), dtype=own.dtype, device=array_device(x))
+    if is_jax_array(x):  # index bookkeeping on the host: JAX would compile each of its operations per shape
+        parts = expand(np, *(np.asarray(v) for v in (vals, _cast(xp, idx, group.dtype), own, first, group)), k)
+        return tuple(xp.asarray(v) for v in parts)
     return expand(xp, vals, _cast(xp, idx, group.dtype), own, first, group, k)
 
 

@@ -850,11 +850,14 @@ def test_copies_tie_exactly_when_tiles_round_differently(monkeypatch, lib):
 
 @pytest.mark.parametrize("kind", ["duplicates", "near ties", "integer", "signed zeros"])
 def test_neighbour_lists_are_identical_across_libraries_and_tiles(kind):
-    """numpy, torch and JAX, every tile side from 1 to N: one list per row, the twin's; the metrics agree too."""
+    """numpy, torch and JAX, tile sides from 1 to N: one list per row, the twin's; the metrics agree too.
+
+    JAX compiles its fused tile steps for every new tile shape, so it takes the sides 2, 9 and N (the
+    others all four): every case of a side (one row, a ragged last tile, one tile) is met in each library."""
     pytest.importorskip("torch")
     pytest.importorskip("jax")
     rng = np.random.default_rng(41)
-    n, d = 36, 6
+    n, d = 26, 6
     if kind == "signed zeros":  # copies that differ only in the sign of zero entries
         x = rng.integers(-1, 2, size=(n, d)).astype(float)
         x[::3] = x[1::3] * 1.0
@@ -864,15 +867,17 @@ def test_neighbour_lists_are_identical_across_libraries_and_tiles(kind):
     y = screen_data("duplicates", n, 4, rng)
     for k in (1, 5, n - 1):
         expected = twin_knn(x, k)
-        for block in (1, 5, 13, None):
-            for lib in LIBS:
+        for lib in LIBS:
+            for block in (2, 9, None) if lib == "jax" else (1, 5, 9, None):
                 got = to_numpy(knn_indices(to_lib(x, lib), k, block=block))
                 np.testing.assert_array_equal(got, expected, err_msg=f"{kind} {lib} k={k} block={block}")
-        if kind != "integer":
-            scores = {lib: (mutual_knn(to_lib(x, lib), to_lib(y, lib), k, block=13),
-                            cycle_knn(to_lib(x, lib), to_lib(y, lib), k, block=13)) for lib in LIBS}
-            assert scores["numpy"] == scores["torch"] == scores["jax"] == (twin_mutual(x, y, k),
-                                                                           twin_cycle(x, y, k)), scores
+        # the metrics compare cosines: exact for ±1 rows of width 16 (with copies), untied for the Gaussian
+        # kinds; integer rows of other norms have cosines that tie in exact arithmetic only, which rounding decides
+        a = x if kind in ("duplicates", "near ties") else signs(n, 16, rng)
+        scores = {lib: (mutual_knn(to_lib(a, lib), to_lib(y, lib), k, block=9),
+                        cycle_knn(to_lib(a, lib), to_lib(y, lib), k, block=9)) for lib in LIBS}
+        assert scores["numpy"] == scores["torch"] == scores["jax"] == (twin_mutual(a, y, k),
+                                                                       twin_cycle(a, y, k)), scores
 
 
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
