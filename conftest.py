@@ -2,4 +2,12 @@
 
 import importlib.util
 
-collect_ignore_glob = [] if importlib.util.find_spec("torch") else ["prhsim/real/*"]
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # hidden by an import hook, or a broken entry in sys.modules
+        return False
+
+
+collect_ignore_glob = [] if _installed("torch") else ["prhsim/real/*"]

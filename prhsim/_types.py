@@ -17,3 +17,7 @@ Matrix = np.ndarray  # "n k" or "n n"
 Features = np.ndarray  # "n k": row z is f(z)
 PairMatrix = Union[np.ndarray, sp.spmatrix, sp.sparray]  # "n n", dense or sparse
 States = np.ndarray  # "s": integer state indices
+
+from typing import Callable  # noqa: E402
+
+Progress = Callable[[str], None]  # a long computation's progress lines, one message a call

@@ -147,3 +147,96 @@ def test_resource_error_is_public_and_a_value_error():
     with prhsim.memory_limit(10**6):
         with pytest.raises(prhsim.ResourceError):
             random_world(10**4)
+
+
+# --------------------------------------------------------------------------------------
+# the house's import rules (docs/architecture.md)
+# --------------------------------------------------------------------------------------
+def _package(module: str) -> str:
+    """The top-level subpackage a module belongs to (``prhsim.experiments.sweeps._x`` -> ``experiments``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _edges() -> list[tuple[str, str]]:
+    graph = import_graph(module_files())
+    return [(a, b) for a, targets in graph.items() for b in sorted(targets)]
+
+
+def test_no_library_module_imports_another_package_s_underscored_module():
+    """Across packages only faces are imported; prhsim's own shared modules (prhsim._budget, ...) are for all."""
+    bad = [f"{a} -> {b}" for a, b in _edges()
+           if _package(a) != _package(b) and not _package(b).startswith("_")
+           and any(part.startswith("_") for part in b.split(".")[2:])]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_rule_finder_sees_a_reach_into_another_package(tmp_path):
+    pkg = tmp_path / "prhsim"
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "b").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "__init__.py").write_text("")
+    (pkg / "b" / "__init__.py").write_text("")
+    (pkg / "b" / "_x.py").write_text("")
+    (pkg / "a" / "_y.py").write_text("def f():\n    from prhsim.b._x import g\n")
+    graph = import_graph(module_files(pkg))
+    assert graph["prhsim.a._y"] == {"prhsim.b._x"}
+
+
+@pytest.mark.parametrize("package", ["objectives", "metrics"])
+def test_objectives_and_metrics_import_nothing_of_worlds_optima_or_learners(package):
+    bad = [f"{a} -> {b}" for a, b in _edges()
+           if _package(a) == package and _package(b) in ("worlds", "optima", "learners", "experiments", "real")]
+    assert not bad, "\n".join(bad)
+
+
+def test_nothing_outside_real_and_cli_imports_real():
+    bad = [f"{a} -> {b}" for a, b in _edges() if _package(b) == "real" and _package(a) not in ("real", "cli")]
+    assert not bad, "\n".join(bad)
+
+
+HEAVY = ("jax", "torch", "transformers", "matplotlib")
+
+
+def _heavy_after(code: str) -> list[str]:
+    import subprocess
+    import sys
+
+    probe = f"{code}\nimport sys\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return eval(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_command_line_and_a_run_import_no_heavy_library(tmp_path):
+    """``import prhsim.cli`` and a whole ``prhsim run`` (figures off) import neither JAX, torch, transformers nor
+    matplotlib; drawing the figures imports matplotlib alone."""
+    assert _heavy_after("import prhsim.cli") == []
+    run = (f"from prhsim.cli import main\n"
+           f"main(['run', '--world', 'ring', '--n', '12', '--modalities', '2', '-q', '--out', {str(tmp_path / 'a')!r}"
+           f"{{figures}}], standalone_mode=False)")
+    assert _heavy_after(run.replace("{figures}", ", '--no-figures'")) == []
+    assert _heavy_after(run.replace("{figures}", "").replace("'a'", "'b'").replace(str(tmp_path / "a"),
+                                                                              str(tmp_path / "b"))) == ["matplotlib"]
+
+
+def test_the_simulator_s_suite_collects_and_runs_without_torch():
+    """torch hidden (as if not installed): the whole tree collects (tests/real and prhsim.real's doctests are
+    left out), and the worlds, optima and io tests pass."""
+    import subprocess
+    import sys
+
+    root = PACKAGE.parent
+    code = ("import sys\n"
+            "class NoTorch:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.partition('.')[0] == 'torch':\n"
+            "            raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n"
+            "sys.meta_path.insert(0, NoTorch())\n"
+            "import pytest\n"
+            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '--collect-only']) or "
+            "pytest.main(['-q', '-p', 'no:cacheprovider', '-m', 'not slow', 'tests/worlds', 'tests/optima', 'tests/io', "
+            "'prhsim/worlds', 'prhsim/optima']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "tests/real" not in out.stdout and "prhsim/real" not in out.stdout

@@ -1,37 +1,51 @@
-"""The ``prhsim`` command line: a thin layer over :mod:`prhsim.experiments`.
+"""The ``prhsim`` command line: a thin layer over the library.
 
-Commands: ``prhsim run`` (solve, compare, check, write a run folder; ``--learner``
-trains SGD learners beside the closed form), ``prhsim sweep NAME`` (bad-view,
-kernel-mismatch, gap-sensitivity, restricted-encoder, metric-bridge, sigreg-weight, ntp-ca,
-sample-efficiency: one experiment over a grid, one folder), ``prhsim prh`` (the PRH alignment
-protocol on feature files), ``prhsim worlds`` (every world kind with its settings) and
-``prhsim real`` (real caption and image data: ``export-synthetic``, ``features``, ``train``, ``eval``). Usage errors are one
-line and exit 2; an unexpected exception is a bug and ends with its traceback
-(exit 1); Ctrl-C exits 130.
+Commands: ``prhsim run`` (solve, compare, check, write a run folder; ``--learner`` trains SGD
+learners beside the closed form), ``prhsim sweep NAME`` (one experiment over a grid, one folder;
+the sweeps come from :data:`prhsim.experiments.sweeps.SWEEPS`), ``prhsim prh`` (the PRH alignment
+protocol on feature files), ``prhsim worlds`` (every world kind with its settings) and ``prhsim
+real`` (real caption and image data). Each command's module is imported only when that command
+runs, so ``prhsim run`` never imports the sweeps, ``prhsim.real``, JAX or torch. Usage errors are one
+line and exit 2; an unexpected exception is a bug and ends with its traceback (exit 1); Ctrl-C
+exits 130.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from prhsim import __version__
-from prhsim.cli._prh import prh
-from prhsim.cli._real import real
-from prhsim.cli._run import run
-from prhsim.cli._sweep import sweep
-from prhsim.cli._theorem_sweeps import add_theorem_sweeps
-from prhsim.cli._worlds import worlds
+
+#: Each command: the module and attribute that define it, and its one-line help for ``prhsim --help``.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": ("prhsim.cli._run", "run", "Solve every modality in closed form and check the theorem's predictions."),
+    "sweep": ("prhsim.cli._sweep", "sweep", "Experiments over a grid of one setting (one folder, one figure)."),
+    "prh": ("prhsim.cli._prh", "prh", "The PRH alignment protocol on feature files."),
+    "worlds": ("prhsim.cli._worlds", "worlds", "Every world kind with its settings, defaults and ranges."),
+    "real": ("prhsim.cli._real", "real", "Real caption and image data: export, features, train, eval, align, smoke."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands are imported when invoked (``--help`` lists them from :data:`COMMANDS`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, short) for name, (_, _, short) in COMMANDS.items()])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="prhsim")
 def main() -> None:
     """prhsim: executable checks of the Platonic Representation Theorem for JEPAs."""
-
-
-main.add_command(run)
-main.add_command(prh)
-add_theorem_sweeps(sweep)
-main.add_command(sweep)
-main.add_command(worlds)
-main.add_command(real)

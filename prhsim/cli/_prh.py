@@ -24,7 +24,7 @@ from rich.table import Table
 from prhsim.io import OutputError, check_out_folder, json_text, staged_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
-from prhsim.cli._run import _parse_out, git_revision
+from prhsim.cli._options import git_revision, parse_out
 
 #: Metric names of the protocol (the keys of prhsim.metrics.PRH_METRICS).
 METRIC_NAMES = ("mutual_knn", "cycle_knn", "cknna", "linear_cka", "unbiased_cka", "rbf_cka", "svcca")
@@ -110,7 +110,7 @@ def score(a: Path, b: Path, metric: str, k: int, clip: float, no_clip: bool, cli
 @_metric
 @_k
 @_clip
-@click.option("--out", callback=_parse_out, default=None, metavar="DIR",
+@click.option("--out", callback=parse_out, default=None, metavar="DIR",
               help="Output folder (default runs/<time>-prh-table); must be new or empty.")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder holding results.json.")
 @click.option("--no-figures", is_flag=True, default=False, help="Skip the heatmap.")
@@ -167,7 +167,7 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
             (stage / "table.csv").write_text(text.getvalue())
             if not no_figures:
                 from prhsim.io import save_png
-                from prhsim.experiments.report._prh_figure import prh_table_figure
+                from prhsim.experiments.report import prh_table_figure
 
                 save_png(prh_table_figure(scores, names_r, names_c, metric=metric, chance=chance), stage / "table.png")
     if not quiet:

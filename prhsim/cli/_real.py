@@ -14,7 +14,7 @@ from rich.markup import escape
 from prhsim._budget import ResourceError
 from prhsim.io import OutputError, check_out_folder, json_text, write_text_atomic
 from prhsim.cli._console import UsageProblem, bar_reporter, console, stage_reporter
-from prhsim.cli._run import _parse_out, git_revision, read_own_config
+from prhsim.cli._options import git_revision, parse_out, read_own_config
 from pydantic import ValidationError
 
 from prhsim.config import ConfigError, format_validation_error, resolve_settings
@@ -29,7 +29,7 @@ def real() -> None:
 @real.command("export-synthetic")
 @click.option("--world", "world_kind", default=None, metavar="KIND",
               help="A world with pixel and caption renderers (gridscene). Shorthand for --set world=….")
-@click.option("--out", callback=_parse_out, required=True, metavar="DIR", help="Output folder; must be new or empty.")
+@click.option("--out", callback=parse_out, required=True, metavar="DIR", help="Output folder; must be new or empty.")
 @click.option("--images", type=int, default=None, metavar="N", help="Images (records). Shorthand for --set images=N.")
 @click.option("--captions", type=int, default=None, metavar="C", help="Captions per image. Shorthand for --set captions=C.")
 @click.option("--seed", type=int, default=None, metavar="S", help="Seed. Shorthand for --set seed=S.")
@@ -87,7 +87,7 @@ RESUMABLE = ("steps", "checkpoint_every", "log_every", "device", "tensorboard", 
 @click.option("--batch-size", type=int, default=None, metavar="B", help="Images per step.")
 @click.option("--features", default=None, metavar="FILE", help="Image features for evaluation (default: the dataset's).")
 @click.option("--workers", type=int, default=None, metavar="W", help="Data-loader workers building the batches (default 0).")
-@click.option("--out", callback=_parse_out, required=True, metavar="RUN", help="The run folder (new, or the one to resume).")
+@click.option("--out", callback=parse_out, required=True, metavar="RUN", help="The run folder (new, or the one to resume).")
 @click.option("--resume", is_flag=True, default=False, help="Continue the run in --out from its checkpoint.")
 @click.option("--stop-after", type=click.IntRange(min=1), default=None, metavar="S",
               help="Stop after step S with a checkpoint, keeping the schedule of --steps (resume with --resume).")

@@ -8,42 +8,22 @@ construction. What fails after that is a bug and surfaces as one.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from prhsim._budget import ResourceError
-from prhsim.io import OutputError, check_out_folder, staged_folder
-from prhsim.cli._console import UsageProblem, console, stage_reporter
-from prhsim.config import (
-    LEARNER_CHOICES,
-    WORLD_KINDS,
-    ConfigError,
-    RunConfig,
-    is_run_folder_config,
-    read_config_file,
-    resolve_run_config,
-)
-from prhsim.optima import TieWarning
+from prhsim.cli._console import UsageProblem
+from prhsim.cli._driver import drive, print_notes
+from prhsim.cli._options import git_revision, parse_k, parse_out, parse_shape, read_own_config
+from prhsim.config import LEARNER_CHOICES, WORLD_KINDS, ConfigError, RunConfig, resolve_run_config
+from prhsim.io import OutputError, check_out_folder
 
 #: The world settings that have a flag of their own, and the flag's name.
 WORLD_FLAGS = {"size": "--size", "objects": "--objects", "n": "--n", "shape": "--shape"}
-
-
-def git_revision() -> str | None:
-    """The git revision of the prhsim source tree, if it is a checkout."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 def _default_out(config: RunConfig) -> Path:
@@ -53,44 +33,6 @@ def _default_out(config: RunConfig) -> Path:
     while out.exists():
         out, i = Path(f"{stem}-{i}"), i + 1
     return out
-
-
-def _parse_k(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
-    if value is None or value == "auto":
-        return value
-    try:
-        k = int(value)
-    except ValueError:
-        raise click.BadParameter(f"expected a positive integer or 'auto', got {value!r}") from None
-    if k < 1:
-        raise click.BadParameter(f"expected a positive integer or 'auto', got {k}")
-    return k
-
-
-def _parse_shape(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
-    if value is None:
-        return None
-    try:
-        return [int(part) for part in value.replace("x", ",").split(",")]
-    except ValueError:
-        raise click.BadParameter(f"expected sizes like 8,12 or 8x12, got {value!r}") from None
-
-
-def _parse_out(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
-    if value is None:
-        return None
-    if value.strip() == "":
-        raise click.BadParameter("must not be empty")
-    return Path(value)
-
-
-def read_own_config(config_file: Path | None, out_flag: Path | None, notes: list[str]) -> dict:
-    """The config file's settings; a run's own config.json (results.json beside it) loses its ``out``, with a note."""
-    file_data = read_config_file(config_file) if config_file else {}
-    if config_file and is_run_folder_config(config_file) and "out" in file_data and out_flag is None:
-        del file_data["out"]
-        notes.append(f"{config_file} is a run's own config: this run writes a new folder (use --out to choose)")
-    return file_data
 
 
 def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_flags: dict,
@@ -117,14 +59,14 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_
 @click.option("--views", type=click.Choice(["good", "bad"]), default=None,
               help="good: nuisance resampled across the pair; bad: nuisance kept w.p. 1-eps.")
 @click.option("--eps", type=float, default=None, help="Bad view's resampling probability (default 0.1; bad views only).")
-@click.option("--k", "k", callback=_parse_k, default=None, metavar="N|auto",
+@click.option("--k", "k", callback=parse_k, default=None, metavar="N|auto",
               help="Number of features, or auto: the largest relative gap of K_Z in 1..32 (default).")
 @click.option("--uncentred", is_flag=True, default=False, help="Keep the constant eigenfunction (uncentred objective).")
 @click.option("--seed", type=int, default=None, help="Seed for every random choice (default 0).")
 @click.option("--size", type=int, default=None, help="gridscene: grid side (world.size).")
 @click.option("--objects", type=int, default=None, help="gridscene: number of objects (world.objects).")
 @click.option("--n", "n_states", type=int, default=None, help="ring, random: number of states (world.n).")
-@click.option("--shape", callback=_parse_shape, default=None, metavar="A,B,..",
+@click.option("--shape", callback=parse_shape, default=None, metavar="A,B,..",
               help="torus, grid: size per axis (world.shape).")
 @click.option("--learner", type=click.Choice(LEARNER_CHOICES), default=None,
               help="closed: the closed form only (default); whiten, sigreg, all: also train by SGD and "
@@ -137,7 +79,7 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_
               help="Any setting, e.g. --set world.laziness=0.3 (values as in TOML; repeatable).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="JSON or TOML file of settings; --set and flags override it.")
-@click.option("--out", callback=_parse_out, default=None, metavar="DIR",
+@click.option("--out", callback=parse_out, default=None, metavar="DIR",
               help="Output folder (default runs/<time>-<world>-<views>); must be new or empty.")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out run folder (one holding results.json) whole.")
 @click.option("--memory-limit", "memory_gb", type=float, default=None, metavar="GB",
@@ -162,11 +104,17 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
       prhsim run --config my.toml --set world.laziness=0.3 --out runs/mine
     `prhsim worlds` lists every world kind with its settings, defaults and ranges.
     """
-    from prhsim.experiments import WorldBuildError, plan_run, render_report, results_document, run_experiment
-    from prhsim.experiments._learning import LearnerError
-    from prhsim.experiments import write_outputs
+    from prhsim.experiments import (
+        LearnerError,
+        WorldBuildError,
+        plan_run,
+        render_report,
+        results_document,
+        run_experiment,
+        write_outputs,
+    )
+    from prhsim.optima import TieWarning
 
-    err = console(stderr=True)
     notes: list[str] = []
     flags = {"world": world, "modalities": modalities, "views": views, "eps": eps, "k": k, "seed": seed,
              "out": out, "centred": False if uncentred else None, "figures": False if no_figures else None,
@@ -180,35 +128,27 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
         check_out_folder(out_dir, overwrite=overwrite)
     except (ConfigError, ResourceError, OutputError) as exc:
         raise UsageProblem(str(exc)) from None
-    if plan.time_class in ("minutes", "hours"):
+    long = plan.time_class in ("minutes", "hours")
+    if long:
         notes.append(f"this run may take {plan.time_class}: {plan.summary()}")
-    if not quiet:
-        for note in notes:
-            err.print(f"[cyan]note:[/] {escape(note)}", highlight=False)
+    print_notes(notes, quiet=quiet)
     revision = git_revision()
-    try:
-        with stage_reporter("prhsim run", quiet=quiet) as say, warnings.catch_warnings(record=True) as caught:
+    caught: list[str] = []
+
+    def compute(say):
+        with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always", TieWarning)
-            if plan.time_class not in ("minutes", "hours"):
+            if not long:
                 say(f"plan: {plan.summary()}")
             result = run_experiment(config, progress=say)
-            say(f"writing {out_dir}")
-            with staged_folder(out_dir, overwrite=overwrite) as stage:
-                write_outputs(result, config.model_copy(update={"out": out_dir}), stage, git_revision=revision)
-    except (WorldBuildError, ResourceError, OutputError, LearnerError) as exc:
-        raise UsageProblem(str(exc)) from None
-    except KeyboardInterrupt:
-        click.echo("prhsim run: interrupted; nothing was written", err=True)
-        sys.exit(130)
-    if not quiet:
-        for w in caught:
-            err.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False)
-    if as_json:
-        click.echo(json.dumps(results_document(result, git_revision=revision), indent=2))
-    elif not quiet:
-        out_console = console()
-        render_report(result, out_console)
-        files = ", ".join(p.name for p in sorted(Path(out_dir).iterdir()))
-        out_console.print(escape(f"wrote {out_dir}/ ({files})"), highlight=False)
+        caught.extend(str(w.message) for w in seen)
+        return result
+
+    def write(result, stage):
+        write_outputs(result, config.model_copy(update={"out": out_dir}), stage, git_revision=revision)
+        return results_document(result, git_revision=revision)
+
+    result = drive("prhsim run", out_dir, overwrite=overwrite, quiet=quiet, as_json=as_json, compute=compute,
+                   write=write, report=render_report, errors=(WorldBuildError, LearnerError), warnings=caught)
     if strict and result.failures:
         sys.exit(1)

@@ -11,17 +11,6 @@ from prhsim.config._merge import (
     resolve_run_config as resolve_run_config,
     resolve_settings as resolve_settings,
 )
-from prhsim.config._sweeps import (
-    BadViewSweepSettings as BadViewSweepSettings,
-    CaptioningSettings as CaptioningSettings,
-    GapSensitivitySettings as GapSensitivitySettings,
-    KernelMismatchSweepSettings as KernelMismatchSweepSettings,
-    MetricBridgeSettings as MetricBridgeSettings,
-    NtpCaSettings as NtpCaSettings,
-    PairFreeSettings as PairFreeSettings,
-    RestrictedEncoderSettings as RestrictedEncoderSettings,
-    SampleEfficiencySettings as SampleEfficiencySettings,
-)
 from prhsim.config._training import (
     LEARNER_CHOICES as LEARNER_CHOICES,
     TrainingSettings as TrainingSettings,

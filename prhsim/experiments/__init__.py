@@ -15,7 +15,8 @@ from prhsim.experiments.report import (
     write_outputs as write_outputs,
 )
 from prhsim.experiments._results import Check as Check, RunResult as RunResult, SweepResult as SweepResult
-from prhsim.experiments._sigreg_sweep import DEFAULT_LAMS as DEFAULT_LAMS, sigreg_weight_sweep as sigreg_weight_sweep
+from prhsim.experiments.sweeps._sigreg_weight import DEFAULT_LAMS as DEFAULT_LAMS, sigreg_weight_sweep as sigreg_weight_sweep
+from prhsim.experiments._learning import LearnerError as LearnerError
 from prhsim.experiments._run import (
     Setup as Setup,
     WorldBuildError as WorldBuildError,
@@ -23,14 +24,14 @@ from prhsim.experiments._run import (
     run as run_experiment,
     solve as solve,
 )
-from prhsim.experiments._metric_bridge import MetricBridge as MetricBridge, metric_bridge as metric_bridge
-from prhsim.experiments._sweep_bad_view import BadViewSweep as BadViewSweep, bad_view_sweep as bad_view_sweep
-from prhsim.experiments._sweep_gap import GapSensitivity as GapSensitivity, gap_sensitivity as gap_sensitivity
-from prhsim.experiments._sweep_kernel_mismatch import (
+from prhsim.experiments.sweeps._metric_bridge import MetricBridge as MetricBridge, metric_bridge as metric_bridge
+from prhsim.experiments.sweeps._bad_view import BadViewSweep as BadViewSweep, bad_view_sweep as bad_view_sweep
+from prhsim.experiments.sweeps._gap_sensitivity import GapSensitivity as GapSensitivity, gap_sensitivity as gap_sensitivity
+from prhsim.experiments.sweeps._kernel_mismatch import (
     KernelMismatchSweep as KernelMismatchSweep,
     kernel_mismatch_sweep as kernel_mismatch_sweep,
 )
-from prhsim.experiments._sweep_restricted import (
+from prhsim.experiments.sweeps._restricted_encoder import (
     RestrictedEncoder as RestrictedEncoder,
     restricted_encoder as restricted_encoder,
 )
@@ -40,17 +41,17 @@ from prhsim.experiments._caption_alignment import (
     caption_alignment as caption_alignment,
     caption_target as caption_target,
 )
-from prhsim.experiments._ntp_ca import NtpCaResult as NtpCaResult, ntp_ca_sweep as ntp_ca_sweep
-from prhsim.experiments._sweep_sample_efficiency import (
+from prhsim.experiments.sweeps._ntp_ca import NtpCaResult as NtpCaResult, ntp_ca_sweep as ntp_ca_sweep
+from prhsim.experiments.sweeps._sample_efficiency import (
     SampleEfficiency as SampleEfficiency,
     sample_efficiency as sample_efficiency,
 )
-from prhsim.experiments._sweep_pair_free import (
+from prhsim.experiments.sweeps._pair_free import (
     PairFreeResult as PairFreeResult,
     designed_world as designed_world,
     pair_free_sweep as pair_free_sweep,
 )
-from prhsim.experiments._captioning import (
+from prhsim.experiments.sweeps._captioning import (
     CaptioningCurve as CaptioningCurve,
     CaptionScores as CaptionScores,
     PairFreeSample as PairFreeSample,

@@ -1,4 +1,4 @@
-"""``prhsim sweep NAME`` for the theorem experiments: the CLI writes what the library computes, errors are one line."""
+"""``prhsim sweep NAME`` for every sweep of the registry: the CLI writes what the library computes, errors are one line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from prhsim.cli import main
-from prhsim.cli._theorem_sweeps import SWEEPS
+from prhsim.experiments.sweeps import SWEEPS
 
 SMALL = {
     "bad-view": ["--set", "eps=[0.1, 0.5, 1.0]"],
@@ -21,6 +21,7 @@ SMALL = {
                    "--set", "pair_free_samples=200", "--set", 'text="view"', "--set", "world.size=3"],
     "pair-free": ["--set", "gaps=[0.0, 0.07]", "--set", "samples=[1000]", "--set", "eps=[1.0]", "--set", "seeds=1",
                   "--set", "n_states=50", "--set", "base_samples=2000"],
+    "sigreg-weight": ["--lam", "0.01,0.1", "--steps", "50", "--seeds", "1", "--n", "12"],
     "sample-efficiency": ["--budgets", "100,300", "--seeds", "1", "--set", "steps=40", "--set", "batch_size=64",
                           "--set", "hidden=[16]", "--set", "world.size=2", "--set", "world.objects=1"],
 }
@@ -35,6 +36,13 @@ def _untimed(value):
     return value
 
 
+def test_every_sweep_of_the_registry_is_a_command_and_is_tested():
+    result = CliRunner().invoke(main, ["sweep", "--help"])
+    assert result.exit_code == 0
+    assert all(name in result.output for name in SWEEPS)
+    assert set(SMALL) == set(SWEEPS)
+
+
 @pytest.mark.parametrize("name", sorted(SWEEPS))
 def test_each_sweep_writes_its_folder_and_matches_the_library(tmp_path, name):
     out = tmp_path / name
@@ -43,12 +51,12 @@ def test_each_sweep_writes_its_folder_and_matches_the_library(tmp_path, name):
     doc = json.loads((out / "results.json").read_text())
     sweep = SWEEPS[name]
     config = json.loads((out / "config.json").read_text())
-    settings = sweep.settings.model_validate({k: v for k, v in config.items() if k != "out"})
-    again = sweep.run(settings).model_dump(mode="json")
+    settings = sweep.settings_model().model_validate({k: v for k, v in config.items() if k != "out"})
+    again = sweep.run(settings, lambda message: None).model_dump(mode="json")
     for key in again:
         if key != "seconds":  # deterministic but for timings: the folder holds what the library computes
             assert _untimed(doc[key]) == _untimed(again[key]), key
-    assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / sweep.png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"wrote {out}" in result.output.replace("\n", "")
 
 

@@ -1,4 +1,4 @@
-"""Captioning through one rotation (prhsim.experiments._captioning): the true map, the curve, the scores against
+"""Captioning through one rotation (prhsim.experiments.sweeps._captioning): the true map, the curve, the scores against
 twins written from their definitions, the decoder, the figure and bad inputs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from prhsim.experiments._captioning import (
+from prhsim.experiments.sweeps._captioning import (
     ATTRIBUTES,
     CaptioningCurve,
     PairFreeSample,
@@ -109,7 +109,7 @@ def test_k_pairs_of_distinct_states_fix_the_map(setup):
 
 
 def test_the_pair_free_sample_carries_the_image_noise(setup):
-    from prhsim.experiments._captioning import pair_free_sample
+    from prhsim.experiments.sweeps._captioning import pair_free_sample
 
     clean = pair_free_sample(setup, 4000, rng=0)
     noisy = pair_free_sample(setup, 4000, rng=0, noise=0.5)
@@ -301,7 +301,7 @@ def test_the_decoder_commits_to_one_wording(setup):
 
 
 def test_the_figure_draws_every_series(setup):
-    from prhsim.experiments.report._captioning_figure import (
+    from prhsim.experiments.sweeps._captioning_figure import (
         CHANCE,
         CURVE,
         K_LINE,

@@ -146,8 +146,8 @@ def test_a_bad_weight_grid_is_a_one_line_error(tmp_path, lam, message):
 
 def test_the_sweep_figure_draws_one_curve_per_modality_and_pair():
     from prhsim.experiments import sigreg_weight_sweep
-    from prhsim.experiments.report import sweep_figure
-    from prhsim.experiments.report._sweep import CURVE_GID
+    from prhsim.experiments.sweeps._sigreg_weight_figure import sweep_figure
+    from prhsim.experiments.sweeps._sigreg_weight_figure import CURVE_GID
 
     config = RunConfig.model_validate({"world": {"kind": "ring", "n": 8}, "modalities": 2, "k": 2,
                                        "training": {"steps": 50, "seeds": 2}})

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from prhsim.cli import main
-from prhsim.experiments._sweep_pair_free import (
+from prhsim.experiments.sweeps._pair_free import (
     SUCCESS,
     _Setup,
     designed_world,

@@ -56,7 +56,7 @@ def test_the_rows_are_paired_observations_of_states_drawn_from_p():
 
 
 def test_the_metric_bridge_starts_aligned_and_maps_knn_to_rho():
-    from prhsim.experiments._metric_bridge import metric_bridge
+    from prhsim.experiments.sweeps._metric_bridge import metric_bridge
 
     result = metric_bridge(levels=4, samples=300)
     for family in ("noise", "kernel", "bad-view"):

@@ -14,7 +14,7 @@ from hypothesis import given, strategies as st
 from prhsim.cli import main
 from prhsim.experiments._caption_alignment import caption_alignment, caption_target
 from prhsim.experiments._sample_ratios import sample_ratio, samples_needed
-from prhsim.experiments._sweep_sample_efficiency import sample_efficiency
+from prhsim.experiments.sweeps._sample_efficiency import sample_efficiency
 from prhsim.worlds import gridscene
 
 pytest.importorskip("jax")
@@ -81,8 +81,8 @@ def test_a_wording_only_representation_carries_no_state():
 
 
 def test_the_settings_and_the_library_share_their_default_budgets():
-    from prhsim.config import SampleEfficiencySettings
-    from prhsim.experiments._sweep_sample_efficiency import DEFAULT_BUDGETS
+    from prhsim.experiments.sweeps._sample_efficiency import SampleEfficiencySettings
+    from prhsim.experiments.sweeps._sample_efficiency import DEFAULT_BUDGETS
 
     assert SampleEfficiencySettings().budgets == list(DEFAULT_BUDGETS)
 
@@ -113,7 +113,7 @@ def test_the_sweep_records_every_cell_and_a_ratio_per_learner(small_sweep):
 
 
 def test_the_figure_shows_three_curves_and_the_ratios(small_sweep):
-    from prhsim.experiments.report._sample_efficiency_figure import CURVE, RATIO_TEXT, sample_efficiency_figure
+    from prhsim.experiments.sweeps._sample_efficiency_figure import CURVE, RATIO_TEXT, sample_efficiency_figure
 
     fig = sample_efficiency_figure(small_sweep)
     gids = {a.get_gid() for ax in fig.axes for a in [*ax.lines, *ax.texts]}

@@ -6,16 +6,19 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from prhsim.experiments._sweep_bad_view import BadViewSweep, bad_view_sweep
-from prhsim.experiments._sweep_gap import GapSensitivity, gap_sensitivity, max_gap
-from prhsim.experiments._sweep_kernel_mismatch import KernelMismatchSweep, kernel_mismatch_sweep
-from prhsim.experiments._sweep_restricted import (
+from prhsim.experiments.sweeps._bad_view import BadViewSweep, bad_view_sweep
+from prhsim.experiments.sweeps._gap_sensitivity import GapSensitivity, gap_sensitivity, max_gap
+from prhsim.experiments.sweeps._kernel_mismatch import KernelMismatchSweep, kernel_mismatch_sweep
+from prhsim.experiments.sweeps._restricted_encoder import (
     RestrictedEncoder,
     encoder_inputs,
     restricted_encoder,
     restricted_optimum,
 )
-from prhsim.experiments.report import _theorem_figures as figs
+from prhsim.experiments.sweeps import _bad_view_figure as bad_figs
+from prhsim.experiments.sweeps import _gap_sensitivity_figure as gap_figs
+from prhsim.experiments.sweeps import _kernel_mismatch_figure as mismatch_figs
+from prhsim.experiments.sweeps import _restricted_encoder_figure as restricted_figs
 from prhsim.worlds import Modality, good, gridscene, path, view_world
 
 EXACT = 1e-8
@@ -231,39 +234,39 @@ def test_restricted_encoder_refuses_bad_arguments(kwargs, match):
 def test_bad_view_figure_draws_the_predictions(bad_views):
     from matplotlib.figure import Figure
 
-    fig = figs.bad_view_figure(bad_views)
+    fig = bad_figs.bad_view_figure(bad_views)
     assert isinstance(fig, Figure)
     for pair in bad_views.pairs:
         key = f"{pair.a} vs {pair.b}"
-        np.testing.assert_array_equal(_line(fig, f"{figs.BAD_VIEW_PREDICTED}-{key}").get_ydata(),
+        np.testing.assert_array_equal(_line(fig, f"{bad_figs.BAD_VIEW_PREDICTED}-{key}").get_ydata(),
                                       _nan(pair.predicted_rho_p))
-        np.testing.assert_array_equal(_line(fig, f"{figs.BAD_VIEW_OBSERVED}-{key}").get_ydata(), pair.observed_rho_p)
+        np.testing.assert_array_equal(_line(fig, f"{bad_figs.BAD_VIEW_OBSERVED}-{key}").get_ydata(), pair.observed_rho_p)
     for m in bad_views.modalities:
-        np.testing.assert_array_equal(_line(fig, f"{figs.BAD_VIEW_KZ_PREDICTED}-{m.name}").get_ydata(),
+        np.testing.assert_array_equal(_line(fig, f"{bad_figs.BAD_VIEW_KZ_PREDICTED}-{m.name}").get_ydata(),
                                       _nan(m.predicted_kz))
 
 
 def test_kernel_mismatch_figure_draws_the_bounds(mismatch):
-    fig = figs.kernel_mismatch_figure(mismatch)
+    fig = mismatch_figs.kernel_mismatch_figure(mismatch)
     for name, medians in mismatch.median_bound.items():
-        np.testing.assert_array_equal(_line(fig, f"{figs.MISMATCH_BOUND}-{name}").get_ydata(), _nan(medians))
-    np.testing.assert_array_equal(_line(fig, f"{figs.MISMATCH_OBSERVED}-sin_theta").get_ydata(),
+        np.testing.assert_array_equal(_line(fig, f"{mismatch_figs.MISMATCH_BOUND}-{name}").get_ydata(), _nan(medians))
+    np.testing.assert_array_equal(_line(fig, f"{mismatch_figs.MISMATCH_OBSERVED}-sin_theta").get_ydata(),
                                   mismatch.median_sin_theta)
-    np.testing.assert_array_equal(_line(fig, f"{figs.MISMATCH_OBSERVED}-sin_theta").get_xdata(), mismatch.median_e_op)
+    np.testing.assert_array_equal(_line(fig, f"{mismatch_figs.MISMATCH_OBSERVED}-sin_theta").get_xdata(), mismatch.median_e_op)
 
 
 def test_gap_figure_draws_the_bounds(gaps):
-    fig = figs.gap_figure(gaps)
+    fig = gap_figs.gap_figure(gaps)
     gapped = [c for c in gaps.cells if not c.tie]
-    np.testing.assert_array_equal(_line(fig, f"{figs.GAP_BOUND}-yws").get_ydata(), _nan([c.yws_bound for c in gapped]))
-    np.testing.assert_array_equal(_line(fig, f"{figs.GAP_BOUND}-dk").get_ydata(), _nan([c.dk_bound for c in gapped]))
-    np.testing.assert_array_equal(_line(fig, f"{figs.GAP_CURVE}-solver").get_xdata(), [c.gap for c in gapped])
+    np.testing.assert_array_equal(_line(fig, f"{gap_figs.GAP_BOUND}-yws").get_ydata(), _nan([c.yws_bound for c in gapped]))
+    np.testing.assert_array_equal(_line(fig, f"{gap_figs.GAP_BOUND}-dk").get_ydata(), _nan([c.dk_bound for c in gapped]))
+    np.testing.assert_array_equal(_line(fig, f"{gap_figs.GAP_CURVE}-solver").get_xdata(), [c.gap for c in gapped])
 
 
 def test_restricted_figure_draws_the_records(restricted):
-    fig = figs.restricted_figure(restricted)
-    np.testing.assert_array_equal(_bars(fig, figs.UNRESTRICTED_RHO), [p.unrestricted_rho_p for p in restricted.pairs])
-    np.testing.assert_array_equal(_bars(fig, figs.RESTRICTED_RHO), [p.rho_p for p in restricted.pairs])
-    np.testing.assert_array_equal(_bars(fig, figs.RESTRICTED_S_THETA), [m.s_theta for m in restricted.modalities])
-    np.testing.assert_array_equal(_line(fig, figs.PREDICTED_RHO).get_ydata(),
+    fig = restricted_figs.restricted_figure(restricted)
+    np.testing.assert_array_equal(_bars(fig, restricted_figs.UNRESTRICTED_RHO), [p.unrestricted_rho_p for p in restricted.pairs])
+    np.testing.assert_array_equal(_bars(fig, restricted_figs.RESTRICTED_RHO), [p.rho_p for p in restricted.pairs])
+    np.testing.assert_array_equal(_bars(fig, restricted_figs.RESTRICTED_S_THETA), [m.s_theta for m in restricted.modalities])
+    np.testing.assert_array_equal(_line(fig, restricted_figs.PREDICTED_RHO).get_ydata(),
                                   _nan([p.predicted_rho_p for p in restricted.pairs]))

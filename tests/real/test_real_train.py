@@ -166,7 +166,7 @@ def test_the_command_line_trains_resumes_and_evaluates(data, tmp_path):
 def test_dinov2_features_of_every_image_in_order(data, tmp_path):
     from transformers import Dinov2Config, Dinov2Model
 
-    from prhsim.real import load_features
+    from prhsim.io import load_features
     from prhsim.real._image_features import preprocess
 
     weights = tmp_path / "dino"

@@ -197,3 +197,20 @@ def residual_figure(result: RunResult) -> Figure:
     fig.colorbar(im, ax=ax, label="ρ_P", shrink=0.9)
     ax.set_title(f"cross-modal ρ_P = min_Q ‖f_a − f_b Q‖_D / √k (k = {result.world.k})", fontsize=10)
     return fig
+
+
+#: Log axes are floored here (an exact agreement is 0).
+FLOOR = 1e-17
+
+
+def _nan(values) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def _panels(fig, count: int, cols_max: int = 4):
+    cols = min(count, cols_max)
+    rows = -(-count // cols)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[count:]:
+        ax.set_visible(False)
+    return axes[:count]

@@ -31,14 +31,22 @@ from __future__ import annotations
 import time
 import warnings
 from itertools import combinations
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
+from prhsim._types import Progress
+from prhsim.config import GridSceneWorld, Settings, WorldConfig
 from prhsim.experiments._results import _Record
-from prhsim.experiments._rotation import base_spectrum, merge_rule, predicted_rho, rotation_uniqueness
+from prhsim.experiments._rotation import (
+    base_spectrum,
+    merge_rule,
+    predicted_rho,
+    rotation_uniqueness,
+)
 from prhsim.optima import GAP_TOL, TieWarning, closed_form
 from prhsim.worlds import Modality, World, bad, good, gridscene
 
@@ -186,3 +194,49 @@ def bad_view_sweep(
         max_error=max(errors) if errors else None,
         seconds=time.perf_counter() - start,
     )
+
+
+# --------------------------------------------------------------------------------------
+# the command: settings, run, summary
+# --------------------------------------------------------------------------------------
+class BadViewSweepSettings(Settings):
+    """``prhsim sweep bad-view``: every modality under bad(eps) for each eps of a grid (1 is the good view).
+
+    Attributes:
+        world: the world over Z (default gridscene, 3x3 grid, one object).
+        modalities: how many modalities (gridscene: pixels, caption, symbolic).
+        eps: the grid (default 25 points from 0.02 to 1).
+        k: number of features, or "auto".
+        seed: seeds the world, the modalities and one stream per eps.
+    """
+
+    world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=3, objects=1))
+    modalities: int = Field(3, ge=2, le=8)
+    eps: list[float] | None = None
+    k: int | Literal["auto"] = "auto"
+    seed: int = Field(0, ge=0)
+
+
+def run(s: BadViewSweepSettings, say: Progress = lambda message: None) -> Any:
+    """``prhsim sweep bad-view`` from its settings; ``say`` reports progress."""
+    from prhsim.config import RunConfig
+    from prhsim.experiments._plan import plan_run
+    from prhsim.experiments._run import build
+
+    config = RunConfig(world=s.world, modalities=s.modalities, seed=s.seed, figures=False)
+    plan_run(config)
+    setup = build(config)
+    return bad_view_sweep(setup.base, setup.modalities, eps=s.eps or DEFAULT_EPS, k=s.k, rng=s.seed,
+                          name=s.world.describe())
+
+
+def summary(r: Any) -> list[str]:
+    """The lines the command prints after the sweep."""
+    lines = [f"{r.world}: {r.n_states:,} states, k = {r.k}, {len(r.eps)} values of eps from {r.eps[0]:g} to {r.eps[-1]:g}"]
+    for p in r.pairs:
+        determined = sum(x is not None for x in p.predicted_rho_p)
+        lines.append(f"{p.a} vs {p.b}: rho_P from {p.observed_rho_p[0]:.4f} (eps {r.eps[0]:g}) to "
+                     f"{p.observed_rho_p[-1]:.2g} (eps {r.eps[-1]:g}); predicted in {determined}/{len(r.eps)} cells")
+    err = "n/a" if r.max_error is None else f"{r.max_error:.1e}"
+    lines.append(f"largest |observed - predicted| rho_P: {err}")
+    return lines

@@ -8,17 +8,18 @@ collapsed has no point, and is marked with an ✕ on the λ axis of the first pa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from prhsim.experiments._results import SweepResult
 from prhsim.experiments.report._figures import COLOURS
-from prhsim.io import new_figure
 from prhsim.experiments.report._terminal import _spread
+from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
@@ -35,10 +36,12 @@ def _stats(values: list[float | None]) -> tuple[float, float, float]:
     return float(np.median(have)), float(min(have)), float(max(have))
 
 
-def render_sweep(result: SweepResult, console: Console) -> None:
-    """One row per λ and modality (medians [min, max] over seeds), then the cross-modal ρ_P per λ."""
-    console.print(f"[bold]prhsim sweep sigreg-weight[/] {result.world}: {result.n_states:,} states, k = {result.k}, "
-                  f"views {', '.join(result.views)}; convention {result.convention}")
+def sweep_tables(result: SweepResult) -> list[Any]:
+    """What the command prints: a heading, one row per λ and modality (medians [min, max] over seeds), then
+    the cross-modal ρ_P per λ (rich renderables, in that order)."""
+    out: list[Any] = [Text.from_markup(f"[bold]prhsim sweep sigreg-weight[/] {escape(result.world)}: "
+                                       f"{result.n_states:,} states, k = {result.k}, views {', '.join(result.views)}; "
+                                       f"convention {result.convention}")]
     table = Table(title="SIGReg against the whitened closed form (median \\[min, max] over seeds)", title_justify="left")
     for col in ("lam", "modality", "data", "collapsed", "s_Theta", "||Cov - I||", "loss / L*"):
         table.add_column(col, justify="left" if col in ("modality", "data") else "right")
@@ -46,7 +49,7 @@ def render_sweep(result: SweepResult, console: Console) -> None:
         for m in cell.modalities:
             table.add_row(f"{lam:.3g}", escape(m.name), m.data, f"{sum(m.collapsed)}/{len(m.collapsed)}",
                           _spread(m.s_theta), _spread(m.cov_error), _spread(m.alignment_ratio, 4))
-    console.print(table)
+    out.append(table)
     if result.cells and result.cells[0].pairs:
         pairs = Table(title="learned cross-modal rho_P (closed form in the header)", title_justify="left")
         pairs.add_column("lam", justify="right")
@@ -55,7 +58,14 @@ def render_sweep(result: SweepResult, console: Console) -> None:
             pairs.add_column(escape(f"{key} ({result.closed_form_rho_p[key]:.2g})"), justify="right")
         for lam, cell in zip(result.lams, result.cells):
             pairs.add_row(f"{lam:.3g}", *[_spread(p.rho_p) for p in cell.pairs])
-        console.print(pairs)
+        out.append(pairs)
+    return out
+
+
+def render_sweep(result: SweepResult, console: Console) -> None:
+    """Print :func:`sweep_tables` on ``console``, then the time."""
+    for item in sweep_tables(result):
+        console.print(item)
     console.print(f"{result.seconds:.1f} s")
 
 

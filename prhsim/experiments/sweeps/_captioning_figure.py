@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments._captioning import CaptioningCurve, curve_summary
 from prhsim.experiments.report._figures import COLOURS
+from prhsim.experiments.sweeps._captioning import CaptioningCurve, curve_summary
 from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily

@@ -30,17 +30,20 @@ from __future__ import annotations
 import copy
 import math
 import time
-from typing import Sequence
+from typing import Annotated, Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
+from prhsim._types import Progress
+from prhsim.config import Settings
 from prhsim.experiments._results import _Record
-from prhsim.optima import correspondence_analysis, pmi_proxy
-from prhsim.worlds import emission_world
 from prhsim.learners import fit_log_bilinear, whitened_deviation
 from prhsim.metrics import principal_angles
+from prhsim.optima import correspondence_analysis, pmi_proxy
+from prhsim.worlds import emission_world
 
 #: The default emission strengths a: 12 points from 0.02 to 1, log-spaced.
 DEFAULT_STRENGTHS = tuple(float(x) for x in np.geomspace(0.02, 1.0, 12))
@@ -179,3 +182,40 @@ def ntp_ca_sweep(strengths: Sequence[float] = DEFAULT_STRENGTHS, *, d: int = 2, 
         max_s_theta=worst.s_theta, max_sigma_1=worst.sigma_1,
         max_pmi_s_theta=max(c.pmi_s_theta for c in flat), max_pmi_fit_s_theta=max(c.pmi_fit_s_theta for c in flat),
         all_converged=all(c.converged for c in flat), seconds=time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------------------
+# the command: settings, run, summary
+# --------------------------------------------------------------------------------------
+class NtpCaSettings(Settings):
+    """``prhsim sweep ntp-ca``: the whitened next-token optimum against correspondence analysis over dependence strengths.
+
+    Attributes:
+        strengths: emission strengths a in (0, 1] (default 12 from 0.02 to 1).
+        d: embedding dimension (1..5).
+        worlds: random emission tables.
+        restarts: initialisations per fit.
+        seed: seeds the tables and the fits.
+    """
+
+    strengths: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
+    d: int = Field(2, ge=1, le=5)
+    worlds: int = Field(3, ge=1, le=100)
+    restarts: int = Field(3, ge=1, le=20)
+    seed: int = Field(0, ge=0)
+
+
+def run(s: NtpCaSettings, say: Progress = lambda message: None) -> Any:
+    """``prhsim sweep ntp-ca`` from its settings; ``say`` reports progress."""
+    return ntp_ca_sweep(s.strengths or DEFAULT_STRENGTHS, d=s.d, worlds=s.worlds, restarts=s.restarts, rng=s.seed)
+
+
+def summary(r: Any) -> list[str]:
+    """The lines the command prints after the sweep."""
+    return [f"{r.worlds} emission worlds ({r.n_states} states, {r.vocab} tokens, contexts of {r.context}), d = {r.d}, "
+            f"{len(r.strengths)} strengths",
+            f"s_Theta(whitened next-token optimum, CA) / sigma_1 at the {r.small_cells} weakest dependences: "
+            f"median {r.median_small_ratio:.3g}; PMI proxy vs CA {r.median_small_pmi_ratio:.3g}, "
+            f"PMI proxy vs the optimum {r.median_small_pmi_fit_ratio:.3g}",
+            f"largest s_Theta to CA: {r.max_s_theta:.3g} (sigma_1 = {r.max_sigma_1:.3g}); "
+            f"every fit converged: {r.all_converged}"]

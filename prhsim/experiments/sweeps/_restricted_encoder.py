@@ -40,19 +40,35 @@ import time
 import warnings
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from prhsim import __version__
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
+from prhsim._types import Progress
+from prhsim.config import ConfigError, Settings
 from prhsim.experiments._results import _Record
 from prhsim.experiments._rotation import rotation_uniqueness
-from prhsim.optima import TieWarning
 from prhsim.learners import observation_inputs
-from prhsim.metrics import coupled_comparison, nuisance_free_dimension, principal_angles, procrustes
-from prhsim.worlds import GridScene, ModalWorld, View, World, good, gridscene, view_world
+from prhsim.metrics import (
+    coupled_comparison,
+    nuisance_free_dimension,
+    principal_angles,
+    procrustes,
+)
+from prhsim.optima import TieWarning
+from prhsim.worlds import (
+    GridScene,
+    ModalWorld,
+    View,
+    World,
+    good,
+    gridscene,
+    view_world,
+)
 
 Inputs = Literal["raw", "onehot", "state"]
 INPUTS = ("raw", "onehot", "state")
@@ -235,3 +251,42 @@ def restricted_encoder(
         prhsim_version=__version__, world=f"gridscene({scene.size}, objects={scene.n_objects})",
         n_states=scene.n, k=k_used, k_auto=k == "auto", seed=seed, modalities=records, pairs=pairs,
         seconds=time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------------------
+# the command: settings, run, summary
+# --------------------------------------------------------------------------------------
+class RestrictedEncoderSettings(Settings):
+    """``prhsim sweep restricted-encoder``: encoders linear in each gridscene modality's rendering."""
+
+    size: int = Field(3, ge=2, le=10)
+    objects: int = Field(1, ge=1, le=3)
+    k: int | Literal["auto"] = "auto"
+    views: Literal["good", "bad"] = "good"
+    eps: float = Field(0.1, gt=0, le=1)
+    inputs: Literal["raw", "onehot", "state"] = "raw"
+    seed: int = Field(0, ge=0)
+
+
+def run(s: RestrictedEncoderSettings, say: Progress = lambda message: None) -> Any:
+    """``prhsim sweep restricted-encoder`` from its settings; ``say`` reports progress."""
+    from prhsim.worlds import bad, good, gridscene
+
+    try:
+        scene = gridscene(s.size, objects=s.objects)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    view = good() if s.views == "good" else bad(s.eps)
+    return restricted_encoder(scene, s.k, views=[view] * 3, inputs=s.inputs, rng=s.seed)
+
+
+def summary(r: Any) -> list[str]:
+    """The lines the command prints after the sweep."""
+    lines = [f"{r.world}: {r.n_states:,} states, k = {r.k}"]
+    for m in r.modalities:
+        fraction = "n/a" if m.ky_fan_fraction is None else f"{m.ky_fan_fraction:.3f}"
+        lines.append(f"{m.name} ({m.inputs}, rank {m.rank}): Ky Fan fraction {fraction}, "
+                     f"s_Theta to the unrestricted optimum {m.s_theta:.3g}")
+    for p in r.pairs:
+        lines.append(f"{p.a} vs {p.b}: rho_P {p.rho_p:.3g} restricted, {p.unrestricted_rho_p:.2g} unrestricted")
+    return lines

@@ -51,18 +51,35 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, NamedTuple, Sequence, Union
+from typing import Annotated, Any, Callable, Literal, NamedTuple, Sequence, Union
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
+from prhsim._types import Progress
+from prhsim.config import GridSceneWorld, Settings, WorldConfig
 from prhsim.experiments._results import _Record
-from prhsim.optima import closed_form, span_optimum
-from prhsim.learners import CaptionDecoder, DecoderConfig, decode_captions, train_caption_decoder
+from prhsim.learners import (
+    CaptionDecoder,
+    DecoderConfig,
+    decode_captions,
+    train_caption_decoder,
+)
 from prhsim.metrics import orthogonal_map, procrustes
-from prhsim.worlds import CaptionLaw, GridScene, SpanLaw, caption_law, good, gridscene, pixels, view_world
-from prhsim.worlds import caption
+from prhsim.optima import closed_form, span_optimum
+from prhsim.worlds import (
+    CaptionLaw,
+    GridScene,
+    SpanLaw,
+    caption,
+    caption_law,
+    good,
+    gridscene,
+    pixels,
+    view_world,
+)
 
 #: gridscene's caption: 9 tokens per object's clause (the shortest span of the span closed form).
 CLAUSE = 9
@@ -605,3 +622,90 @@ def _caption_entropy(law: CaptionLaw) -> float:
     same = np.all(rows[:, :, None, :] == rows[:, None, :, :], axis=-1)  # (z, n, n'): one caption
     mass = same @ law.q  # the q-mass of the caption (z, n) within state z
     return float(law.p @ -(np.log(mass) @ law.q))
+
+
+# --------------------------------------------------------------------------------------
+# the command: settings, run, summary
+# --------------------------------------------------------------------------------------
+class CaptioningSettings(Settings):
+    """``prhsim sweep captioning``: caption held-out images through one rotation fitted on N_fit (image, caption) pairs.
+
+    Attributes:
+        world: a gridscene (default 4x4 grid, one object: 144 states).
+        n_fits: numbers of pairs the rotation is fitted on (default around and past k); 0 is added for the pair-free map.
+        seeds: draws of the held-in states, the pairs, the lightings and the noise.
+        k: features (default: the pixel closed form's gap).
+        text: the caption representation: "spans" (the text JEPA's closed form on spans) or "view" (the
+            caption modality's view-world closed form).
+        noise: σ of Gaussian noise on every image feature (0: the closed form).
+        pair_free: the map at N_fit = 0: "iterative" (features alone), "spectral" (each modality's own pairs) or "none".
+        pair_free_samples: unpaired images, captions and pairs of each modality the pair-free map reads.
+        held_in: the fraction of states whose images may be paired; the others are captioned.
+        images: at most this many held-out images per seed.
+        decoder_steps, decoder_batch: the caption decoder's training (on captions alone).
+        seed: seeds the decoder and the draws.
+    """
+
+    world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=1))
+    n_fits: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1)
+    seeds: int = Field(10, ge=1, le=100)
+    k: int | Literal["auto"] = "auto"
+    text: Literal["spans", "view"] = "spans"
+    noise: float = Field(0.0, ge=0)
+    pair_free: Literal["iterative", "spectral", "none"] = "iterative"
+    pair_free_samples: int = Field(2000, ge=10)
+    held_in: float = Field(0.5, gt=0, lt=1)
+    images: int = Field(1000, ge=2)
+    decoder_steps: int = Field(1000, ge=1)
+    decoder_batch: int = Field(64, ge=1)
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _gridscene(self) -> "CaptioningSettings":
+        if self.world.kind != "gridscene":
+            raise ValueError(f"captioning needs a world with pixel and caption renderers (gridscene), got {self.world.kind}")
+        return self
+
+
+def run(s: CaptioningSettings, say: Progress = lambda message: None) -> Any:
+    """``prhsim sweep captioning`` from its settings; ``say`` reports progress."""
+    import importlib.util
+
+    missing = [name for name in ("jax", "optax", "sacrebleu", "pycocoevalcap") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ValueError(f"prhsim sweep captioning needs {', '.join(missing)}: pip install 'prhsim[captioning]'")
+    from prhsim.learners import DecoderConfig
+    from prhsim.metrics import iterative_match, spectral_match
+
+    def linear(result):  # the estimate acts on each sample's whitened coordinates; x ↦ x M reads raw features
+        return result.whitening_a.whitener @ result.map @ result.whitening_b.colourer
+
+    pair_free = {"iterative": lambda sample: linear(iterative_match(sample.image, sample.caption, rng=s.seed)),
+                 "spectral": lambda sample: linear(spectral_match(sample.image, sample.image_pairs, sample.caption,
+                                                                  sample.caption_pairs)),
+                 "none": None}[s.pair_free]
+    n_fits = None if s.n_fits is None else ([0] if pair_free is not None else []) + list(s.n_fits)
+    say("training the caption decoder on captions alone, then fitting one rotation per N_fit and seed")
+    return captioning_curve(s.world.build_scene(), n_fits=n_fits, seeds=s.seeds, k=s.k, text=s.text,
+                            pair_free=pair_free, pair_free_samples=s.pair_free_samples, noise=s.noise,
+                            held_in=s.held_in, images=s.images,
+                            decoder=DecoderConfig(steps=s.decoder_steps, batch_size=s.decoder_batch),
+                            name=s.world.describe(), rng=s.seed)
+
+
+def summary(r: Any) -> list[str]:
+    """The lines the command prints after the sweep."""
+    lines = [f"{r.world}: {r.n_states} states, k = {r.k}, {r.text} captions, noise {r.noise:g}, {len(r.seeds)} seeds, "
+             f"{r.images} held-out images; decoder on captions alone: loss {r.decoder.final_loss:.4f} "
+             f"(floor {r.decoder.loss_floor:.4f}), exact {r.decoder.exact:.3f} on its own representations"]
+    for metric in ("exact", "attribute_mean", "cider"):
+        s = curve_summary(r, metric)
+        cells = ", ".join(f"{'pair-free' if n == 0 else n}: {m:.3f}" for n, m in zip(s["n_fits"], s["mean"]))
+        lines.append(f"  {metric} by N_fit: {cells}; true map {s['true_map']:.3f}, chance {s['chance']:.3f}")
+    free = [p for p in r.points if p.n_fit == 0]
+    if free:
+        kinds = sorted(free[0].scores.attributes)
+        per = ", ".join(f"{a} {np.mean([p.scores.attributes[a] for p in free]):.2f}" for a in kinds)
+        lines.append(f"  pair-free map: distance to the true map {np.mean([p.map_distance for p in free]):.3f}; "
+                     f"per attribute {per}")
+    return lines

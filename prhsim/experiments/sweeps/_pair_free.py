@@ -48,16 +48,26 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import replace
-from typing import Literal, Sequence
+from typing import Annotated, Any, Literal, Sequence
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
+from prhsim._types import Progress
+from prhsim.config import Settings
 from prhsim.experiments._results import _Record
+from prhsim.metrics import (
+    Whitening,
+    haar_orthogonal,
+    iterative_match,
+    map_error,
+    mapped_retrieval,
+    orthogonal_map,
+    spectral_match,
+)
 from prhsim.optima import TieWarning, closed_form
-from prhsim.metrics import Whitening, iterative_match, map_error, mapped_retrieval, orthogonal_map, spectral_match
-from prhsim.metrics import haar_orthogonal
 from prhsim.worlds import FiniteWorld, bad, codebook, good, view_world
 
 DEFAULT_GAPS = (0.0, 0.003, 0.01, 0.02, 0.04, 0.07)
@@ -262,3 +272,58 @@ def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int]
                           eps=[float(e) for e in eps], seeds=seeds, success_threshold=SUCCESS,
                           eps_threshold=1.0 - mu_2, chance_r1=1.0 / n_states, cells=cells,
                           seconds=time.perf_counter() - start, prhsim_version=__version__)
+
+
+# --------------------------------------------------------------------------------------
+# the command: settings, run, summary
+# --------------------------------------------------------------------------------------
+class PairFreeSettings(Settings):
+    """``prhsim sweep pair-free``: the map between two modalities from unpaired samples, against the gap, S and eps.
+
+    Attributes:
+        gaps: gaps μ_1 − μ_2 of the designed world (default 0 to 0.07), at ``base_samples``.
+        samples: states and pairs drawn per modality (default 300 to 100,000), at ``base_gap``.
+        eps: bad-view eps of modality b (1 is the good view; default 0.5 to 1), at both bases.
+        base_gap, base_samples: the other axes' fixed values.
+        n_states, n_nuisance: the designed world's states and each modality's nuisance values.
+        mu_2, mu_3: the second and third eigenvalues (μ_1 = μ_2 + gap; the designed features must keep Π ≥ 0).
+        seeds: draws (renderers, rotations and samples) per cell.
+        seed: seeds the world and every draw.
+    """
+
+    gaps: list[Annotated[float, Field(ge=0, le=0.5)]] | None = Field(None, min_length=1)
+    samples: list[Annotated[int, Field(ge=10, le=10_000_000)]] | None = Field(None, min_length=1)
+    eps: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
+    base_gap: float = Field(0.07, ge=0, le=0.5)
+    base_samples: int = Field(30_000, ge=10, le=10_000_000)
+    n_states: int = Field(200, ge=10, le=5000)
+    n_nuisance: int = Field(3, ge=2, le=50)
+    mu_2: float = Field(0.08, gt=0, lt=1)
+    mu_3: float = Field(0.02, gt=0, lt=1)
+    seeds: int = Field(30, ge=1, le=1000)
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "PairFreeSettings":
+        if not self.mu_3 < self.mu_2:
+            raise ValueError(f"mu_3 must be below mu_2 (k = 2 needs a gap after mu_2), got {self.mu_3} and {self.mu_2}")
+        return self
+
+
+def run(s: PairFreeSettings, say: Progress = lambda message: None) -> Any:
+    """``prhsim sweep pair-free`` from its settings; ``say`` reports progress."""
+    return pair_free_sweep(s.gaps or DEFAULT_GAPS, s.samples or DEFAULT_SAMPLES, s.eps or DEFAULT_EPS,
+                           base_gap=s.base_gap, base_samples=s.base_samples, n_states=s.n_states,
+                           n_nuisance=s.n_nuisance, mu_2=s.mu_2, mu_3=s.mu_3, seeds=s.seeds, rng=s.seed, progress=say)
+
+
+def summary(r: Any) -> list[str]:
+    """The lines the command prints after the sweep."""
+    lines = [f"{r.n_states} states, k = {r.k}, mu_2 = {r.mu_2:g}, mu_3 = {r.mu_3:g}, {r.seeds} seeds; "
+             f"recovered = map error below {r.success_threshold:g}; fraction of seeds, spectral / iterative:"]
+    for axis, values, fixed in (("gap", r.gaps, f"S = {r.base_samples:,}"), ("samples", r.samples, f"gap {r.base_gap:g}"),
+                                ("eps", r.eps, f"gap {r.base_gap:g}, S = {r.base_samples:,}")):
+        cells = ", ".join(f"{v:g}: {r.rate(axis, 'spectral', v):.1f} / {r.rate(axis, 'iterative', v):.1f}" for v in values)
+        lines.append(f"  {axis} ({fixed}): {cells}")
+    lines.append(f"  bad views: b holds nuisance no map aligns for eps below 1 - mu_2 = {r.eps_threshold:g}")
+    return lines

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments._ntp_ca import NtpCaResult
 from prhsim.experiments.report._figures import COLOURS
+from prhsim.experiments.sweeps._ntp_ca import NtpCaResult
 from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily

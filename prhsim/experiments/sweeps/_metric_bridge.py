@@ -25,16 +25,27 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
+from prhsim._types import Progress
+from prhsim.config import Settings
 from prhsim.experiments._results import _Record
-from prhsim.optima import TieWarning, closed_form
 from prhsim.metrics import principal_angles, procrustes, whiten
-from prhsim.worlds import FiniteWorld, World, bad, good, gridscene, sinkhorn_world, view_world
+from prhsim.optima import TieWarning, closed_form
+from prhsim.worlds import (
+    FiniteWorld,
+    World,
+    bad,
+    good,
+    gridscene,
+    sinkhorn_world,
+    view_world,
+)
 
 Family = Literal["noise", "kernel", "bad-view"]
 FAMILIES: tuple[Family, ...] = ("noise", "kernel", "bad-view")
@@ -86,9 +97,7 @@ def _levels(family: Family, levels: int) -> np.ndarray:
 
 
 def _sample_metrics(A: np.ndarray, B: np.ndarray, knn_k: int, fit: np.ndarray) -> tuple[float, float, float | None, float]:
-    from prhsim.metrics import linear_cka
-    from prhsim.metrics import mutual_knn
-    from prhsim.metrics import retrieval
+    from prhsim.metrics import linear_cka, mutual_knn, retrieval
 
     try:
         from prhsim.metrics import cknna
@@ -192,3 +201,34 @@ def _read_off(cells: list[BridgeCell]) -> dict[str, float | None]:
                 break
         out[f"{x:g}"] = value
     return out
+
+
+# --------------------------------------------------------------------------------------
+# the command: settings, run, summary
+# --------------------------------------------------------------------------------------
+class MetricBridgeSettings(Settings):
+    """``prhsim sweep metric-bridge``: pairs at controlled misalignment scored by ρ_P and by the PRH metrics."""
+
+    size: int = Field(4, ge=2, le=10)
+    objects: int = Field(1, ge=1, le=2)
+    levels: int = Field(16, ge=3, le=100)
+    samples: int = Field(1000, ge=4, le=100_000)
+    knn_k: int = Field(10, ge=1)
+    k: int | Literal["auto"] = "auto"
+    seed: int = Field(0, ge=0)
+
+
+def run(s: MetricBridgeSettings, say: Progress = lambda message: None) -> Any:
+    """``prhsim sweep metric-bridge`` from its settings; ``say`` reports progress."""
+    return metric_bridge(s.size, s.objects, levels=s.levels, samples=s.samples, knn_k=s.knn_k, k=s.k, rng=s.seed)
+
+
+def summary(r: Any) -> list[str]:
+    """The lines the command prints after the sweep."""
+    rows = ", ".join(f"{f}: {n} states, chance {r.knn_chance[f]:.3g}" for f, n in r.rows.items())
+    lines = [f"{r.world}, k = {r.k}: mutual k-NN with k = {r.knn_k} ({rows})",
+             "rho_P where mutual k-NN equals (-: outside the path, or across a jump the grid does not resolve):"]
+    for family, table in r.rho_at_mutual_knn.items():
+        cells = ", ".join(f"{x}: {'-' if v is None else f'{v:.3f}'}" for x, v in table.items())
+        lines.append(f"  {family}: {cells}")
+    return lines

@@ -15,8 +15,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments._sweep_pair_free import METHODS, PairFreeResult, predicted_success
 from prhsim.experiments.report._figures import COLOURS
+from prhsim.experiments.sweeps._pair_free import (
+    METHODS,
+    PairFreeResult,
+    predicted_success,
+)
 from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily

@@ -16,20 +16,21 @@ scaled by it), so one λ means one balance whether the data are exact or sampled
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from prhsim import __version__
+from prhsim._types import Progress
 from prhsim._budget import memory_limit
-from prhsim.config import RunConfig
+from prhsim.config import RandomWorld, RunConfig, WorldConfig
 from prhsim.experiments._learning import learn
 from prhsim.experiments._plan import plan_run
 from prhsim.experiments._results import LearnerSummary, SweepResult
 from prhsim.experiments._rotation import rotation_uniqueness
 from prhsim.experiments._run import build
 
-Progress = Callable[[str], None]
 #: The default grid of λ: 9 points from 1e-4 to 0.5, log-spaced (the "lejepa" convention's range).
 DEFAULT_LAMS = tuple(float(x) for x in np.geomspace(1e-4, 0.5, 9))
 
@@ -78,3 +79,54 @@ def sigreg_weight_sweep(config: RunConfig, lams: Sequence[float] = DEFAULT_LAMS,
                        lams=list(lams), cells=cells, closed_form_rho_p={f"{p.a} vs {p.b}": p.comparison.rho_p
                                                                         for p in outcome.pairs},
                        seconds=time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------------------
+# the command: settings, run, summary
+# --------------------------------------------------------------------------------------
+class SigregWeightSettings(RunConfig):
+    """``prhsim sweep sigreg-weight``: a run's settings (world, modalities, views, training) and the grid of λ.
+
+    The default world is the 30-state random world of docs/theory.md §7, with two modalities and
+    k = 2 on a random world; a world of another kind takes a run's defaults (three modalities,
+    k "auto"). ``lams`` are checked by :func:`check_lams` and kept sorted.
+    """
+
+    world: WorldConfig = Field(default_factory=lambda: RandomWorld(n=30))
+    modalities: int = Field(2, ge=1, le=8)
+    k: int | Literal["auto"] = 2
+    learner: Literal["sigreg"] = "sigreg"
+    lams: list[float] = Field(default_factory=lambda: list(DEFAULT_LAMS))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_world(cls, data: Any) -> Any:
+        world = data.get("world") if isinstance(data, dict) else None
+        if isinstance(world, dict) and world.get("kind", "random") != "random":
+            data = {"modalities": 3, "k": "auto", **data}
+        return data
+
+    @model_validator(mode="after")
+    def _grid(self) -> "SigregWeightSettings":
+        lams = list(check_lams(self.lams, self.training.convention))
+        if lams != self.lams:
+            object.__setattr__(self, "lams", lams)
+        return self
+
+
+def notes(s: SigregWeightSettings) -> list[str]:
+    """The cost of the sweep, known before it runs (a ResourceError where it cannot fit)."""
+    return [f"{len(s.lams)} weights; each trains like one run of: {plan_run(s).summary()}"]
+
+
+def run(s: SigregWeightSettings, say: Progress = lambda message: None) -> SweepResult:
+    """``prhsim sweep sigreg-weight`` from its settings; ``say`` reports progress."""
+    return sigreg_weight_sweep(s, s.lams, progress=say)
+
+
+def summary(r: SweepResult) -> list[Any]:
+    """The tables the command prints after the sweep (:func:`._sigreg_weight_figure.sweep_tables`)."""
+    from prhsim.experiments.sweeps._sigreg_weight_figure import sweep_tables
+
+    return sweep_tables(r)
+

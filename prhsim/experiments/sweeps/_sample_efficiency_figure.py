@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments._sweep_sample_efficiency import SampleEfficiency
 from prhsim.experiments.report._figures import COLOURS
+from prhsim.experiments.sweeps._sample_efficiency import SampleEfficiency, chance_level, ratio_lines
 from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
@@ -31,24 +31,6 @@ RATIO_TEXT = "sample-efficiency-ratios"
 METRIC_LABELS = {"mutual_knn": "mutual 10-NN with the pixels (one caption)",
                  "mutual_knn_mean": "mutual 10-NN with the pixels (mean caption)",
                  "r1": "R@1 text → image (one rotation)", "r5": "R@5 text → image (one rotation)"}
-
-
-def chance_level(result: SampleEfficiency) -> float:
-    """The chance level of the sweep's metric: ``k/(N − 1)`` for mutual k-NN, ``r/|held out|`` for R@r."""
-    if result.metric.startswith("mutual"):
-        return result.knn_chance
-    return min(1.0, (5 if result.metric == "r5" else 1) * result.r1_chance)
-
-
-def ratio_lines(result: SampleEfficiency) -> list[str]:
-    """One line per learner: the samples and tokens it needs to reach good views' alignment at the reference budget."""
-    lines = [f"target: good views' {result.metric} at {result.reference_budget:,} samples"]
-    for r in result.ratios:
-        sign = {"exact": "", "at_most": "≤ ", "more_than": "> "}[r.kind]
-        finite = [x for x, kind in zip(r.seed_ratios, r.seed_kinds) if kind == "exact"]
-        spread = f" (seeds {min(finite):.1f}–{max(finite):.1f}x)" if len(finite) == len(r.seed_ratios) > 1 else ""
-        lines.append(f"{r.learner}: {sign}{r.ratio:.3g}x samples, {sign}{r.token_ratio:.3g}x tokens{spread}")
-    return lines
 
 
 def sample_efficiency_figure(result: SampleEfficiency) -> Figure:

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments._metric_bridge import FAMILIES, MetricBridge
 from prhsim.experiments.report._figures import COLOURS
+from prhsim.experiments.sweeps._metric_bridge import FAMILIES, MetricBridge
 from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily

@@ -37,16 +37,30 @@ views with seed s of the other learner.
 from __future__ import annotations
 
 import time
-from typing import Callable, Literal, Sequence
+from typing import Annotated, Any, Callable, Literal, Sequence
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from prhsim import __version__
 from prhsim._budget import ResourceError
-from prhsim.experiments._caption_alignment import CaptionAlignment, CaptionTarget, caption_alignment, caption_target
+from prhsim._types import Progress
+from prhsim.config import GridSceneWorld, Settings, WorldConfig
+from prhsim.experiments._caption_alignment import (
+    CaptionAlignment,
+    CaptionTarget,
+    caption_alignment,
+    caption_target,
+)
 from prhsim.experiments._results import _Record
 from prhsim.experiments._sample_ratios import sample_ratio
-from prhsim.learners import TEXT_LEARNERS, TextConfig, embed_captions, initial_text, train_text
+from prhsim.learners import (
+    TEXT_LEARNERS,
+    TextConfig,
+    embed_captions,
+    initial_text,
+    train_text,
+)
 from prhsim.optima import next_token_optimum, span_optimum
 from prhsim.worlds import GridScene, Records, TooManySpans
 
@@ -266,3 +280,95 @@ def _ratio(curve: Curve, good: Curve, cells: list[Cell], budgets: list[int], ref
     return Ratio(learner=curve.learner, reference_budget=reference, target=target, samples=needed.value * reference,
                  kind=needed.kind, ratio=needed.value, token_ratio=needed.value * tokens,
                  seed_ratios=[r.value for r in per_seed], seed_kinds=[r.kind for r in per_seed])
+
+
+def chance_level(result: SampleEfficiency) -> float:
+    """The chance level of the sweep's metric: ``k/(N − 1)`` for mutual k-NN, ``r/|held out|`` for R@r."""
+    if result.metric.startswith("mutual"):
+        return result.knn_chance
+    return min(1.0, (5 if result.metric == "r5" else 1) * result.r1_chance)
+
+
+def ratio_lines(result: SampleEfficiency) -> list[str]:
+    """One line per learner: the samples and tokens it needs to reach good views' alignment at the reference budget."""
+    lines = [f"target: good views' {result.metric} at {result.reference_budget:,} samples"]
+    for r in result.ratios:
+        sign = {"exact": "", "at_most": "≤ ", "more_than": "> "}[r.kind]
+        finite = [x for x, kind in zip(r.seed_ratios, r.seed_kinds) if kind == "exact"]
+        spread = f" (seeds {min(finite):.1f}–{max(finite):.1f}x)" if len(finite) == len(r.seed_ratios) > 1 else ""
+        lines.append(f"{r.learner}: {sign}{r.ratio:.3g}x samples, {sign}{r.token_ratio:.3g}x tokens{spread}")
+    return lines
+
+
+# --------------------------------------------------------------------------------------
+# the command: settings, run, summary
+# --------------------------------------------------------------------------------------
+class SampleEfficiencySettings(Settings):
+    """``prhsim sweep sample-efficiency``: good views, bad views and next-token prediction from finite samples.
+
+    Attributes:
+        world: a world with a caption renderer (gridscene; default 4x4 grid, 2 objects, 2 shapes, 2 colours).
+        budgets: training samples (records) per run (default 300, 1000, 3000, 10000, 30000).
+        seeds: seeds per budget (vmapped together).
+        steps, batch_size, lr, hidden: the learners' optimisation (the same for every learner and budget).
+        min_span: the shortest span a JEPA view cuts.
+        pairs: "world" (views of a positive pair of states, the pixels' pair law) or "same" (one state).
+        learners: which learners (good is required: the ratios are against it).
+        metric: the alignment the curves and ratios use.
+        reference_budget: the budget whose good-view alignment is the target (default: the first
+            budget at which good views reach half their alignment at the largest budget).
+        k: features (default: the pixel closed form's gap).
+        n_fit: states the retrieval map is fitted on.
+        closed_forms: also score each learner's closed form (enumerates every span and prefix).
+        seed: seeds the records, the initialisations and the evaluation draws.
+    """
+
+    world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=2, shapes=2, colours=2))
+    budgets: list[Annotated[int, Field(ge=2)]] = Field(default_factory=lambda: list(DEFAULT_BUDGETS), min_length=1)
+    seeds: int = Field(3, ge=1, le=32)
+    steps: int = Field(3000, ge=20)
+    batch_size: int = Field(512, ge=2)
+    lr: float = Field(1e-2, gt=0)
+    hidden: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [128])
+    min_span: int = Field(9, ge=1)
+    pairs: Literal["world", "same"] = "world"
+    learners: list[Literal["good", "bad", "ntp"]] = Field(default_factory=lambda: ["good", "bad", "ntp"])
+    metric: Literal["mutual_knn", "mutual_knn_mean", "r1", "r5"] = "mutual_knn"
+    reference_budget: int | None = Field(None, ge=2)
+    k: int | Literal["auto"] = "auto"
+    n_fit: int = Field(1000, ge=2)
+    closed_forms: bool = True
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _captioned(self) -> "SampleEfficiencySettings":
+        if self.world.kind != "gridscene":
+            raise ValueError(f"sample-efficiency needs a world with a caption renderer (gridscene), got {self.world.kind}")
+        if "good" not in self.learners:
+            raise ValueError("learners must include good: the ratios are measured against good views")
+        if self.reference_budget is not None and self.reference_budget not in self.budgets:
+            raise ValueError(f"reference_budget {self.reference_budget} is not one of the budgets {self.budgets}")
+        return self
+
+
+def run(s: SampleEfficiencySettings, say: Progress = lambda message: None) -> Any:
+    """``prhsim sweep sample-efficiency`` from its settings; ``say`` reports progress."""
+    scene = s.world.build_scene()
+    return sample_efficiency(scene, budgets=s.budgets, seeds=s.seeds, steps=s.steps,
+                             batch_size=s.batch_size, lr=s.lr, hidden=s.hidden, min_span=s.min_span, pairs=s.pairs,
+                             learners=s.learners, metric=s.metric, reference_budget=s.reference_budget, k=s.k,
+                             n_fit=s.n_fit, closed_forms=s.closed_forms, name=s.world.describe(), rng=s.seed,
+                             progress=say)
+
+
+def summary(r: Any) -> list[str]:
+    """The lines the command prints after the sweep."""
+    lines = [f"{r.world}: {r.n_states:,} states, k = {r.k}, {r.pairs} pairs; {r.metric} (chance {chance_level(r):.3g}) "
+             f"at {', '.join(f'{b:,}' for b in r.budgets)} samples, mean over {len(r.seeds)} seeds:"]
+    for c in r.curves:
+        closed = r.closed_forms.get(c.learner)
+        tail = "" if closed is None else (f"; closed form {getattr(closed.alignment, r.metric):.3f}"
+                                          + ("" if closed.unique else " (k splits a tie)"))
+        lines.append(f"  {c.label} ({c.tokens_per_sample} tokens/sample): "
+                     f"{', '.join(f'{m:.3f}' for m in c.mean)}{tail}; untrained {getattr(r.untrained[c.learner], r.metric):.3f}")
+    return lines + ratio_lines(r)

@@ -1,0 +1,58 @@
+"""Options and their parsing shared by the commands: output folders, sizes, k, config files, the git revision."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import click
+
+from prhsim.config import is_run_folder_config, read_config_file
+
+
+def git_revision() -> str | None:
+    """The git revision of the prhsim source tree, if it is a checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def parse_k(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
+    if value is None or value == "auto":
+        return value
+    try:
+        k = int(value)
+    except ValueError:
+        raise click.BadParameter(f"expected a positive integer or 'auto', got {value!r}") from None
+    if k < 1:
+        raise click.BadParameter(f"expected a positive integer or 'auto', got {k}")
+    return k
+
+
+def parse_shape(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        return [int(part) for part in value.replace("x", ",").split(",")]
+    except ValueError:
+        raise click.BadParameter(f"expected sizes like 8,12 or 8x12, got {value!r}") from None
+
+
+def parse_out(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    if value is None:
+        return None
+    if value.strip() == "":
+        raise click.BadParameter("must not be empty")
+    return Path(value)
+
+
+def read_own_config(config_file: Path | None, out_flag: Path | None, notes: list[str]) -> dict:
+    """The config file's settings; a run's own config.json (results.json beside it) loses its ``out``, with a note."""
+    file_data = read_config_file(config_file) if config_file else {}
+    if config_file and is_run_folder_config(config_file) and "out" in file_data and out_flag is None:
+        del file_data["out"]
+        notes.append(f"{config_file} is a run's own config: this run writes a new folder (use --out to choose)")
+    return file_data

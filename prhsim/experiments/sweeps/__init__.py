@@ -1,0 +1,80 @@
+"""The sweeps of ``prhsim sweep``: one module per sweep, one registry.
+
+Each ``_x.py`` holds the sweep's library function and result, its ``Settings`` model,
+``run(settings, say)`` and ``summary(result)``; each ``_x_figure.py`` draws its result.
+:data:`SWEEPS` lists them: the command line, the CLI test and the docs' list come from it, so
+a new sweep is its two modules and one line here. A record names its modules, which are
+imported only when the sweep runs or draws.
+"""
+
+from prhsim.experiments.sweeps._registry import Flag as Flag, Sweep as Sweep, comma_list
+
+_S = "prhsim.experiments.sweeps."
+
+
+#: Every sweep, in the order ``prhsim sweep --help`` lists them.
+SWEEPS: dict[str, Sweep] = {s.name: s for s in (
+    Sweep("bad-view", _S + "_bad_view", "BadViewSweepSettings", _S + "_bad_view_figure:bad_view_figure",
+          "Bad views: the merge rule's predicted k_Z and rho_P against the closed form's, over eps."),
+    Sweep("kernel-mismatch", _S + "_kernel_mismatch", "KernelMismatchSweepSettings",
+          _S + "_kernel_mismatch_figure:kernel_mismatch_figure",
+          "Kernel mismatch: observed drift against the Yu-Wang-Samworth and Davis-Kahan bounds."),
+    Sweep("gap-sensitivity", _S + "_gap_sensitivity", "GapSensitivitySettings",
+          _S + "_gap_sensitivity_figure:gap_figure",
+          "Alignment error against the spectral gap; solvers disagree only at a tie."),
+    Sweep("restricted-encoder", _S + "_restricted_encoder", "RestrictedEncoderSettings",
+          _S + "_restricted_encoder_figure:restricted_figure",
+          "Encoders linear in each rendering: how much Platonic alignment survives."),
+    Sweep("metric-bridge", _S + "_metric_bridge", "MetricBridgeSettings",
+          _S + "_metric_bridge_figure:metric_bridge_figure",
+          "The theory's rho_P against mutual k-NN, CKA, CKNNA and R@1 over controlled misalignment."),
+    Sweep("sigreg-weight", _S + "_sigreg_weight", "SigregWeightSettings", _S + "_sigreg_weight_figure:sweep_figure",
+          "SIGReg at every weight lam: collapse, distance to the closed form, cross-modal alignment. Any "
+          "setting of prhsim run (world, modalities, views, training) applies; the default world is the "
+          "30-state random world with two modalities and k = 2.",
+          flags=(Flag("lam", "lams", "Weights lam to train at (default: 9 log-spaced from 1e-4 to 0.5).", comma_list,
+                      "A,B,.."),
+                 Flag("world", "world", "World kind over Z (default random with 30 states).", metavar="KIND"),
+                 Flag("modalities", "modalities", "Number of modalities (default 2 on a random world, else 3).",
+                      metavar="M", type=int),
+                 Flag("views", "views", "good or bad views (default good).", metavar="good|bad"),
+                 Flag("eps", "eps", "Bad view's resampling probability (bad views only).", metavar="EPS",
+                      type=float),
+                 Flag("k", "k", "Number of features (default 2 on a random world, else auto).", metavar="K",
+                      type=int),
+                 Flag("seed", "seed", "Seed for every random choice (default 0).", metavar="SEED", type=int),
+                 Flag("size", "world.size", "gridscene: grid side.", metavar="SIZE", type=int),
+                 Flag("objects", "world.objects", "gridscene: number of objects.", metavar="N", type=int),
+                 Flag("n", "world.n", "ring, random: number of states.", metavar="N", type=int),
+                 Flag("shape", "world.shape", "torus, grid: size per axis.", comma_list, "A,B,.."),
+                 Flag("steps", "training.steps", "SGD steps per lam and modality (default 1000).", metavar="STEPS",
+                      type=int),
+                 Flag("seeds", "training.seeds", "Seeds per lam and modality (default 2).", metavar="S", type=int),
+                 Flag("encoder", "training.encoder", "tabular or mlp.", metavar="ENCODER"),
+                 Flag("memory-limit", "memory_limit_gb", "Refuse a sweep whose estimated peak memory exceeds GB.",
+                      metavar="GB", type=float)),
+          figure_file="sigreg_weight.png"),
+    Sweep("sample-efficiency", _S + "_sample_efficiency", "SampleEfficiencySettings",
+          _S + "_sample_efficiency_figure:sample_efficiency_figure",
+          "Good views, bad views and next-token prediction from finite samples: alignment with the pixel "
+          "closed form against samples and tokens, and the sample ratios.",
+          flags=(Flag("seeds", "seeds", "Seeds per budget.", metavar="S"),
+                 Flag("budgets", "budgets", "Training samples per run, comma-separated (e.g. 300,1000,3000).",
+                      lambda value: "[" + value + "]", "N,N,..."),
+                 Flag("world", "world", "The world; only gridscene has a caption renderer. 'gridscene' keeps "
+                      "the sweep's scene (4x4 grid, 2 objects, 2 shapes, 2 colours; --set world.size=… "
+                      "changes it); any other kind is refused.",
+                      lambda value: None if value == "gridscene" else value, "KIND"))),
+    Sweep("ntp-ca", _S + "_ntp_ca", "NtpCaSettings", _S + "_ntp_ca_figure:ntp_ca_figure",
+          "Next-token prediction: the whitened softmax optimum against correspondence analysis as the "
+          "dependence strength sigma_1 shrinks."),
+    Sweep("pair-free", _S + "_pair_free", "PairFreeSettings", _S + "_pair_free_figure:pair_free_figure",
+          "Alignment without cross-modal pairs: the map between two modalities from unpaired samples "
+          "(spectral matching with each modality's own pairs, iterative matching on features alone) "
+          "against the gap, the sample size and eps."),
+    Sweep("captioning", _S + "_captioning", "CaptioningSettings", _S + "_captioning_figure:captioning_figure",
+          "Captioning through one rotation: a decoder trained on captions alone, the image side carried "
+          "over by a rotation fitted on N_fit pairs (or none: the pair-free map)."),
+)}
+
+__all__ = ["SWEEPS", "Flag", "Sweep"]
