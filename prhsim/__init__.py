@@ -1,8 +1,10 @@
 """prhsim: a simulator for the Platonic Representation Theorem of JEPAs.
 
-Subpackages, in dependency order: :mod:`prhsim.worlds` (what the world is),
-:mod:`prhsim.jepa` (what a learner converges to), :mod:`prhsim.metrics` (how
-representations are compared), :mod:`prhsim.experiments` (what is checked).
+Subpackages: :mod:`prhsim.worlds` (what the world is), :mod:`prhsim.objectives` (what is
+minimised), :mod:`prhsim.optima` (what a learner converges to), :mod:`prhsim.learners` (how it
+learns), :mod:`prhsim.metrics` (how representations are compared), :mod:`prhsim.experiments`
+(what is checked), :mod:`prhsim.real` (real data), :mod:`prhsim.io`, :mod:`prhsim.config` and
+:mod:`prhsim.cli` (docs/architecture.md).
 ``memory_limit`` bounds the memory any builder or solver may allocate
 (half the machine's memory by default); above it they raise ``ResourceError``.
 """

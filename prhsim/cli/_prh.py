@@ -25,11 +25,11 @@ from prhsim.io import OutputError, check_out_folder, json_text, staged_folder
 from prhsim.cli._console import UsageProblem, console, stage_reporter
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
 from prhsim.cli._options import git_revision, parse_out
+from prhsim.metrics import PRH_METRICS
 
-#: Metric names of the protocol (the keys of prhsim.metrics.PRH_METRICS).
-METRIC_NAMES = ("mutual_knn", "cycle_knn", "cknna", "linear_cka", "unbiased_cka", "rbf_cka", "svcca")
-#: The metrics whose k is a number of neighbours.
-KNN_METRICS = ("mutual_knn", "cycle_knn", "cknna")
+#: Metric names of the protocol, and those whose k counts neighbours (from the registry, prhsim.metrics.PRH_METRICS).
+METRIC_NAMES = tuple(PRH_METRICS)
+KNN_METRICS = tuple(name for name, metric in PRH_METRICS.items() if metric.neighbours)
 
 
 def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, k: int, clip: float | None,
@@ -40,7 +40,7 @@ def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, 
         raise UsageProblem(f"{name_a} has {a.shape[0]:,} samples and {name_b} {b.shape[0]:,}: "
                            "the protocol compares the same samples in both")
     if metric in KNN_METRICS and not 1 <= k < a.shape[0]:
-        raise UsageProblem(f"--k must be in 1..{a.shape[0] - 1} for {a.shape[0]:,} samples, got {k}")
+        raise UsageProblem(f"--knn-k must be in 1..{a.shape[0] - 1} for {a.shape[0]:,} samples, got {k}")
     try:
         return prh_protocol(a, b, metric=metric, k=k, clip_quantile=clip, clip_scope=clip_scope)
     except ValueError as exc:
@@ -61,7 +61,18 @@ def prh() -> None:
 
 _metric = click.option("--metric", type=click.Choice(METRIC_NAMES), default="mutual_knn", show_default=True,
                        help="Alignment metric scored on every layer pair.")
-_k = click.option("--k", "k", type=int, default=10, show_default=True, help="Neighbours of the kNN metrics.")
+def _warn_k(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None:
+        click.echo("prhsim prh: --k is deprecated (k is a number of features everywhere else): use --knn-k", err=True)
+    return value
+
+
+def _k(fn):
+    """``--knn-k`` (neighbours of the kNN metrics), and ``--k``, its deprecated alias, which warns."""
+    fn = click.option("--k", "old_k", type=int, default=None, callback=_warn_k, hidden=True,
+                      help="Deprecated alias of --knn-k.")(fn)
+    return click.option("--knn-k", "k", type=int, default=10, show_default=True,
+                        help="Neighbours of the kNN metrics.")(fn)
 
 
 def _clip(fn):
@@ -80,13 +91,15 @@ def _clip(fn):
 @_k
 @_clip
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print the result as JSON.")
-def score(a: Path, b: Path, metric: str, k: int, clip: float, no_clip: bool, clip_scope: str, as_json: bool) -> None:
+def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float, no_clip: bool, clip_scope: str,
+          as_json: bool) -> None:
     """Best layer-pair score of two feature files, its layer pair and the chance level.
 
     \b
     Example:
-      prhsim prh score llama.pt dinov2.npy --metric mutual_knn --k 10
+      prhsim prh score llama.pt dinov2.npy --metric mutual_knn --knn-k 10
     """
+    k = k if old_k is None else old_k
     fa, fb = _load(a), _load(b)
     result = _score(fa, fb, str(a), str(b), metric, k, None if no_clip else clip, clip_scope)
     doc = {"a": str(a), "b": str(b), "metric": metric, "clip": None if no_clip else clip, "clip_scope": clip_scope, "k": k if metric in KNN_METRICS else None,
@@ -115,8 +128,8 @@ def score(a: Path, b: Path, metric: str, k: int, clip: float, no_clip: bool, cli
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder holding results.json.")
 @click.option("--no-figures", is_flag=True, default=False, help="Skip the heatmap.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
-def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int, clip: float, no_clip: bool,
-          clip_scope: str, out: Path | None, overwrite: bool, no_figures: bool, quiet: bool) -> None:
+def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int, old_k: int | None, clip: float,
+          no_clip: bool, clip_scope: str, out: Path | None, overwrite: bool, no_figures: bool, quiet: bool) -> None:
     """Score every row file against every column file of FOLDER; write results.json, table.csv, table.png.
 
     \b
@@ -124,6 +137,7 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
       prhsim prh table features/
       prhsim prh table features/ --rows 'llm-*' --cols 'vit-*' --metric cknna
     """
+    k = k if old_k is None else old_k
     if not folder.is_dir():
         raise UsageProblem(f"{folder}: no such folder")
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)

@@ -49,9 +49,7 @@ def pair_metrics(rows_a: Rows | np.ndarray, q_a: np.ndarray, rows_b: Rows | np.n
     ``rows_a``, ``rows_b``: each modality's features at modal states (a function of the
     states, or a full table over ``Z x N``).
     """
-    from prhsim.metrics import linear_cka
-    from prhsim.metrics import knn_chance, mutual_knn
-    from prhsim.metrics import retrieval
+    from prhsim.metrics import knn_chance, linear_cka, mutual_knn, retrieval
 
     n_z = p_z.size
     n = min(samples, n_z)
@@ -65,5 +63,6 @@ def pair_metrics(rows_a: Rows | np.ndarray, q_a: np.ndarray, rows_b: Rows | np.n
     fit = np.zeros(n, dtype=bool)
     fit[rng.permutation(n)[: n // 2]] = True
     r = retrieval(A, B, fit=fit, ks=(1,))
-    return PairMetrics(samples=n, knn_k=k, mutual_knn=float(mutual_knn(A, B, k=k, screen=False)), knn_chance=float(knn_chance(n, k)),
-                       linear_cka=float(linear_cka(A, B)), r1=float((r.a_to_b[1] + r.b_to_a[1]) / 2))
+    return PairMetrics(samples=n, knn_k=k, mutual_knn=float(mutual_knn(A, B, k=k, screen=False)),
+                       knn_chance=float(knn_chance(n, k)), linear_cka=float(linear_cka(A, B)),
+                       r1=float((r.a_to_b[1] + r.b_to_a[1]) / 2))

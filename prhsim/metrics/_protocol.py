@@ -14,14 +14,16 @@ Two models embed the same N inputs at every layer: stacks ``A`` (N x L_a x D_a) 
    row-major order on ties), the whole table and the metric's chance level
    (``knn_chance(N, k)`` for mutual_knn, None for the others).
 
-:data:`METRICS` maps a name to a callable ``(a, b, *, k) -> float``; the CKA and
-SVCCA entries ignore k. The kNN entries import :mod:`prhsim.metrics._knn` and
-:mod:`prhsim.metrics._cknna` when first called.
+:data:`METRICS` is the registry of sample metrics: a name to a :class:`Metric` record (its
+score ``(a, b, *, k) -> float``, whether k counts neighbours, its chance level), read by
+:func:`prh_protocol` and ``prhsim prh --metric``. The CKA and SVCCA entries ignore k. The kNN
+entries import :mod:`prhsim.metrics._knn` and :mod:`prhsim.metrics._cknna` when first called.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple
 
 import numpy as np
@@ -64,16 +66,42 @@ def _svcca(a: Any, b: Any, *, k: int) -> float:
     return svcca(a, b)
 
 
-#: Metric name -> ``(a, b, *, k) -> float`` on two (N, d) samples.
-METRICS: dict[str, Callable[..., float]] = {
-    "mutual_knn": _mutual_knn,
-    "cycle_knn": _cycle_knn,
-    "cknna": _cknna,
-    "linear_cka": _linear_cka,
-    "unbiased_cka": _unbiased_cka,
-    "rbf_cka": _rbf_cka,
-    "svcca": _svcca,
-}
+def _knn_chance(n: int, k: int) -> float:
+    from prhsim.metrics._knn import knn_chance
+
+    return float(knn_chance(n, k))
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A sample metric of the registry.
+
+    Attributes:
+        name: its name (``prhsim prh --metric NAME``).
+        score: ``(a, b, *, k) -> float`` on two (N, d) samples.
+        neighbours: whether k is a number of neighbours (the kNN metrics; the others ignore it).
+        chance: ``(N, k) -> float``, the expected score of independent representations, where known.
+    """
+
+    name: str
+    score: Callable[..., float]
+    neighbours: bool = False
+    chance: Callable[[int, int], float] | None = None
+
+    def __call__(self, a: Any, b: Any, *, k: int) -> float:
+        return self.score(a, b, k=k)
+
+
+#: Metric name -> its :class:`Metric` (each scores two (N, d) samples).
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("mutual_knn", _mutual_knn, neighbours=True, chance=_knn_chance),
+    Metric("cycle_knn", _cycle_knn, neighbours=True),
+    Metric("cknna", _cknna, neighbours=True),
+    Metric("linear_cka", _linear_cka),
+    Metric("unbiased_cka", _unbiased_cka),
+    Metric("rbf_cka", _rbf_cka),
+    Metric("svcca", _svcca),
+)}
 
 ClipScope = Literal["tensor", "sample_mean"]
 
@@ -167,9 +195,5 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", k: i
             except ValueError as err:
                 raise ValueError(f"layer pair ({i}, {j}): {err}") from None
     i, j = np.unravel_index(int(np.argmax(table)), table.shape)
-    chance = None
-    if metric == "mutual_knn":
-        from prhsim.metrics._knn import knn_chance
-
-        chance = float(knn_chance(A.shape[0], k))
+    chance = None if score.chance is None else score.chance(A.shape[0], k)
     return ProtocolScore(float(table[i, j]), (int(i), int(j)), table, chance)

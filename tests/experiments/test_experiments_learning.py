@@ -24,6 +24,7 @@ pytest.importorskip("optax")
 RING = {"world": {"kind": "ring", "n": 16}, "modalities": 2}
 
 
+@pytest.mark.slow
 def test_hard_whitening_reaches_the_closed_form_and_the_modalities_align():
     """ring(16), two codebook modalities, good views, k = 2 (gap 0.108), 1000 exact steps (float64): measured
     s_Θ 1.6e-7 and 1.8e-5 to the two closed forms (the issue's target is 1e-2); learned cross-modal ρ_P alike."""
@@ -41,6 +42,7 @@ def test_hard_whitening_reaches_the_closed_form_and_the_modalities_align():
     assert len(kyfan) == 2 and all(c.verdict == "PASS" for c in kyfan)
 
 
+@pytest.mark.slow
 def test_bad_views_keep_the_learned_modalities_at_the_merge_rule_prediction():
     """gridscene(2, 1 object), bad(0.1): k = 5; pixels and symbolic keep k_Z = 2 and 3 of 5, so the merge rule
     predicts ρ_P = sqrt(2(5 − 2)/5) = 1.0954 between them; the learned pair measured 1.09517 (s_Θ to the
@@ -54,6 +56,7 @@ def test_bad_views_keep_the_learned_modalities_at_the_merge_rule_prediction():
     assert pair.rho_p[0] > 1.0  # far from the good-view answer 0
 
 
+@pytest.mark.slow
 def test_the_cli_trains_both_learners_and_draws_the_convergence(tmp_path):
     out = tmp_path / "run"
     result = CliRunner().invoke(main, ["run", "--world", "ring", "--n", "16", "--modalities", "2", "--learner", "all",
@@ -112,6 +115,7 @@ def test_bad_learner_settings_are_one_line_errors(tmp_path, args, message):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_the_sigreg_weight_sweep_collapses_below_beta_one_and_writes_its_folder(tmp_path):
     """random_world(30), k = 2, exact data, lejepa convention, B = 256: β ≈ 4λB/(1 − λ), so λ = 2e-4 (β ≈ 0.2)
     collapses (docs/theory.md §7: collapse for β ≤ 1) and λ = 0.05 (β ≈ 54) does not; larger λ whitens more

@@ -29,6 +29,7 @@ EXACT = TrainConfig(steps=1000, lr=0.1, log_every=250)
 MINIBATCH = TrainConfig(data="minibatch", batch_size=256, steps=1000, lr=3e-2, log_every=250)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world, k, centred", [(path(8), 2, True), (ring(16), 2, True),
                                                (gridscene(3, objects=1).world, 3, True), (path(8), 3, False)],
                          ids=["path8", "ring16", "gridscene3x1", "path8-uncentred"])
@@ -125,6 +126,7 @@ def test_a_huge_learning_rate_diverges_with_the_step_named():
         train(path(8), 2, EXACT, lr=1e200)
 
 
+@pytest.mark.slow
 def test_an_mlp_on_rendered_observations_converges_on_a_modal_world():
     """A codebook modality with a good view: the MLP sees g(z, n) and still reaches the nuisance-free optimum."""
     world = view_world(path(8), codebook(8, 2, rng=0), good())

@@ -101,6 +101,7 @@ def test_next_token_optimum_is_a_function_of_the_wording_alone():
     assert np.ptp(F, axis=1).max() > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", ["good", "bad"])
 def test_the_token_encoder_reaches_the_closed_form_with_the_exact_pair_law(tiny, view):
     """Exact π (no sampling), hard whitening, the MLP on the spans' token one-hots: s_Θ to the closed form -> 0."""
@@ -165,6 +166,7 @@ def test_ntp_embedding_pools_the_prefixes(tiny):
     assert_close(embed_captions(result, law, captions)[0], direct, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_good_views_align_and_bad_views_do_not():
     """Over three seeds, with a margin: good views learn the pixels' representation, bad views the wording."""
     from prhsim.experiments._caption_alignment import caption_alignment, caption_target

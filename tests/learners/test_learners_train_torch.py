@@ -126,6 +126,7 @@ def test_the_learning_rate_is_optax_schedule(config):
         assert learning_rate(config, t) == float(schedule(jax.numpy.asarray(t, dtype=jax.numpy.int32))), t
 
 
+@pytest.mark.slow
 def test_exact_whitening_on_a_table_converges_to_the_closed_form():
     """path(8), k = 2 from torch's own init: measured s_Θ 6e-16 after 1000 steps (float64)."""
     world = path(8)

@@ -147,6 +147,7 @@ def two_processes(data, tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("views", ["good", "ntp"])
 def test_two_processes_end_where_one_process_ends_on_the_same_global_batch(data, two_processes, tmp_path, views):
     """SIGReg over the global batch and the invariance averaged (JEPA), or every next token weighted alike (NTP)."""
@@ -163,6 +164,7 @@ def test_two_processes_end_where_one_process_ends_on_the_same_global_batch(data,
     assert np.allclose([x["loss"] for x in lines], [x["loss"] for x in ones], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_killed_two_process_run_resumes_to_the_same_parameters(data, two_processes, tmp_path):
     run = tmp_path / "killed"
     _torchrun(data, run, "--stop-after", "3")
