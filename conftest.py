@@ -1,4 +1,4 @@
-"""Collection rules for the whole tree: prhsim.real's doctests need torch, and are left out without it."""
+"""Collection rules for the whole tree: prhsim.real (its doctests, and tests/real/) needs torch, and is left out without it."""
 
 import importlib.util
 
@@ -10,4 +10,4 @@ def _installed(name: str) -> bool:
         return False
 
 
-collect_ignore_glob = [] if _installed("torch") else ["prhsim/real/*"]
+collect_ignore_glob = [] if _installed("torch") else ["prhsim/real/*", "tests/real/*"]

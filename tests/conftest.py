@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-
-# tests/real/ exercises prhsim.real, which needs torch: without it the folder is not collected
-def _installed(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # hidden by an import hook, or a broken entry in sys.modules
-        return False
-
-
-collect_ignore_glob = [] if _installed("torch") else ["real/*"]
 
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("ci", deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
