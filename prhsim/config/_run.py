@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from prhsim.config._training import Learners, TrainingSettings
+from prhsim.learners import LEARNERS, SGD_OBJECTIVES
 from prhsim.config._worlds import GRIDSCENE_MODALITIES, GridSceneWorld, Settings, WorldConfig
 
 #: The bad view's resampling probability when a bad view is asked for without ``eps``.
@@ -98,7 +99,7 @@ class RunConfig(Settings):
     @property
     def sgd_learners(self) -> list[str]:
         """The SGD objectives this run trains, in order ("whiten", "sigreg"); empty for the closed form alone."""
-        return {"closed": [], "whiten": ["whiten"], "sigreg": ["sigreg"], "all": ["whiten", "sigreg"]}[self.learner]
+        return list(SGD_OBJECTIVES) if self.learner == "all" else [self.learner] if LEARNERS[self.learner].sgd else []
 
     @property
     def bad_eps(self) -> float:

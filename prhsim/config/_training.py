@@ -7,10 +7,12 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from prhsim.config._worlds import Settings
+from prhsim.learners import LEARNERS
 
-#: ``--learner`` choices: the closed form alone, one SGD objective beside it, or both.
-LEARNER_CHOICES = ("closed", "whiten", "sigreg", "all")
-Learners = Literal["closed", "whiten", "sigreg", "all"]
+#: ``--learner`` choices: the closed form alone, one SGD learner beside it, or all of them (from the registry,
+#: :data:`prhsim.learners.LEARNERS`).
+LEARNER_CHOICES: tuple[str, ...] = (*LEARNERS, "all")
+Learners = Literal[LEARNER_CHOICES]  # type: ignore[valid-type]
 
 
 class TrainingSettings(Settings):

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from prhsim.learners import SGD_OBJECTIVES
+
 Verdict = Literal["PASS", "FAIL", "N/A"]
 
 
@@ -118,7 +120,7 @@ class LearnerSummary(_Record):
     initialisation and data stream.
     """
 
-    learner: Literal["whiten", "sigreg"]
+    learner: Literal[SGD_OBJECTIVES]  # type: ignore[valid-type]
     encoder: Literal["tabular", "mlp"]
     steps: int
     seeds: list[int]

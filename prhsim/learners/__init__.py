@@ -47,7 +47,11 @@ from prhsim.learners._train_torch import TorchLearner as TorchLearner, train_tor
 from prhsim.learners._losses import exact_law as exact_law
 from prhsim.learners._caption_decoder import CaptionDecoder as CaptionDecoder, DecoderConfig as DecoderConfig, decode_captions as decode_captions, train_caption_decoder as train_caption_decoder
 
+from prhsim.learners._registry import LEARNERS as LEARNERS, SGD_OBJECTIVES as SGD_OBJECTIVES, LearnerKind as LearnerKind
 __all__ = [
+    "LEARNERS",
+    "SGD_OBJECTIVES",
+    "LearnerKind",
     "CaptionDecoder",
     "DecoderConfig",
     "decode_captions",

@@ -42,6 +42,7 @@ from prhsim.objectives import draw_directions
 from prhsim.learners._losses import Data, FactorLaw, Objective, exact_law, exact_tables
 from prhsim.learners._train_jax import Spec, runner
 from prhsim.worlds import PairSampler, World, pair_sampler
+from prhsim.learners._registry import SGD_OBJECTIVES
 
 #: Float arrays of n² x M that reverse-mode autodiff of the exact SIGReg keeps per seed (differences, exponentials).
 EXACT_SIGREG_COPIES = 3
@@ -99,7 +100,7 @@ class TrainConfig:
     collapse_tol: float = 1e-2
 
     def __post_init__(self) -> None:
-        for name, allowed in (("objective", ("whiten", "sigreg")), ("encoder", ("tabular", "mlp")),
+        for name, allowed in (("objective", SGD_OBJECTIVES), ("encoder", ("tabular", "mlp")),
                               ("data", ("exact", "minibatch")), ("convention", ("lejepa", "additive")),
                               ("invariance_dims", ("sum", "mean")),
                               ("directions", ("resample", "fixed"))):

@@ -43,6 +43,7 @@ from prhsim.objectives import Convention, lejepa_loss
 from prhsim.objectives import population_sigreg
 from prhsim.objectives import whitened_alignment, whitened_invariance
 from prhsim.worlds import World
+from prhsim.learners._registry import SGD_OBJECTIVES
 
 Objective = Literal["whiten", "sigreg"]
 Data = Literal["exact", "minibatch"]
@@ -165,7 +166,7 @@ def make_loss(objective: Objective, data: Data, *, centred: bool, convention: Co
     states ("z", "z2") in minibatch mode and its SIGReg directions ("dirs"). ``dims`` is SIGReg's
     invariance convention ("mean" divides the squared norm by k, as LeJEPA's code does).
     """
-    if objective not in ("whiten", "sigreg") or data not in ("exact", "minibatch") or dims not in ("sum", "mean"):
+    if objective not in SGD_OBJECTIVES or data not in ("exact", "minibatch") or dims not in ("sum", "mean"):
         raise ValueError(f"unknown objective, data mode or dims: {objective!r}, {data!r}, {dims!r}")
 
     def exact(params: Any, step: Any, shared: Any) -> Any:

@@ -41,6 +41,7 @@ from prhsim.learners._text_encoder import token_apply, token_init
 from prhsim.learners._train_jax import clipped_adamw
 from prhsim.objectives import whitened_invariance
 from prhsim.worlds import CaptionLaw, Records, SpanLaw, spans_of
+from prhsim.learners._registry import SGD_OBJECTIVES
 
 TextLearnerKind = Literal["good", "bad", "ntp"]
 TEXT_LEARNERS: tuple[TextLearnerKind, ...] = ("good", "bad", "ntp")
@@ -85,7 +86,7 @@ class TextConfig:
     log_every: int = 250
 
     def __post_init__(self) -> None:
-        for name, allowed in (("learner", TEXT_LEARNERS), ("objective", ("whiten", "sigreg"))):
+        for name, allowed in (("learner", TEXT_LEARNERS), ("objective", SGD_OBJECTIVES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("steps", "batch_size", "min_span", "num_directions", "log_every"):

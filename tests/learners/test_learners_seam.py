@@ -140,3 +140,20 @@ def test_learned_representations_are_checked_within_the_learned_tolerance(noise,
     rho = next(c for c in result.checks if c.claim.startswith("rho_P"))
     assert result.checks[0].claim == "platonic: every rho_P < 0.05"
     assert rho.verdict == verdict, (rho, result.pairs)
+
+
+def test_the_run_s_learner_choices_come_from_the_registry():
+    """config's --learner choices are LEARNERS' names and "all"; "all" trains every SGD learner, in order."""
+    from click.testing import CliRunner
+
+    from prhsim.cli import main
+    from prhsim.config import LEARNER_CHOICES, RunConfig
+    from prhsim.learners import LEARNERS, SGD_OBJECTIVES
+
+    assert LEARNER_CHOICES == (*LEARNERS, "all")
+    assert SGD_OBJECTIVES == tuple(n for n, kind in LEARNERS.items() if kind.sgd) == ("whiten", "sigreg")
+    assert RunConfig(learner="all").sgd_learners == list(SGD_OBJECTIVES)
+    assert [RunConfig(learner=n).sgd_learners for n in LEARNERS] == [[], ["whiten"], ["sigreg"]]
+    assert not LEARNERS["sigreg"].covered and LEARNERS["whiten"].covered
+    help_text = CliRunner().invoke(main, ["run", "--help"]).output
+    assert all(name in help_text for name in LEARNER_CHOICES)

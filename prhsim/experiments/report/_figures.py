@@ -13,7 +13,6 @@ Typical use (the caller takes care of atomicity)::
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
