@@ -12,7 +12,7 @@ from prhsim.experiments.sweeps import SWEEPS
 
 SMALL = {
     "bad-view": ["--set", "eps=[0.1, 0.5, 1.0]"],
-    "kernel-mismatch": ["--set", "worlds=2", "--set", "sizes=[1e-3, 1e-2]"],
+    "kernel-mismatch": ["--set", "worlds=2", "--set", "perturbations=[1e-3, 1e-2]"],
     "gap-sensitivity": ["--set", "gaps=[0.0, 0.01]"],
     "restricted-encoder": ["--set", "size=2"],
     "metric-bridge": ["--set", "levels=4", "--set", "samples=200"],
@@ -75,7 +75,9 @@ def test_a_config_file_and_json_output(tmp_path):
     ("bad-view", ["--set", "epz=1"], "unknown key 'epz'"),
     ("bad-view", ["--set", "eps=[0.0, 1.0]"], "every eps must lie in (0, 1], got 0.0"),
     ("kernel-mismatch", ["--set", "n=2"], "n: Input should be greater than or equal to 4"),
-    ("gap-sensitivity", ["--set", "size=2"], "size: Input should be less than or equal to 1"),
+    ("gap-sensitivity", ["--set", "perturbation=2"], "perturbation: Input should be less than or equal to 1"),
+    ("gap-sensitivity", ["--set", "size=0.01"], "the key 'size' is now 'perturbation'"),
+    ("kernel-mismatch", ["--set", "sizes=[0.1]"], "the key 'sizes' is now 'perturbations'"),
     ("restricted-encoder", ["--set", "inputs=\"pixels\""], "inputs: Input should be 'raw', 'onehot' or 'state'"),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, name, args, message):

@@ -32,7 +32,7 @@ def bad_views() -> BadViewSweep:
 
 @pytest.fixture(scope="module")
 def mismatch() -> KernelMismatchSweep:
-    return kernel_mismatch_sweep(n=12, sizes=[1e-3, 1e-2, 1e-1], worlds=3)
+    return kernel_mismatch_sweep(n=12, perturbations=[1e-3, 1e-2, 1e-1], worlds=3)
 
 
 @pytest.fixture(scope="module")
@@ -132,13 +132,14 @@ def test_kernel_mismatch_drift_grows_with_the_size(mismatch):
     assert np.all(np.diff(mismatch.median_e_op) > 0)
     for row in mismatch.cells:
         assert row[-1].sin_theta > row[0].sin_theta
-        np.testing.assert_allclose([c.e_op / c.size for c in row], row[0].e_op / row[0].size, rtol=1e-8)  # E ∝ t
+        np.testing.assert_allclose([c.e_op / c.perturbation for c in row], row[0].e_op / row[0].perturbation, rtol=1e-8)  # E ∝ t
     assert KernelMismatchSweep.model_validate_json(mismatch.model_dump_json()) == mismatch
 
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"n": 3}, "n must"), ({"k": 0}, "k must"), ({"n": 6, "k": 5}, "k must"), ({"worlds": 0}, "worlds must"),
-    ({"sizes": [0.0]}, r"\(0, 1\]"), ({"sizes": [2.0]}, r"\(0, 1\]"), ({"sizes": []}, "at least one"),
+    ({"perturbations": [0.0]}, r"\(0, 1\]"), ({"perturbations": [2.0]}, r"\(0, 1\]"),
+    ({"perturbations": []}, "at least one"),
 ])
 def test_kernel_mismatch_sweep_refuses_bad_arguments(kwargs, match):
     _one_line_error(lambda: kernel_mismatch_sweep(**kwargs), match)
@@ -168,7 +169,7 @@ def test_gap_sensitivity_clear_gap_gives_one_subspace(gaps):
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"gaps": [0.2]}, "every gap"), ({"gaps": [-1e-3]}, "every gap"), ({"gaps": []}, "at least one"),
-    ({"gaps": [0.0, 0.0]}, "distinct"), ({"size": 0.0}, "size"), ({"n": 2}, "n must"), ({"move": 1.5}, "move"),
+    ({"gaps": [0.0, 0.0]}, "distinct"), ({"perturbation": 0.0}, "perturbation"), ({"n": 2}, "n must"), ({"move": 1.5}, "move"),
 ])
 def test_gap_sensitivity_refuses_bad_arguments(kwargs, match):
     _one_line_error(lambda: gap_sensitivity(**kwargs), match)

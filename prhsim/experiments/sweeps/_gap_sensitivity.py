@@ -33,7 +33,7 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
@@ -72,7 +72,7 @@ class GapSensitivity(_Record):
     prhsim_version: str
     n: int
     move: float
-    size: float
+    perturbation: float
     k: int
     gaps: list[float]
     seed: int | None
@@ -96,7 +96,7 @@ def _s_theta(a, b, p: np.ndarray) -> float:
 
 def gap_sensitivity(
     gaps: Sequence[float] = DEFAULT_GAPS,
-    size: float = 1e-3,
+    perturbation: float = 1e-3,
     n: int = 6,
     move: float = 0.9,
     rng: RngLike = 0,
@@ -105,7 +105,7 @@ def gap_sensitivity(
 
     Args:
         gaps: the gaps δ, each in [0, max_gap(n, move)); 0 is the tie.
-        size: the perturbation's t in (0, 1].
+        perturbation: the perturbation's t in (0, 1].
         n: states per path (the world has n² states), at least 3.
         move: the first path's step probability, in (0, 1].
         rng: seeds Π' (drawn once) and, one stream per gap, the Lanczos start vectors.
@@ -119,8 +119,8 @@ def gap_sensitivity(
     n = int(n)
     if not 0.0 < move <= 1.0:
         raise ValueError(f"move must lie in (0, 1], got {move}")
-    if not 0.0 < size <= 1.0:
-        raise ValueError(f"size must lie in (0, 1], got {size}")
+    if not 0.0 < perturbation <= 1.0:
+        raise ValueError(f"perturbation must lie in (0, 1], got {perturbation}")
     values = tuple(float(g) for g in np.atleast_1d(np.asarray(gaps, dtype=float)))
     if not values:
         raise ValueError("gap_sensitivity needs at least one gap")
@@ -142,7 +142,7 @@ def gap_sensitivity(
     cells = []
     for g, stream in zip(values, streams[1:]):
         world = grid((n, n), move=(move, move - g / c)).to_finite()
-        km = kernel_mismatch(world, FiniteWorld(world.p, (1.0 - size) * world.Pi + size * other), K)
+        km = kernel_mismatch(world, FiniteWorld(world.p, (1.0 - perturbation) * world.Pi + perturbation * other), K)
         dense = top_eigenpairs(world, K + 1, backend="dense")
         first, second = (top_eigenpairs(world, K + 1, backend="sparse", rng=s) for s in stream.spawn(2))
         observed_gap = float(dense.values[K - 1] - dense.values[K])
@@ -153,7 +153,7 @@ def gap_sensitivity(
             start_s_theta=_s_theta(first, second, world.p),
             yws_bound=None if tie else _finite(km.yws_sin / np.sqrt(K)),
             dk_bound=None if tie else _finite(km.dk_sin / np.sqrt(K))))
-    return GapSensitivity(prhsim_version=__version__, n=n, move=float(move), size=float(size), k=K,
+    return GapSensitivity(prhsim_version=__version__, n=n, move=float(move), perturbation=float(perturbation), k=K,
                           gaps=list(values), seed=seed, cells=cells, seconds=time.perf_counter() - start)
 
 
@@ -164,20 +164,27 @@ class GapSensitivitySettings(Settings):
     """``prhsim sweep gap-sensitivity``: path(n) x path(n) with the gap at k = 1 set to each value."""
 
     gaps: list[float] | None = None
-    size: float = Field(1e-3, gt=0, le=1)
+    perturbation: float = Field(1e-3, gt=0, le=1)
     n: int = Field(6, ge=3, le=200)
     move: float = Field(0.9, gt=0, le=1)
     seed: int = Field(0, ge=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "size" in data:
+            raise ValueError("the key 'size' is now 'perturbation' (size names a grid side everywhere else)")
+        return data
+
 
 def run(s: GapSensitivitySettings, say: Progress = lambda message: None) -> Any:
     """``prhsim sweep gap-sensitivity`` from its settings; ``say`` reports progress."""
-    return gap_sensitivity(gaps=s.gaps or DEFAULT_GAPS, size=s.size, n=s.n, move=s.move, rng=s.seed)
+    return gap_sensitivity(gaps=s.gaps or DEFAULT_GAPS, perturbation=s.perturbation, n=s.n, move=s.move, rng=s.seed)
 
 
 def summary(r: Any) -> list[str]:
     """The lines the command prints after the sweep."""
-    lines = [f"path({r.n}) x path({r.n}), k = {r.k}, perturbation t = {r.size:g}, {len(r.gaps)} gaps"]
+    lines = [f"path({r.n}) x path({r.n}), k = {r.k}, perturbation t = {r.perturbation:g}, {len(r.gaps)} gaps"]
     for c in r.cells:
         lines.append(f"gap {c.gap:.2e}{' (tie)' if c.tie else ''}: perturbed s_Theta {c.perturbed_s_theta:.3g}, "
                      f"solver vs solver {c.solver_s_theta:.2g}, start vs start {c.start_s_theta:.2g}")

@@ -57,5 +57,5 @@ def gap_figure(result: GapSensitivity) -> Figure:
     ax.set_ylabel(r"$s_\Theta$ (k = 1)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="lower left")
-    ax.set_title(f"path({result.n}) ⊗ path({result.n}), perturbation t = {result.size:g}", fontsize="medium")
+    ax.set_title(f"path({result.n}) ⊗ path({result.n}), perturbation t = {result.perturbation:g}", fontsize="medium")
     return fig

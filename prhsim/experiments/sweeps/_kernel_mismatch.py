@@ -1,7 +1,7 @@
 """The kernel-mismatch sweep: observed drift of the optimum against the §3 bounds (docs/theory.md §3).
 
 Over ``worlds`` random worlds ``(p, Π)`` (:func:`prhsim.worlds.random_world`, dense,
-n states) and perturbation sizes t, the second kernel is
+n states) and perturbations t, the second kernel is
 
 ``Π_t = (1 − t) Π + t Π'``,  so  ``E = K_t − K = t (K' − K)``,
 
@@ -22,7 +22,7 @@ A bound whose gap condition fails is None (infinite). Per bound the record keeps
 worst observed/bound ratio (a theorem: at most 1) and the median (how tight it is),
 over the cells where the bound is finite and the drift is above rounding.
 
-Default (n = 30, k = 2, 8 worlds x 12 sizes): about 0.16 s (2-core CPU, one BLAS thread).
+Default (n = 30, k = 2, 8 worlds x 12 perturbations): about 0.16 s (2-core CPU, one BLAS thread).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
@@ -41,8 +41,8 @@ from prhsim.experiments._mismatch import ROUNDING, kernel_mismatch
 from prhsim.experiments._results import _Record
 from prhsim.worlds import FiniteWorld, random_world, sinkhorn_world
 
-#: The default perturbation sizes t: 12 points from 1e-4 to 0.3, log-spaced.
-DEFAULT_SIZES = tuple(float(x) for x in np.geomspace(1e-4, 0.3, 12))
+#: The default perturbations t: 12 points from 1e-4 to 0.3, log-spaced.
+DEFAULT_PERTURBATIONS = tuple(float(x) for x in np.geomspace(1e-4, 0.3, 12))
 #: The bounds compared, each with the observed quantity it bounds.
 BOUNDS = {"yws_sin": "sin_theta", "yws_residual": "residual", "dk_sin": "sin_theta", "weyl_sin": "sin_theta"}
 #: The ratio of the §2 translation ``residual / (√2 ‖sinΘ‖_F)``.
@@ -50,10 +50,10 @@ TRANSLATION = "sqrt2_translation"
 
 
 class MismatchCell(_Record):
-    """One world at one size: the drift and its bounds (None: the bound's gap condition fails)."""
+    """One world at one perturbation: the drift and its bounds (None: the bound's gap condition fails)."""
 
     world: int
-    size: float
+    perturbation: float
     e_op: float
     e_fro: float
     delta: float
@@ -69,8 +69,8 @@ class MismatchCell(_Record):
 class KernelMismatchSweep(_Record):
     """Result of :func:`kernel_mismatch_sweep`.
 
-    ``cells[w][j]`` is world w at ``sizes[j]``. ``median_*[j]`` are medians over the
-    worlds at ``sizes[j]`` (a bound's median is None when it is infinite for half the
+    ``cells[w][j]`` is world w at ``perturbations[j]``. ``median_*[j]`` are medians over the
+    worlds at ``perturbations[j]`` (a bound's median is None when it is infinite for half the
     worlds or more). ``worst_ratio`` and ``median_ratio`` are per bound (None: never finite).
     """
 
@@ -78,7 +78,7 @@ class KernelMismatchSweep(_Record):
     n: int
     k: int
     worlds: int
-    sizes: list[float]
+    perturbations: list[float]
     seed: int | None
     cells: list[list[MismatchCell]]
     median_e_op: list[float]
@@ -94,15 +94,15 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def _check_sizes(sizes: Sequence[float]) -> tuple[float, ...]:
-    values = tuple(float(x) for x in np.atleast_1d(np.asarray(sizes, dtype=float)))
+def _check_perturbations(perturbations: Sequence[float]) -> tuple[float, ...]:
+    values = tuple(float(x) for x in np.atleast_1d(np.asarray(perturbations, dtype=float)))
     if not values:
-        raise ValueError("kernel_mismatch_sweep needs at least one size")
+        raise ValueError("kernel_mismatch_sweep needs at least one perturbation")
     bad = [x for x in values if not 0.0 < x <= 1.0]
     if bad:
-        raise ValueError(f"every size t must lie in (0, 1] (Π_t = (1 − t)Π + tΠ'), got {bad[0]}")
+        raise ValueError(f"every perturbation t must lie in (0, 1] (Π_t = (1 − t)Π + tΠ'), got {bad[0]}")
     if len(set(values)) != len(values):
-        raise ValueError(f"sizes must be distinct, got {list(values)}")
+        raise ValueError(f"perturbations must be distinct, got {list(values)}")
     return tuple(sorted(values))
 
 
@@ -113,7 +113,7 @@ def _median_or_none(values: list[float | None]) -> float | None:
 
 def kernel_mismatch_sweep(
     n: int = 30,
-    sizes: Sequence[float] = DEFAULT_SIZES,
+    perturbations: Sequence[float] = DEFAULT_PERTURBATIONS,
     k: int = 2,
     worlds: int = 8,
     rng: RngLike = 0,
@@ -122,7 +122,7 @@ def kernel_mismatch_sweep(
 
     Args:
         n: states per random world (at least k + 2).
-        sizes: the perturbation sizes t in (0, 1].
+        perturbations: the perturbations t in (0, 1].
         k: number of centred features.
         worlds: number of random worlds (one independent stream each).
         rng: seed or Generator.
@@ -138,7 +138,7 @@ def kernel_mismatch_sweep(
     if isinstance(worlds, bool) or int(worlds) != worlds or worlds < 1:
         raise ValueError(f"worlds must be a positive integer, got {worlds}")
     n, k, worlds = int(n), int(k), int(worlds)
-    sizes = _check_sizes(sizes)
+    perturbations = _check_perturbations(perturbations)
     seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
     cells: list[list[MismatchCell]] = []
     for w, stream in enumerate(check_rng(rng).spawn(worlds)):
@@ -148,10 +148,10 @@ def kernel_mismatch_sweep(
         np.fill_diagonal(affinity, 0.0)
         other = sinkhorn_world(affinity, world.p).Pi
         row = []
-        for t in sizes:
+        for t in perturbations:
             km = kernel_mismatch(world, FiniteWorld(world.p, (1.0 - t) * world.Pi + t * other), k)
             row.append(MismatchCell(
-                world=w, size=t, e_op=km.e_op, e_fro=km.e_fro, delta=km.delta, delta_prime=km.delta_prime,
+                world=w, perturbation=t, e_op=km.e_op, e_fro=km.e_fro, delta=km.delta, delta_prime=km.delta_prime,
                 sin_theta=km.sin_theta, residual=km.residual, yws_sin=_finite(km.yws_sin),
                 yws_residual=_finite(km.yws_residual), dk_sin=_finite(km.dk_sin), weyl_sin=_finite(km.weyl_sin)))
         cells.append(row)
@@ -164,9 +164,9 @@ def kernel_mismatch_sweep(
                 ratios[name].append(obs / bound)
         if c.sin_theta >= ROUNDING:
             ratios[TRANSLATION].append(c.residual / (np.sqrt(2.0) * c.sin_theta))
-    columns = list(zip(*cells))  # per size
+    columns = list(zip(*cells))  # per perturbation
     return KernelMismatchSweep(
-        prhsim_version=__version__, n=n, k=k, worlds=worlds, sizes=list(sizes), seed=seed, cells=cells,
+        prhsim_version=__version__, n=n, k=k, worlds=worlds, perturbations=list(perturbations), seed=seed, cells=cells,
         median_e_op=[float(np.median([c.e_op for c in col])) for col in columns],
         median_sin_theta=[float(np.median([c.sin_theta for c in col])) for col in columns],
         median_residual=[float(np.median([c.residual for c in col])) for col in columns],
@@ -181,23 +181,30 @@ def kernel_mismatch_sweep(
 # the command: settings, run, summary
 # --------------------------------------------------------------------------------------
 class KernelMismatchSweepSettings(Settings):
-    """``prhsim sweep kernel-mismatch``: random worlds and a perturbation of each size against both bounds."""
+    """``prhsim sweep kernel-mismatch``: random worlds and each perturbation against both bounds."""
 
     n: int = Field(30, ge=4, le=5000)
-    sizes: list[float] | None = None
+    perturbations: list[float] | None = None
     k: int = Field(2, ge=1)
     worlds: int = Field(8, ge=1, le=1000)
     seed: int = Field(0, ge=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "sizes" in data:
+            raise ValueError("the key 'sizes' is now 'perturbations' (sizes names a grid side everywhere else)")
+        return data
+
 
 def run(s: KernelMismatchSweepSettings, say: Progress = lambda message: None) -> Any:
     """``prhsim sweep kernel-mismatch`` from its settings; ``say`` reports progress."""
-    return kernel_mismatch_sweep(n=s.n, sizes=s.sizes or DEFAULT_SIZES, k=s.k, worlds=s.worlds, rng=s.seed)
+    return kernel_mismatch_sweep(n=s.n, perturbations=s.perturbations or DEFAULT_PERTURBATIONS, k=s.k, worlds=s.worlds, rng=s.seed)
 
 
 def summary(r: Any) -> list[str]:
     """The lines the command prints after the sweep."""
-    lines = [f"{r.worlds} random worlds of {r.n} states, k = {r.k}, {len(r.sizes)} perturbation sizes"]
+    lines = [f"{r.worlds} random worlds of {r.n} states, k = {r.k}, {len(r.perturbations)} perturbations"]
     for bound, worst in r.worst_ratio.items():
         median = r.median_ratio.get(bound)
         lines.append(f"{bound}: worst observed/bound {'n/a' if worst is None else f'{worst:.3g}'}, median "
