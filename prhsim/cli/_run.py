@@ -72,7 +72,7 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_
               help="closed: the closed form only (default); whiten, sigreg, all: also train by SGD and "
                    "compare with it (training.* settings; see docs/learning.md).")
 @click.option("--steps", type=int, default=None, help="SGD steps per learner and modality (training.steps, default 1000).")
-@click.option("--seeds", type=int, default=None, help="SGD seeds per learner and modality (training.seeds, default 2).")
+@click.option("--seeds", type=int, default=None, help="SGD seeds per learner and modality (training.n_seeds, default 2).")
 @click.option("--encoder", type=click.Choice(["tabular", "mlp"]), default=None,
               help="SGD encoder: one vector per state, or an MLP on the observation (training.encoder).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
@@ -119,7 +119,7 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
     flags = {"world": world, "modalities": modalities, "views": views, "eps": eps, "k": k, "seed": seed,
              "out": out, "centred": False if uncentred else None, "figures": False if no_figures else None,
              "memory_limit_gb": memory_gb, "learner": learner, "tables": True if tables else None}
-    training_flags = {"steps": steps, "seeds": seeds, "encoder": encoder}
+    training_flags = {"steps": steps, "n_seeds": seeds, "encoder": encoder}
     world_flags = {"size": size, "objects": objects, "n": n_states, "shape": shape}
     try:
         config = _resolve(config_file, flags, world_flags, training_flags, sets, notes)

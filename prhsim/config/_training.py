@@ -20,7 +20,7 @@ class TrainingSettings(Settings):
 
     Attributes:
         steps: optimiser steps per learner and modality.
-        seeds: seeds trained together (``vmap``) per learner and modality; seed s is ``seed + s``.
+        n_seeds: seeds trained together (``vmap``) per learner and modality; seed s is ``seed + s``.
         encoder: "tabular" (one vector per state, the encoder the theorem assumes) or "mlp"
             (on the rendered observation ``g_m(z, n)``).
         data: "exact" (every pair of π, full batch), "minibatch" (``batch_size`` sampled pairs
@@ -38,8 +38,10 @@ class TrainingSettings(Settings):
         exact_sigreg_work: under "auto", SIGReg runs on exact data when n²·num_directions is at most this.
     """
 
+    renamed = {"seeds": "n_seeds"}
+
     steps: int = Field(1000, ge=1, le=1_000_000)
-    seeds: int = Field(2, ge=1, le=64)
+    n_seeds: int = Field(2, ge=1, le=64)
     encoder: Literal["tabular", "mlp"] = "tabular"
     data: Literal["auto", "exact", "minibatch"] = "auto"
     batch_size: int = Field(256, ge=2, le=1_000_000)
@@ -49,6 +51,7 @@ class TrainingSettings(Settings):
     invariance_dims: Literal["sum", "mean"] = "sum"
     num_directions: int = Field(64, ge=1, le=65_536)
     exact_sigreg_work: int = Field(2**18, ge=1)
+
 
     @model_validator(mode="after")
     def _lam_fits_the_convention(self) -> "TrainingSettings":

@@ -10,7 +10,7 @@ integer) and finite.
 from __future__ import annotations
 
 import math
-from typing import Annotated, ClassVar, Literal, Union, get_args
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -31,9 +31,19 @@ Probability = Annotated[float, Field(ge=0, le=1)]
 
 
 class Settings(BaseModel):
-    """Strict, frozen, no unknown keys, finite numbers."""
+    """Strict, frozen, no unknown keys, finite numbers; a key an earlier release used is refused naming its new name."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    #: Keys of an earlier release -> the key each is now (the vocabulary of docs/architecture.md).
+    renamed: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        for old, new in cls.renamed.items():
+            if isinstance(data, dict) and old in data:
+                raise ValueError(f"the key {old!r} is now {new!r}")
+        return data
 
 
 class _WorldBase(Settings):

@@ -79,7 +79,7 @@ def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[s
 
     say = progress or (lambda message: None)
     training = config.training
-    seeds = tuple(config.seed + s for s in range(training.seeds))
+    seeds = tuple(config.seed + s for s in range(training.n_seeds))
     k = outcome.k
     summaries = []
     for objective in objectives:
@@ -87,7 +87,7 @@ def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[s
         modalities, whitened = [], {}
         for i, o in enumerate(outcome.modalities):
             data = data_mode(objective, o.world, k, training)
-            say(f"learner {objective}: {o.name} ({data}, {training.encoder}, {training.seeds} seed(s), "
+            say(f"learner {objective}: {o.name} ({data}, {training.encoder}, {training.n_seeds} seed(s), "
                 f"{training.steps} steps)")
             try:
                 result = train(o.world, k, train_config(objective, data, training, outcome.centred),

@@ -165,7 +165,7 @@ def _learner_cost(config: RunConfig, objective: str, n_m: int, k: int, obs_bytes
                   factors: int) -> tuple[float, float]:
     """Peak bytes and float operations of one SGD learner on one modal world (rough, for refusals and the time class)."""
     t = config.training
-    nbytes = LEARNER_TABLE_COPIES * FLOAT * float(t.seeds) * n_m * k
+    nbytes = LEARNER_TABLE_COPIES * FLOAT * float(t.n_seeds) * n_m * k
     if t.encoder == "mlp":
         nbytes += 3 * FLOAT * float(n_m) * obs_bytes
     exact = t.data == "exact" or (t.data == "auto" and (objective == "whiten" or
@@ -178,7 +178,7 @@ def _learner_cost(config: RunConfig, objective: str, n_m: int, k: int, obs_bytes
         per_step = SIGREG_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * t.num_directions * 17
     else:
         per_step = WHITEN_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * k * k
-    return nbytes, per_step * t.steps * t.seeds
+    return nbytes, per_step * t.steps * t.n_seeds
 
 
 def plan_run(config: RunConfig) -> RunPlan:
@@ -242,8 +242,8 @@ def plan_run(config: RunConfig) -> RunPlan:
     for objective in config.sgd_learners:
         for name, n_m, size in zip(names, modal.values(), obs):
             nbytes, work = _learner_cost(config, objective, n_m, k_max, size, len(w.factor_sizes) + 1)
-            stages.append(Stage(f"{name}: learner {objective} ({config.training.seeds} seed(s) x {n_m:,} states)",
-                                nbytes, "lower training.seeds, or use a smaller world"))
+            stages.append(Stage(f"{name}: learner {objective} ({config.training.n_seeds} seed(s) x {n_m:,} states)",
+                                nbytes, "lower training.n_seeds, or use a smaller world"))
             seconds += work / FLOPS
     plan = RunPlan(n, modal, k_max, tuple(stages), seconds, limit)
     worst = plan.peak

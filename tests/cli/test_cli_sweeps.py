@@ -17,9 +17,9 @@ SMALL = {
     "restricted-encoder": ["--set", "size=2"],
     "metric-bridge": ["--set", "levels=4", "--set", "samples=200"],
     "ntp-ca": ["--set", "strengths=[0.1, 1.0]", "--set", "worlds=1"],
-    "captioning": ["--set", "n_fits=[1, 5]", "--set", "seeds=1", "--set", "decoder_steps=50", "--set", "images=20",
+    "captioning": ["--set", "n_fits=[1, 5]", "--set", "n_seeds=1", "--set", "decoder_steps=50", "--set", "images=20",
                    "--set", "pair_free_samples=200", "--set", 'text="view"', "--set", "world.size=3"],
-    "pair-free": ["--set", "gaps=[0.0, 0.07]", "--set", "samples=[1000]", "--set", "eps=[1.0]", "--set", "seeds=1",
+    "pair-free": ["--set", "gaps=[0.0, 0.07]", "--set", "samples=[1000]", "--set", "eps=[1.0]", "--set", "n_seeds=1",
                   "--set", "n_states=50", "--set", "base_samples=2000"],
     "sigreg-weight": ["--lam", "0.01,0.1", "--steps", "50", "--seeds", "1", "--n", "12"],
     "sample-efficiency": ["--budgets", "100,300", "--seeds", "1", "--set", "steps=40", "--set", "batch_size=64",
@@ -78,6 +78,8 @@ def test_a_config_file_and_json_output(tmp_path):
     ("gap-sensitivity", ["--set", "perturbation=2"], "perturbation: Input should be less than or equal to 1"),
     ("gap-sensitivity", ["--set", "size=0.01"], "the key 'size' is now 'perturbation'"),
     ("kernel-mismatch", ["--set", "sizes=[0.1]"], "the key 'sizes' is now 'perturbations'"),
+    ("pair-free", ["--set", "seeds=2"], "the key 'seeds' is now 'n_seeds'"),
+    ("sigreg-weight", ["--set", "training.seeds=2"], "the key 'seeds' is now 'n_seeds'"),
     ("restricted-encoder", ["--set", "inputs=\"pixels\""], "inputs: Input should be 'raw', 'onehot' or 'state'"),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, name, args, message):

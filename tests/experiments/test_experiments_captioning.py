@@ -88,7 +88,7 @@ def test_accuracy_grows_with_the_pairs_to_the_true_map_level(setup):
     """Below k pairs part of the rotation is free, and the decodes are near chance; the features are noiseless
     closed forms, so k pairs in general position fix M exactly and 2k and more pairs reach the true map."""
     k = setup.k
-    curve = captioning_curve(setup=setup, n_fits=[1, 2 * k, 50], seeds=2)
+    curve = captioning_curve(setup=setup, n_fits=[1, 2 * k, 50], n_seeds=2)
     exact = curve_summary(curve, "exact")
     attr = curve_summary(curve, "attribute_mean")
     cid = curve_summary(curve, "cider")
@@ -104,7 +104,7 @@ def test_accuracy_grows_with_the_pairs_to_the_true_map_level(setup):
 
 def test_k_pairs_of_distinct_states_fix_the_map(setup):
     """The fit states are drawn without replacement, so N_fit = k pairs span R^k and give the true map, every seed."""
-    curve = captioning_curve(setup=setup, n_fits=[setup.k], seeds=6)
+    curve = captioning_curve(setup=setup, n_fits=[setup.k], n_seeds=6)
     assert all(p.map_distance < 1e-9 and p.scores == curve.true_map[i] for i, p in enumerate(curve.points))
 
 
@@ -119,7 +119,7 @@ def test_the_pair_free_sample_carries_the_image_noise(setup):
 
 
 def test_noise_makes_the_curve_graded(setup):
-    curve = captioning_curve(setup=setup, n_fits=[setup.k, 1000], seeds=1, noise=0.2)
+    curve = captioning_curve(setup=setup, n_fits=[setup.k, 1000], n_seeds=1, noise=0.2)
     d = [p.map_distance for p in curve.points]
     assert d[1] < d[0] and d[1] < 0.05
 
@@ -133,7 +133,7 @@ def test_the_pair_free_point_takes_a_matrix_or_a_callable(setup):
         return setup.true_map
 
     for pair_free in (setup.true_map, method):
-        curve = captioning_curve(setup=setup, pair_free=pair_free, pair_free_samples=50, n_fits=[0, 20], seeds=1)
+        curve = captioning_curve(setup=setup, pair_free=pair_free, pair_free_samples=50, n_fits=[0, 20], n_seeds=1)
         assert curve.n_fits == [0, 20]
         free, paired = curve.points
         assert free.map == "pair_free" and free.n_fit == 0 and free.map_distance == 0.0
@@ -141,7 +141,7 @@ def test_the_pair_free_point_takes_a_matrix_or_a_callable(setup):
     s = seen["sample"]
     assert s.image.shape == s.caption.shape == (50, k)
     assert s.image_pairs.shape == s.caption_pairs.shape == (50, 2, k)
-    default = captioning_curve(setup=setup, pair_free=setup.true_map, seeds=1)
+    default = captioning_curve(setup=setup, pair_free=setup.true_map, n_seeds=1)
     assert default.n_fits[0] == 0 and default.n_fits[1:] == sorted(default.n_fits[1:])
 
 
@@ -310,7 +310,7 @@ def test_the_figure_draws_every_series(setup):
         captioning_figure,
     )
 
-    curve = captioning_curve(setup=setup, pair_free=setup.true_map, n_fits=[0, 1, 10], seeds=1)
+    curve = captioning_curve(setup=setup, pair_free=setup.true_map, n_fits=[0, 1, 10], n_seeds=1)
     fig = captioning_figure(curve)
     gids = {a.get_gid() for ax in fig.axes for a in ax.get_children()}
     for gid in (f"{CURVE}-exact", f"{CURVE}-cider", f"{TRUE_MAP}-exact", f"{TRUE_MAP}-cider", f"{CHANCE}-exact",
@@ -331,7 +331,7 @@ def _one_line(excinfo):
     ({"n_fits": [-1]}, "n_fits"),
     ({"n_fits": [2.5]}, "n_fits"),
     ({"n_fits": []}, "n_fits"),
-    ({"seeds": 0}, "seeds"),
+    ({"n_seeds": 0}, "n_seeds"),
     ({"noise": -0.1}, "noise"),
     ({"held_in": 1.0}, "held_in"),
     ({"images": 1}, "images"),
@@ -341,7 +341,7 @@ def _one_line(excinfo):
     ({"rng": -1}, "rng"),
 ])
 def test_bad_curve_arguments_are_one_line_errors(setup, kwargs, match):
-    kwargs = {"seeds": 1, "n_fits": [0] if "pair_free" in kwargs else [5], **kwargs}
+    kwargs = {"n_seeds": 1, "n_fits": [0] if "pair_free" in kwargs else [5], **kwargs}
     with pytest.raises(ValueError, match=match) as excinfo:
         captioning_curve(setup=setup, **kwargs)
     _one_line(excinfo)

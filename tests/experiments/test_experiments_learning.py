@@ -28,7 +28,7 @@ RING = {"world": {"kind": "ring", "n": 16}, "modalities": 2}
 def test_hard_whitening_reaches_the_closed_form_and_the_modalities_align():
     """ring(16), two codebook modalities, good views, k = 2 (gap 0.108), 1000 exact steps (float64): measured
     s_Θ 1.6e-7 and 1.8e-5 to the two closed forms (the issue's target is 1e-2); learned cross-modal ρ_P alike."""
-    result = run_experiment(RunConfig.model_validate({**RING, "learner": "whiten", "training": {"seeds": 1}}))
+    result = run_experiment(RunConfig.model_validate({**RING, "learner": "whiten", "training": {"n_seeds": 1}}))
     (summary,) = result.learned
     assert summary.learner == "whiten" and summary.seeds == [0]
     for m in summary.modalities:
@@ -48,7 +48,7 @@ def test_bad_views_keep_the_learned_modalities_at_the_merge_rule_prediction():
     predicts ρ_P = sqrt(2(5 − 2)/5) = 1.0954 between them; the learned pair measured 1.09517 (s_Θ to the
     closed form 0.017 and 1e-4 after 1000 steps)."""
     config = RunConfig.model_validate({"world": {"kind": "gridscene", "size": 2, "objects": 1}, "views": "bad",
-                                       "eps": 0.1, "learner": "whiten", "training": {"seeds": 1}})
+                                       "eps": 0.1, "learner": "whiten", "training": {"n_seeds": 1}})
     result = run_experiment(config)
     pair = next(p for p in result.learned[0].pairs if (p.a, p.b) == ("pixels", "symbolic"))
     assert pair.predicted_rho_p == pytest.approx(np.sqrt(2 * 3 / 5), abs=1e-12)
@@ -70,7 +70,7 @@ def test_the_cli_trains_both_learners_and_draws_the_convergence(tmp_path):
             assert np.shape(m["distance"]) == (2, len(m["logged"])) and m["logged"][-1] == 200
     assert data["learned"][1]["lam"] == 0.02 and data["learned"][0]["lam"] is None
     config = json.loads((out / "config.json").read_text())
-    assert config["learner"] == "all" and config["training"]["steps"] == 200 and config["training"]["seeds"] == 2
+    assert config["learner"] == "all" and config["training"]["steps"] == 200 and config["training"]["n_seeds"] == 2
     assert (out / "convergence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "learned vs closed form" in result.output and "learned cross-modal rho_P" in result.output
 
@@ -80,7 +80,7 @@ def test_the_convergence_figure_draws_the_median_over_seeds():
     from prhsim.experiments.report._convergence import CURVE_GID, FLOOR
 
     result = run_experiment(RunConfig.model_validate({**RING, "learner": "whiten",
-                                                      "training": {"steps": 100, "seeds": 3}}))
+                                                      "training": {"steps": 100, "n_seeds": 3}}))
     fig = convergence_figure(result)
     for m in result.learned[0].modalities:
         (line,) = [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid() == f"{CURVE_GID}-whiten-{m.name}"]
@@ -154,7 +154,7 @@ def test_the_sweep_figure_draws_one_curve_per_modality_and_pair():
     from prhsim.experiments.sweeps._sigreg_weight_figure import CURVE_GID
 
     config = RunConfig.model_validate({"world": {"kind": "ring", "n": 8}, "modalities": 2, "k": 2,
-                                       "training": {"steps": 50, "seeds": 2}})
+                                       "training": {"steps": 50, "n_seeds": 2}})
     result = sigreg_weight_sweep(config, [0.01, 0.3])
     fig = sweep_figure(result)
     gids = {ln.get_gid() for ax in fig.axes for ln in ax.get_lines()}
@@ -169,7 +169,7 @@ def test_too_few_steps_fail_the_convergence_check_and_ties_get_no_verdict():
     from prhsim.experiments._checks import learned_checks
 
     result = run_experiment(RunConfig.model_validate({**RING, "learner": "whiten",
-                                                      "training": {"steps": 20, "seeds": 1}}))
+                                                      "training": {"steps": 20, "n_seeds": 1}}))
     converged = [c for c in result.checks if c.claim.startswith("SGD reaches")]
     assert [c.verdict for c in converged] == ["FAIL", "FAIL"]
     tied = learned_checks(result.learned[0], {"code1": False, "code2": True})

@@ -94,7 +94,7 @@ def test_scores_refuse_a_table_of_the_wrong_size(target):
 
 @pytest.fixture(scope="module")
 def small_sweep():
-    return sample_efficiency(gridscene(3, objects=1, shapes=3, colours=3), budgets=(100, 1000), seeds=2, steps=200,
+    return sample_efficiency(gridscene(3, objects=1, shapes=3, colours=3), budgets=(100, 1000), n_seeds=2, steps=200,
                              batch_size=128, hidden=(32,), min_span=3, n_fit=40, rng=0)
 
 

@@ -49,7 +49,7 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
                  Flag("shape", "world.shape", "torus, grid: size per axis.", comma_list, "A,B,.."),
                  Flag("steps", "training.steps", "SGD steps per lam and modality (default 1000).", metavar="STEPS",
                       type=int),
-                 Flag("seeds", "training.seeds", "Seeds per lam and modality (default 2).", metavar="S", type=int),
+                 Flag("seeds", "training.n_seeds", "Seeds per lam and modality (default 2).", metavar="S", type=int),
                  Flag("encoder", "training.encoder", "tabular or mlp.", metavar="ENCODER"),
                  Flag("memory-limit", "memory_limit_gb", "Refuse a sweep whose estimated peak memory exceeds GB.",
                       metavar="GB", type=float)),
@@ -58,7 +58,7 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
           _S + "_sample_efficiency_figure:sample_efficiency_figure",
           "Good views, bad views and next-token prediction from finite samples: alignment with the pixel "
           "closed form against samples and tokens, and the sample ratios.",
-          flags=(Flag("seeds", "seeds", "Seeds per budget.", metavar="S"),
+          flags=(Flag("seeds", "n_seeds", "Seeds per budget.", metavar="S"),
                  Flag("budgets", "budgets", "Training samples per run, comma-separated (e.g. 300,1000,3000).",
                       lambda value: "[" + value + "]", "N,N,..."),
                  Flag("world", "world", "The world; only gridscene has a caption renderer. 'gridscene' keeps "

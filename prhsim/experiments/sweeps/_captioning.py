@@ -506,7 +506,7 @@ def curve_summary(curve: CaptioningCurve, metric: Metric = "exact") -> dict[str,
             "chance": float(np.mean([_metric(s, metric) for s in curve.chance]))}
 
 
-def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | None = None, seeds: int = 3,
+def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | None = None, n_seeds: int = 3,
                      k: int | Literal["auto"] = "auto", text: Literal["spans", "view"] | np.ndarray = "spans",
                      pair_free: PairFreeMap | None = None, pair_free_samples: int = 2000, noise: float = 0.0,
                      held_in: float = 0.5, images: int = 1000, decoder: DecoderConfig | None = None,
@@ -517,7 +517,7 @@ def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | 
         scene: a gridscene (default: 4 x 4, one object).
         n_fits: the numbers of (image, caption) pairs (default :func:`default_n_fits`, with 0 first when
             ``pair_free`` is given); 0 means the pair-free map.
-        seeds: the seeds of the draws: ``1000·rng + s`` for s < seeds.
+        n_seeds: the number of seeds of the draws: ``1000·rng + s`` for s < n_seeds.
         k, text, decoder: as :func:`captioning_setup` (ignored when ``setup`` is given).
         pair_free: the map at N_fit = 0: a k x k matrix, or a callable of a :class:`PairFreeSample`
             (``pair_free_samples`` rows, drawn per seed) returning one.
@@ -533,8 +533,8 @@ def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | 
     start = time.perf_counter()
     if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
         raise ValueError(f"rng must be a non-negative integer, got {rng!r}")
-    if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or not 1 <= seeds <= 1000:
-        raise ValueError(f"seeds must be an integer in 1..1000, got {seeds!r}")
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or not 1 <= n_seeds <= 1000:
+        raise ValueError(f"n_seeds must be an integer in 1..1000, got {n_seeds!r}")
     if isinstance(noise, bool) or not (isinstance(noise, (int, float, np.floating)) and np.isfinite(noise) and noise >= 0):
         raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
     if not (isinstance(held_in, (float, int)) and 0 < held_in < 1):
@@ -562,7 +562,7 @@ def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | 
     if not 1 <= n_in <= n_z - 2:
         raise ValueError(f"held_in = {held_in} leaves {n_in} of {n_z} states held in: need at least one held in "
                          "and two held out")
-    seed_list = [int(rng) * 1000 + s for s in range(int(seeds))]
+    seed_list = [int(rng) * 1000 + s for s in range(int(n_seeds))]
     n_n = law.modality.n_nuisance
     dec_gen = np.random.default_rng([int(rng), 1])
     own = decode_captions(setup.decoder, setup.caption_features(np.arange(n_z), dec_gen.choice(n_n, size=n_z, p=law.q)))
@@ -633,7 +633,7 @@ class CaptioningSettings(Settings):
     Attributes:
         world: a gridscene (default 4x4 grid, one object: 144 states).
         n_fits: numbers of pairs the rotation is fitted on (default around and past k); 0 is added for the pair-free map.
-        seeds: draws of the held-in states, the pairs, the lightings and the noise.
+        n_seeds: draws of the held-in states, the pairs, the lightings and the noise.
         k: features (default: the pixel closed form's gap).
         text: the caption representation: "spans" (the text JEPA's closed form on spans) or "view" (the
             caption modality's view-world closed form).
@@ -646,9 +646,11 @@ class CaptioningSettings(Settings):
         seed: seeds the decoder and the draws.
     """
 
+    renamed = {"seeds": "n_seeds"}
+
     world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=1))
     n_fits: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1)
-    seeds: int = Field(10, ge=1, le=100)
+    n_seeds: int = Field(10, ge=1, le=100)
     k: int | Literal["auto"] = "auto"
     text: Literal["spans", "view"] = "spans"
     noise: float = Field(0.0, ge=0)
@@ -686,7 +688,7 @@ def run(s: CaptioningSettings, say: Progress = lambda message: None) -> Any:
                  "none": None}[s.pair_free]
     n_fits = None if s.n_fits is None else ([0] if pair_free is not None else []) + list(s.n_fits)
     say("training the caption decoder on captions alone, then fitting one rotation per N_fit and seed")
-    return captioning_curve(s.world.build_scene(), n_fits=n_fits, seeds=s.seeds, k=s.k, text=s.text,
+    return captioning_curve(s.world.build_scene(), n_fits=n_fits, n_seeds=s.n_seeds, k=s.k, text=s.text,
                             pair_free=pair_free, pair_free_samples=s.pair_free_samples, noise=s.noise,
                             held_in=s.held_in, images=s.images,
                             decoder=DecoderConfig(steps=s.decoder_steps, batch_size=s.decoder_batch),

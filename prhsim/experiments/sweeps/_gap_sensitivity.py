@@ -33,7 +33,7 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
@@ -163,18 +163,14 @@ def gap_sensitivity(
 class GapSensitivitySettings(Settings):
     """``prhsim sweep gap-sensitivity``: path(n) x path(n) with the gap at k = 1 set to each value."""
 
+    renamed = {"size": "perturbation"}
+
     gaps: list[float] | None = None
     perturbation: float = Field(1e-3, gt=0, le=1)
     n: int = Field(6, ge=3, le=200)
     move: float = Field(0.9, gt=0, le=1)
     seed: int = Field(0, ge=0)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "size" in data:
-            raise ValueError("the key 'size' is now 'perturbation' (size names a grid side everywhere else)")
-        return data
 
 
 def run(s: GapSensitivitySettings, say: Progress = lambda message: None) -> Any:

@@ -31,7 +31,7 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
@@ -183,18 +183,14 @@ def kernel_mismatch_sweep(
 class KernelMismatchSweepSettings(Settings):
     """``prhsim sweep kernel-mismatch``: random worlds and each perturbation against both bounds."""
 
+    renamed = {"sizes": "perturbations"}
+
     n: int = Field(30, ge=4, le=5000)
     perturbations: list[float] | None = None
     k: int = Field(2, ge=1)
     worlds: int = Field(8, ge=1, le=1000)
     seed: int = Field(0, ge=0)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "sizes" in data:
-            raise ValueError("the key 'sizes' is now 'perturbations' (sizes names a grid side everywhere else)")
-        return data
 
 
 def run(s: KernelMismatchSweepSettings, say: Progress = lambda message: None) -> Any:

@@ -146,7 +146,7 @@ class PairFreeResult(_Record):
     gaps: list[float]
     samples: list[int]
     eps: list[float]
-    seeds: int
+    n_seeds: int
     success_threshold: float
     eps_threshold: float
     chance_r1: float
@@ -244,7 +244,7 @@ def _cell(axis: Axis, designed: DesignedWorld, *, gap: float, samples: int, eps:
 def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int] = DEFAULT_SAMPLES,
                     eps: Sequence[float] = DEFAULT_EPS, *, base_gap: float = 0.07, base_samples: int = 30_000,
                     n_states: int = 200, n_nuisance: int = 3, mu_2: float = 0.08, mu_3: float = 0.02,
-                    seeds: int = 30, rng: RngLike = 0, progress=None) -> PairFreeResult:
+                    n_seeds: int = 30, rng: RngLike = 0, progress=None) -> PairFreeResult:
     """Success of pair-free alignment against the gap, the sample size and ε (module docstring)."""
     start = time.perf_counter()
     say = progress or (lambda message: None)
@@ -264,12 +264,12 @@ def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int]
     cells: list[PairFreeCell] = []
     for i, (axis, gap, size, e) in enumerate(plan):
         say(f"{axis} {dict(gap=gap, samples=size, eps=e)[axis]:g} ({i + 1}/{len(plan)})")
-        for seed in range(seeds):
+        for seed in range(n_seeds):
             cells += _cell(axis, world(gap), gap=gap, samples=size, eps=e, seed=seed, n_nuisance=n_nuisance,
                            base_seed=base_seed)
     return PairFreeResult(n_states=n_states, n_nuisance=n_nuisance, k=K, mu_2=mu_2, mu_3=mu_3, base_gap=base_gap,
                           base_samples=base_samples, gaps=[float(g) for g in gaps], samples=[int(s) for s in samples],
-                          eps=[float(e) for e in eps], seeds=seeds, success_threshold=SUCCESS,
+                          eps=[float(e) for e in eps], n_seeds=n_seeds, success_threshold=SUCCESS,
                           eps_threshold=1.0 - mu_2, chance_r1=1.0 / n_states, cells=cells,
                           seconds=time.perf_counter() - start, prhsim_version=__version__)
 
@@ -287,9 +287,11 @@ class PairFreeSettings(Settings):
         base_gap, base_samples: the other axes' fixed values.
         n_states, n_nuisance: the designed world's states and each modality's nuisance values.
         mu_2, mu_3: the second and third eigenvalues (μ_1 = μ_2 + gap; the designed features must keep Π ≥ 0).
-        seeds: draws (renderers, rotations and samples) per cell.
+        n_seeds: draws (renderers, rotations and samples) per cell.
         seed: seeds the world and every draw.
     """
+
+    renamed = {"seeds": "n_seeds"}
 
     gaps: list[Annotated[float, Field(ge=0, le=0.5)]] | None = Field(None, min_length=1)
     samples: list[Annotated[int, Field(ge=10, le=10_000_000)]] | None = Field(None, min_length=1)
@@ -300,7 +302,7 @@ class PairFreeSettings(Settings):
     n_nuisance: int = Field(3, ge=2, le=50)
     mu_2: float = Field(0.08, gt=0, lt=1)
     mu_3: float = Field(0.02, gt=0, lt=1)
-    seeds: int = Field(30, ge=1, le=1000)
+    n_seeds: int = Field(30, ge=1, le=1000)
     seed: int = Field(0, ge=0)
 
     @model_validator(mode="after")
@@ -314,12 +316,12 @@ def run(s: PairFreeSettings, say: Progress = lambda message: None) -> Any:
     """``prhsim sweep pair-free`` from its settings; ``say`` reports progress."""
     return pair_free_sweep(s.gaps or DEFAULT_GAPS, s.samples or DEFAULT_SAMPLES, s.eps or DEFAULT_EPS,
                            base_gap=s.base_gap, base_samples=s.base_samples, n_states=s.n_states,
-                           n_nuisance=s.n_nuisance, mu_2=s.mu_2, mu_3=s.mu_3, seeds=s.seeds, rng=s.seed, progress=say)
+                           n_nuisance=s.n_nuisance, mu_2=s.mu_2, mu_3=s.mu_3, n_seeds=s.n_seeds, rng=s.seed, progress=say)
 
 
 def summary(r: Any) -> list[str]:
     """The lines the command prints after the sweep."""
-    lines = [f"{r.n_states} states, k = {r.k}, mu_2 = {r.mu_2:g}, mu_3 = {r.mu_3:g}, {r.seeds} seeds; "
+    lines = [f"{r.n_states} states, k = {r.k}, mu_2 = {r.mu_2:g}, mu_3 = {r.mu_3:g}, {r.n_seeds} seeds; "
              f"recovered = map error below {r.success_threshold:g}; fraction of seeds, spectral / iterative:"]
     for axis, values, fixed in (("gap", r.gaps, f"S = {r.base_samples:,}"), ("samples", r.samples, f"gap {r.base_gap:g}"),
                                 ("eps", r.eps, f"gap {r.base_gap:g}, S = {r.base_samples:,}")):

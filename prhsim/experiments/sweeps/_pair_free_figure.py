@@ -87,5 +87,5 @@ def pair_free_figure(result: PairFreeResult) -> Figure:
         top.legend(fontsize="x-small", loc="best")
         bottom.legend(fontsize="x-small", loc="best")
     fig.suptitle(f"alignment without cross-modal pairs: {result.n_states} states, k = {result.k}, "
-                 f"$\\mu_2$ = {result.mu_2:g}, $\\mu_3$ = {result.mu_3:g}, {result.seeds} seeds", fontsize="medium")
+                 f"$\\mu_2$ = {result.mu_2:g}, $\\mu_3$ = {result.mu_3:g}, {result.n_seeds} seeds", fontsize="medium")
     return fig

@@ -65,7 +65,7 @@ from prhsim.optima import next_token_optimum, span_optimum
 from prhsim.worlds import GridScene, Records, TooManySpans
 
 DEFAULT_BUDGETS = (300, 1000, 3000, 10000, 30000)
-#: Seeds of one sweep: ``1000·rng + s`` for s < seeds, so sweeps of different ``rng`` never share one.
+#: Seeds of one sweep: ``1000·rng + s`` for s < n_seeds, so sweeps of different ``rng`` never share one.
 MAX_SEEDS = 1000
 LABELS = {"good": "good-view JEPA", "bad": "bad-view JEPA", "ntp": "next-token prediction"}
 Metric = Literal["mutual_knn", "mutual_knn_mean", "r1", "r5"]
@@ -176,7 +176,7 @@ def closed_form_alignment(target: CaptionTarget, learner: str, config: TextConfi
     return ClosedForm(alignment=caption_alignment(target, optimum.captions), unique=optimum.unique, gap=optimum.gap)
 
 
-def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDGETS, seeds: int = 3,
+def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDGETS, n_seeds: int = 3,
                       steps: int = 3000, batch_size: int = 512, lr: float = 1e-2, hidden: Sequence[int] = (128,),
                       min_span: int = 9, pairs: Literal["world", "same"] = "world",
                       learners: Sequence[str] = TEXT_LEARNERS, metric: Metric = "mutual_knn",
@@ -201,10 +201,10 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
         raise ValueError(f"learners must include 'good' and be among {TEXT_LEARNERS}, got {learners}")
     if reference_budget is not None and int(reference_budget) not in budgets:
         raise ValueError(f"the reference budget {reference_budget} is not one of the budgets {budgets}")
-    if isinstance(seeds, bool) or int(seeds) != seeds or not 1 <= seeds <= MAX_SEEDS:
-        raise ValueError(f"seeds must be an integer in 1..{MAX_SEEDS}, got {seeds!r}")
+    if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or not 1 <= n_seeds <= MAX_SEEDS:
+        raise ValueError(f"n_seeds must be an integer in 1..{MAX_SEEDS}, got {n_seeds!r}")
     say = progress or (lambda message: None)
-    seed_list = tuple(int(rng) * 1000 + s for s in range(int(seeds)))
+    seed_list = tuple(int(rng) * 1000 + s for s in range(int(n_seeds)))
     configs = {x: TextConfig(learner=x, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
                              hidden=tuple(hidden), min_span=int(min_span)) for x in learners}
     say("the pixel closed form and the evaluation set")
@@ -309,7 +309,7 @@ class SampleEfficiencySettings(Settings):
     Attributes:
         world: a world with a caption renderer (gridscene; default 4x4 grid, 2 objects, 2 shapes, 2 colours).
         budgets: training samples (records) per run (default 300, 1000, 3000, 10000, 30000).
-        seeds: seeds per budget (vmapped together).
+        n_seeds: seeds per budget (vmapped together).
         steps, batch_size, lr, hidden: the learners' optimisation (the same for every learner and budget).
         min_span: the shortest span a JEPA view cuts.
         pairs: "world" (views of a positive pair of states, the pixels' pair law) or "same" (one state).
@@ -323,9 +323,11 @@ class SampleEfficiencySettings(Settings):
         seed: seeds the records, the initialisations and the evaluation draws.
     """
 
+    renamed = {"seeds": "n_seeds"}
+
     world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=2, shapes=2, colours=2))
     budgets: list[Annotated[int, Field(ge=2)]] = Field(default_factory=lambda: list(DEFAULT_BUDGETS), min_length=1)
-    seeds: int = Field(3, ge=1, le=32)
+    n_seeds: int = Field(3, ge=1, le=32)
     steps: int = Field(3000, ge=20)
     batch_size: int = Field(512, ge=2)
     lr: float = Field(1e-2, gt=0)
@@ -354,7 +356,7 @@ class SampleEfficiencySettings(Settings):
 def run(s: SampleEfficiencySettings, say: Progress = lambda message: None) -> Any:
     """``prhsim sweep sample-efficiency`` from its settings; ``say`` reports progress."""
     scene = s.world.build_scene()
-    return sample_efficiency(scene, budgets=s.budgets, seeds=s.seeds, steps=s.steps,
+    return sample_efficiency(scene, budgets=s.budgets, n_seeds=s.n_seeds, steps=s.steps,
                              batch_size=s.batch_size, lr=s.lr, hidden=s.hidden, min_span=s.min_span, pairs=s.pairs,
                              learners=s.learners, metric=s.metric, reference_budget=s.reference_budget, k=s.k,
                              n_fit=s.n_fit, closed_forms=s.closed_forms, name=s.world.describe(), rng=s.seed,
