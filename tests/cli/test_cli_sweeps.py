@@ -80,6 +80,8 @@ def test_a_config_file_and_json_output(tmp_path):
     ("kernel-mismatch", ["--set", "sizes=[0.1]"], "the key 'sizes' is now 'perturbations'"),
     ("pair-free", ["--set", "seeds=2"], "the key 'seeds' is now 'n_seeds'"),
     ("sigreg-weight", ["--set", "training.seeds=2"], "the key 'seeds' is now 'n_seeds'"),
+    ("sigreg-weight", ["--shape", "3y4"], "--shape: expected sizes like 8,12 or 8x12, got '3y4'"),
+    ("sigreg-weight", ["--lam", "x"], "--lam: expected numbers like 1e-3,0.01,0.1"),
     ("restricted-encoder", ["--set", "inputs=\"pixels\""], "inputs: Input should be 'raw', 'onehot' or 'state'"),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, name, args, message):

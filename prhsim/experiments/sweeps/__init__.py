@@ -7,7 +7,7 @@ a new sweep is its two modules and one line here. A record names its modules, wh
 imported only when the sweep runs or draws.
 """
 
-from prhsim.experiments.sweeps._registry import Flag as Flag, Sweep as Sweep, comma_list
+from prhsim.experiments.sweeps._registry import Flag as Flag, Sweep as Sweep, comma_list, shape_list
 
 _S = "prhsim.experiments.sweeps."
 
@@ -46,7 +46,7 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
                  Flag("size", "world.size", "gridscene: grid side.", metavar="SIZE", type=int),
                  Flag("objects", "world.objects", "gridscene: number of objects.", metavar="N", type=int),
                  Flag("n", "world.n", "ring, random: number of states.", metavar="N", type=int),
-                 Flag("shape", "world.shape", "torus, grid: size per axis.", comma_list, "A,B,.."),
+                 Flag("shape", "world.shape", "torus, grid: size per axis.", shape_list, "A,B,.."),
                  Flag("steps", "training.steps", "SGD steps per lam and modality (default 1000).", metavar="STEPS",
                       type=int),
                  Flag("seeds", "training.n_seeds", "Seeds per lam and modality (default 2).", metavar="S", type=int),

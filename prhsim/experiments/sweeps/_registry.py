@@ -21,6 +21,14 @@ def comma_list(value: str) -> str:
     return "[" + ",".join(parts) + "]"
 
 
+def shape_list(value: str) -> str:
+    """``"8,12"`` or ``"8x12"`` as the TOML list ``[8,12]`` of grid sizes, or a one-line ValueError."""
+    parts = [part.strip() for part in value.replace("x", ",").split(",") if part.strip()]
+    if not parts or not all(part.isdigit() for part in parts):
+        raise ValueError(f"expected sizes like 8,12 or 8x12, got {value!r}")
+    return "[" + ",".join(parts) + "]"
+
+
 @dataclass(frozen=True)
 class Flag:
     """A shorthand option of one sweep: ``--name VALUE`` is ``--set key=<to_set(VALUE)>`` (None: set nothing)."""
