@@ -21,9 +21,10 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
-from prhsim.io import OutputError, check_out_folder, json_text, staged_folder
-from prhsim.cli._console import UsageProblem, console, stage_reporter
+from prhsim.io import OutputError, check_out_folder, json_text
+from prhsim.cli._console import UsageProblem, console
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
+from prhsim.cli._driver import drive
 from prhsim.cli._options import git_revision, parse_out
 from prhsim.metrics import PRH_METRICS
 
@@ -154,19 +155,24 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
     except OutputError as exc:
         raise UsageProblem(str(exc)) from None
     features = {p: _load(p) for p in dict.fromkeys([*row_files, *col_files])}
-    scores = np.full((len(row_files), len(col_files)), np.nan)
-    pairs = np.zeros((len(row_files), len(col_files), 2), dtype=int)
-    chance = None
-    with stage_reporter("prhsim prh table", quiet=quiet) as say:
+    names_r, names_c = [p.name for p in row_files], [p.name for p in col_files]
+    revision = git_revision()
+
+    def compute(say):
+        scores = np.full((len(row_files), len(col_files)), np.nan)
+        pairs = np.zeros((len(row_files), len(col_files), 2), dtype=int)
+        chance = None
         for i, r in enumerate(row_files):
             for j, c in enumerate(col_files):
                 say(f"{r.name} vs {c.name}")
                 result = _score(features[r], features[c], str(r), str(c), metric, k, None if no_clip else clip,
                                 clip_scope)
                 scores[i, j], pairs[i, j], chance = result.best, result.layers, result.chance
-        say(f"writing {out_dir}")
-        names_r, names_c = [p.name for p in row_files], [p.name for p in col_files]
-        document = {"git_revision": git_revision(), "folder": str(folder), "metric": metric,
+        return scores, pairs, chance
+
+    def write(result, stage):
+        scores, pairs, chance = result
+        document = {"git_revision": revision, "folder": str(folder), "metric": metric,
                     "k": k if metric in KNN_METRICS else None,
                     "clip": None if no_clip else clip, "clip_scope": clip_scope,
                     "rows": names_r, "cols": names_c, "scores": scores.tolist(), "layer_pairs": pairs.tolist(),
@@ -176,15 +182,17 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
         writer.writerow(["", *names_c])
         for name, values in zip(names_r, scores):
             writer.writerow([name, *[f"{v:.6f}" for v in values]])
-        with staged_folder(out_dir, overwrite=overwrite) as stage:
-            (stage / "results.json").write_text(json_text(document))
-            (stage / "table.csv").write_text(text.getvalue())
-            if not no_figures:
-                from prhsim.io import save_png
-                from prhsim.experiments.report import prh_table_figure
+        (stage / "results.json").write_text(json_text(document))
+        (stage / "table.csv").write_text(text.getvalue())
+        if not no_figures:
+            from prhsim.experiments.report import prh_table_figure
+            from prhsim.io import save_png
 
-                save_png(prh_table_figure(scores, names_r, names_c, metric=metric, chance=chance), stage / "table.png")
-    if not quiet:
+            save_png(prh_table_figure(scores, names_r, names_c, metric=metric, chance=chance), stage / "table.png")
+        return document
+
+    def report(result, out_console):
+        scores, pairs, chance = result
         view = Table(title=f"{metric}: best layer pair" + ("" if chance is None else f" (chance {chance:.3g})"),
                      title_justify="left")
         view.add_column("")
@@ -192,7 +200,7 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
             view.add_column(escape(name), justify="right")
         for name, values, layer_pairs in zip(names_r, scores, pairs):
             view.add_row(escape(name), *[f"{v:.3f} ({a},{b})" for v, (a, b) in zip(values, layer_pairs)])
-        out_console = console()
         out_console.print(view)
-        out_console.print(escape(f"wrote {out_dir}/ (results.json, table.csv{'' if no_figures else ', table.png'})"),
-                          highlight=False)
+
+    drive("prhsim prh table", out_dir, overwrite=overwrite, quiet=quiet, as_json=False, compute=compute,
+          write=write, report=report)
