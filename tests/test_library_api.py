@@ -240,3 +240,21 @@ def test_the_simulator_s_suite_collects_and_runs_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "tests/real" not in out.stdout and "prhsim/real" not in out.stdout
+
+
+@pytest.mark.parametrize("old, name, new", [
+    ("prhsim.jepa", "closed_form", "prhsim.optima"), ("prhsim.jepa", "sigreg", "prhsim.objectives"),
+    ("prhsim.jepa", "train", "prhsim.learners"), ("prhsim.jepa", "whiten", "prhsim.objectives"),
+    ("prhsim.experiments.real", "train_real", "prhsim.real"), ("prhsim.experiments.real", "load_features", "prhsim.io"),
+    ("prhsim.experiments.report", "sweep_figure", "prhsim.experiments.sweeps._sigreg_weight_figure"),
+])
+def test_old_import_paths_resolve_with_a_deprecation_warning_naming_the_new_home(old, name, new):
+    import importlib
+
+    module = importlib.import_module(old)
+    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
+        value = getattr(module, name)
+    target = {"whiten": "whiten_batch"}.get(name, name)
+    assert value is getattr(importlib.import_module(new), target)
+    with pytest.raises(AttributeError):
+        getattr(module, "no_such_name")

@@ -13,3 +13,20 @@ from prhsim.experiments.report._terminal import render_report as render_report
 
 __all__ = ["convergence_figure", "prh_table_figure", "render_report", "residual_figure", "results_document",
            "spectrum_figure", "write_outputs"]
+
+#: The sweeps' figures this face used to export -> their modules beside the sweeps (one release, with a warning).
+_MOVED = {"bad_view_figure": "_bad_view_figure", "gap_figure": "_gap_sensitivity_figure",
+          "kernel_mismatch_figure": "_kernel_mismatch_figure", "restricted_figure": "_restricted_encoder_figure",
+          "render_sweep": "_sigreg_weight_figure", "sweep_figure": "_sigreg_weight_figure"}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _MOVED:
+        raise AttributeError(f"module 'prhsim.experiments.report' has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    module = f"prhsim.experiments.sweeps.{_MOVED[name]}"
+    warnings.warn(f"prhsim.experiments.report.{name} is deprecated: it is {name} in {module}", DeprecationWarning,
+                  stacklevel=2)
+    return getattr(importlib.import_module(module), name)
