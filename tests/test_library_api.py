@@ -258,3 +258,15 @@ def test_old_import_paths_resolve_with_a_deprecation_warning_naming_the_new_home
     assert value is getattr(importlib.import_module(new), target)
     with pytest.raises(AttributeError):
         getattr(module, "no_such_name")
+
+
+@pytest.mark.parametrize("package", ["worlds", "objectives", "optima", "learners", "metrics", "io", "config",
+                                     "experiments", "experiments.report", "experiments.sweeps", "real"])
+def test_every_package_face_lists_its_names(package):
+    """Each face has ``__all__``, every listed name resolves, and no name is listed twice."""
+    import importlib
+
+    module = importlib.import_module(f"prhsim.{package}")
+    names = module.__all__
+    assert len(names) == len(set(names)), package
+    assert all(hasattr(module, name) for name in names), [n for n in names if not hasattr(module, n)]

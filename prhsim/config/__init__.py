@@ -29,3 +29,28 @@ from prhsim.config._worlds import (
     TorusWorld as TorusWorld,
     WorldConfig as WorldConfig,
 )
+
+__all__ = [
+    "ConfigError",
+    "DEFAULT_EPS",
+    "format_validation_error",
+    "GRIDSCENE_MODALITIES",
+    "GridSceneWorld",
+    "GridWorld",
+    "is_run_folder_config",
+    "LEARNER_CHOICES",
+    "MAX_STATES",
+    "parse_assignment",
+    "RandomWorld",
+    "read_config_file",
+    "resolve_run_config",
+    "resolve_settings",
+    "RingWorld",
+    "RunConfig",
+    "Settings",
+    "TorusWorld",
+    "TrainingSettings",
+    "WORLD_KINDS",
+    "WORLD_MODELS",
+    "WorldConfig",
+]
