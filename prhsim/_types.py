@@ -7,7 +7,7 @@ gives the shape convention used in docstrings: ``n`` states, ``k`` features,
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Callable, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -17,7 +17,5 @@ Matrix = np.ndarray  # "n k" or "n n"
 Features = np.ndarray  # "n k": row z is f(z)
 PairMatrix = Union[np.ndarray, sp.spmatrix, sp.sparray]  # "n n", dense or sparse
 States = np.ndarray  # "s": integer state indices
-
-from typing import Callable  # noqa: E402
 
 Progress = Callable[[str], None]  # a long computation's progress lines, one message a call

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import time
 from itertools import combinations
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from prhsim._budget import ResourceError
+from prhsim._types import Progress
 from prhsim.config import RunConfig, TrainingSettings
 from prhsim.experiments._results import LearnedModality, LearnedPair, LearnerSummary
 from prhsim.experiments._rotation import RotationUniqueness
@@ -28,7 +29,6 @@ from prhsim.learners import evaluate_learned, seed_spread
 from prhsim.metrics import coupled_comparison, whiten
 from prhsim.worlds import World
 
-Progress = Callable[[str], None]
 #: Modality i trains the seeds ``seed + s + MODALITY_SEED_STRIDE·i``: its own init and data stream, so the
 #: modalities' SGD noise is independent (a shared pair stream would correlate them).
 MODALITY_SEED_STRIDE = 1000

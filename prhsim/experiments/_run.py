@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from prhsim import __version__
 from prhsim._budget import ResourceError, memory_limit
+from prhsim._types import Progress
 from prhsim.config import RunConfig
 from prhsim.experiments import _factor_space as factor_space
 from prhsim.experiments._checks import (
@@ -45,7 +45,6 @@ PAIR_METRICS_STREAM = 2
 #: Eigenvalues of K_Z shown in the report and figure (at least k + 4 when k is larger).
 SPECTRUM_HEAD = 24
 
-Progress = Callable[[str], None]
 
 
 class WorldBuildError(ValueError):

@@ -7,9 +7,7 @@ that names its new home.
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
+from prhsim._moved import forwarder
 
 #: Old name -> (new package, name there).
 MOVED: dict[str, tuple[str, str]] = {
@@ -94,12 +92,7 @@ MOVED: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in MOVED:
-        raise AttributeError(f"module 'prhsim.jepa' has no attribute {name!r}")
-    package, new = MOVED[name]
-    warnings.warn(f"prhsim.jepa.{name} is deprecated: import {new} from {package}", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(package), new)
+__getattr__ = forwarder("prhsim.jepa", MOVED.get)
 
 
 def __dir__() -> list[str]:

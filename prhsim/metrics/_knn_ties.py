@@ -197,8 +197,7 @@ def expand(xp: Any, vals: Any, idx: Any, own: Any, first: Any, group: Any, k: in
     n, m = group.shape[0], first.shape[0]
     dev = array_device(group)
     idt = group.dtype
-    counts = xp.astype(xp.sum(xp.astype(group[None, :] == xp.arange(m, dtype=idt, device=dev)[:, None], idt),
-                              axis=1), idt) if m * n <= GATHER_ELEMENTS else _bincount(xp, group, m)
+    counts = _bincount(xp, group, m)
     members = xp.argsort(group, stable=True)  # group by group, ascending index inside
     start = xp.cumulative_sum(counts) - counts
     cand = xp.concat([xp.arange(m, dtype=idt, device=dev)[:, None], idx], axis=1)  # (m, k_g + 1): own group first

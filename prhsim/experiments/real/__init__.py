@@ -7,18 +7,18 @@ that names its new home.
 from __future__ import annotations
 
 import importlib
-import warnings
-from typing import Any
+
+from prhsim._moved import forwarder
 
 #: Names that moved to prhsim.io rather than prhsim.real.
 _IO = frozenset({"FeatureFileError", "load_features"})
 
 
-def __getattr__(name: str) -> Any:
+def _home(name: str) -> tuple[str, str] | None:
     package = "prhsim.io" if name in _IO else "prhsim.real"
-    module = importlib.import_module(package)
-    if name.startswith("_") or not hasattr(module, name):
-        raise AttributeError(f"module 'prhsim.experiments.real' has no attribute {name!r}")
-    warnings.warn(f"prhsim.experiments.real.{name} is deprecated: import {name} from {package}", DeprecationWarning,
-                  stacklevel=2)
-    return getattr(module, name)
+    if name.startswith("_") or not hasattr(importlib.import_module(package), name):
+        return None
+    return package, name
+
+
+__getattr__ = forwarder("prhsim.experiments.real", _home)

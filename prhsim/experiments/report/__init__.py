@@ -5,6 +5,7 @@ pyplot is never imported) and matplotlib is imported only when a figure is drawn
 sweeps' figures live beside their sweeps (:mod:`prhsim.experiments.sweeps`).
 """
 
+from prhsim._moved import forwarder
 from prhsim.experiments.report._convergence import convergence_figure as convergence_figure
 from prhsim.experiments.report._figures import residual_figure as residual_figure, spectrum_figure as spectrum_figure
 from prhsim.experiments.report._files import results_document as results_document, write_outputs as write_outputs
@@ -20,13 +21,5 @@ _MOVED = {"bad_view_figure": "_bad_view_figure", "gap_figure": "_gap_sensitivity
           "render_sweep": "_sigreg_weight_figure", "sweep_figure": "_sigreg_weight_figure"}
 
 
-def __getattr__(name: str) -> object:
-    if name not in _MOVED:
-        raise AttributeError(f"module 'prhsim.experiments.report' has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    module = f"prhsim.experiments.sweeps.{_MOVED[name]}"
-    warnings.warn(f"prhsim.experiments.report.{name} is deprecated: it is {name} in {module}", DeprecationWarning,
-                  stacklevel=2)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = forwarder("prhsim.experiments.report",
+                        lambda name: (f"prhsim.experiments.sweeps.{_MOVED[name]}", name) if name in _MOVED else None)
