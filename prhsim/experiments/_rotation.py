@@ -11,7 +11,6 @@ has singular values ``(1^{min k_Z}, 0, …)`` and
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import combinations
@@ -20,15 +19,15 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 
 from prhsim._rng import RngLike, check_rng
-from prhsim.experiments import _factor_space as factor_space
 from prhsim.optima import (
     FEATURE_LIMIT,
     GAP_TOL,
+    FactorFeatures,
     FactorSpectra,
     Optimum,
-    TieWarning,
     alignment_loss,
     closed_form,
+    factor_comparison,
     top_eigenpairs,
     whitening_error,
 )
@@ -143,6 +142,7 @@ class ModalityOutcome:
         factor: the closed-form features in factor space (the default path of the closed form;
             docs/theory.md §6, "Factor space"), or None.
         raw: a learner's features before whitening (None for the closed form).
+        representation: what the learner returned (:class:`prhsim.learners.Representation`).
     """
 
     name: str
@@ -159,8 +159,9 @@ class ModalityOutcome:
     collapsed: bool = False
     info: Mapping[str, Any] = field(default_factory=dict)
     table: np.ndarray | None = None
-    factor: factor_space.FactorFeatures | None = None
+    factor: FactorFeatures | None = None
     raw: np.ndarray | None = None
+    representation: Representation | None = None
 
     @cached_property
     def features(self) -> np.ndarray:
@@ -174,7 +175,7 @@ class ModalityOutcome:
         if self.world.n > FEATURE_LIMIT:
             raise ValueError(f"refusing to materialise the features of {self.world.n:,} modal states "
                              f"(limit {FEATURE_LIMIT:,}); use rows(states)")
-        return factor_space.modal_table(self.factor)
+        return self.factor.table()
 
     def rows(self, states: np.ndarray) -> np.ndarray:
         """The compared features at the given modal states ``z·|N| + n``."""
@@ -182,12 +183,6 @@ class ModalityOutcome:
             return self.table[np.asarray(states, dtype=np.int64)]
         return self.factor.rows(states)
 
-    @cached_property
-    def representation(self) -> Representation:
-        """What the learner returned, as a :class:`prhsim.learners.Representation` (for callers of the learner
-        seam; in factor space this materialises the features over every modal state)."""
-        return Representation(self.learner, self.features if self.raw is None else self.raw, self.optimum,
-                              dict(self.info))
 
 
 @dataclass(frozen=True)
@@ -245,12 +240,14 @@ def rotation_uniqueness(
         k: number of features, or "auto": K_Z's k by :func:`prhsim.optima.pick_k`
             (largest relative gap, k in 1..min(32, n−2) centred).
         centred: centred whitened objective (default).
-        learner: maps (modal world, k) to a representation (default None: the closed form,
-            computed in factor space: no table over a modal world is formed, docs/theory.md
-            §6). A learner passed here, ``ClosedFormLearner()`` included, returns a table
-            over every modal state; learned features are whitened under p before they are compared.
-        tables: compute the closed form's quantities from full feature tables over every
-            modal state (the slow twin of the factor-space path, for small worlds).
+        learner: maps (modal world, k) to a representation (default None:
+            ``ClosedFormLearner(tables=tables)``, the closed form in factor space, where no table
+            over a modal world is formed, docs/theory.md §6). A representation in factor space is
+            compared in factor space; a table is compared as a table, whitened under p first
+            when it is not the closed form's.
+        tables: with the default learner, compute the closed form's quantities from full
+            feature tables over every modal state (the slow twin of the factor-space path,
+            for small worlds); a learner passed here decides this itself.
         progress: optional callable ``progress(message)`` for long runs.
         rng: seeds the sample of the injectivity check on huge state spaces, and (one
             independent stream per modality) the learner.
@@ -275,13 +272,16 @@ def rotation_uniqueness(
         report = injectivity_check(modality, base.n, rng=rng)
         report.raise_if_not_injective()
         reports.append(report)
+    if learner is not None and tables:
+        raise ValueError("tables=True applies to the default closed-form learner; pass "
+                         "learner=ClosedFormLearner(tables=True) or tables alone")
+    learner = learner or ClosedFormLearner(tables=tables)
     say("closed form: the world over Z")
-    spectra = FactorSpectra()  # the modal worlds share Z's factors: each is diagonalised once
+    # the modal worlds share Z's factors: each is diagonalised once (with the closed-form learner's cache)
+    spectra = learner.spectra if isinstance(learner, ClosedFormLearner) else FactorSpectra()
     base_opt = closed_form(base, k, centred=centred, spectra=spectra)
     k = base_opt.k
     base_values = base_spectrum(base, k + 2)
-    in_factors = learner is None and not tables
-    learner = learner or ClosedFormLearner()
     streams = check_rng(rng).spawn(len(modalities))
     outcomes = []
     for modality, view, report, stream in zip(modalities, views, reports, streams):
@@ -290,15 +290,16 @@ def rotation_uniqueness(
         world = view_world(base, modality, view)
         predicted = merge_rule(base_values, view, modality.n_nuisance, k, centred=centred)
         common = dict(name=modality.name, view=view, world=world, injectivity=report, predicted=predicted)
-        if in_factors:
-            outcomes.append(_factor_outcome(world, k, centred, stream, spectra, common))
+        rep = learner(world, k, centred=centred, rng=stream)
+        if rep.factor is not None:
+            outcomes.append(_factor_outcome(rep, k, common))
         else:
-            outcomes.append(_table_outcome(world, k, centred, stream, learner, base.p, common))
+            outcomes.append(_table_outcome(world, k, centred, rep, learner, base.p, common))
     pairs = []
     for a, b in combinations(outcomes, 2):
         say(f"compare: {a.name} vs {b.name}")
         if a.factor is not None and b.factor is not None:
-            comp = factor_space.factor_comparison(a.factor, b.factor)
+            comp = factor_comparison(a.factor, b.factor)
         else:
             comp = coupled_comparison(a.features, a.world.modality.nuisance, b.features, b.world.modality.nuisance,
                                       base.p)
@@ -309,23 +310,22 @@ def rotation_uniqueness(
     return RotationUniqueness(k, centred, base_opt.eigenvalues, base_opt.gap, tuple(outcomes), tuple(pairs))
 
 
-def _factor_outcome(world: ModalWorld, k: int, centred: bool, rng: RngLike, spectra: FactorSpectra,
-                    common: dict) -> ModalityOutcome:
-    """The closed form of one modal world in factor space (no table over Z x N)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TieWarning)  # a tie is recorded in the optimum, not warned per modality
-        opt = closed_form(world, k, centred=centred, rng=rng, spectra=spectra)
-    F = factor_space.from_optimum(opt)
-    return ModalityOutcome(**common, learner="closed", optimum=opt, unique=opt.unique,
-                           nuisance_free=factor_space.nuisance_free_dimension(F),
-                           loss=factor_space.alignment_loss(F), whitening_error=factor_space.whitening_error(F),
-                           factor=F)
+def _factor_outcome(rep: Representation, k: int, common: dict) -> ModalityOutcome:
+    """A closed form in factor space (no table over Z x N): its quantities from the factor Grams."""
+    F, opt = rep.factor, rep.optimum
+    if F.k != k or F.shape != common["world"].shape:
+        raise ValueError(f"learner {rep.learner!r} returned factor-space features of {F.k} features over factors "
+                         f"{F.shape}, expected {k} over {common['world'].shape}")
+    if opt is None:
+        raise ValueError(f"learner {rep.learner!r} returned factor-space features without their optimum")
+    return ModalityOutcome(**common, learner=rep.learner, optimum=opt, unique=opt.unique,
+                           nuisance_free=F.nuisance_free_dimension(), loss=F.alignment_loss(),
+                           whitening_error=F.whitening_error(), info=rep.info, factor=F, representation=rep)
 
 
-def _table_outcome(world: ModalWorld, k: int, centred: bool, rng: RngLike, learner: Learner, p_z: np.ndarray,
+def _table_outcome(world: ModalWorld, k: int, centred: bool, rep: Representation, learner: Learner, p_z: np.ndarray,
                    common: dict) -> ModalityOutcome:
     """One modal world represented by ``learner`` as a table over every modal state."""
-    rep = learner(world, k, centred=centred, rng=rng)
     if rep.features.shape != (world.n, k):
         raise ValueError(f"learner {learner.name!r} returned features of shape {rep.features.shape}, "
                          f"expected ({world.n}, {k})")
@@ -343,4 +343,5 @@ def _table_outcome(world: ModalWorld, k: int, centred: bool, rng: RngLike, learn
         nuisance_free=nuisance_free_dimension(F, world.modality.nuisance, p_z),
         loss=alignment_loss(world, F), whitening_error=whitening_error(world, rep.features),
         collapsed=collapsed, info=rep.info, table=F, raw=None if rep.optimum is not None else rep.features,
+        representation=rep,
     )

@@ -16,7 +16,6 @@ from prhsim import __version__
 from prhsim._budget import ResourceError, memory_limit
 from prhsim._types import Progress
 from prhsim.config import RunConfig
-from prhsim.experiments import _factor_space as factor_space
 from prhsim.experiments._checks import (
     LEARNED_RHO_ATOL,
     RHO_ATOL,
@@ -36,7 +35,7 @@ from prhsim.experiments._results import (
 )
 from prhsim.experiments._rotation import ModalityOutcome, rotation_uniqueness
 from prhsim.learners import Learner
-from prhsim.optima import alignment_loss, describe_tie, top_eigenpairs
+from prhsim.optima import FactorFeatures, alignment_loss, describe_tie, factor_comparison, top_eigenpairs
 from prhsim.metrics import principal_angles
 from prhsim.worlds import Modality, View, World, bad, good
 
@@ -89,10 +88,10 @@ def _tie_note(outcome: ModalityOutcome) -> str | None:
     k = opt.k
     swap = list(range(k - 1)) + [k]
     if outcome.factor is not None:  # factor space: the k+1 eigenfunctions as product features
-        full = factor_space.from_optimum(opt, columns=k + 1)
-        delta = factor_space.alignment_loss(full.take(swap)) - factor_space.alignment_loss(full.take(range(k)))
-        s_theta = factor_space.factor_comparison(factor_space.with_trivial_nuisance(full.take(range(k))),
-                                                 factor_space.with_trivial_nuisance(full.take(swap))).s_theta
+        full = FactorFeatures.from_optimum(opt, columns=k + 1)
+        delta = full.take(swap).alignment_loss() - full.take(range(k)).alignment_loss()
+        s_theta = factor_comparison(full.take(range(k)).with_trivial_nuisance(),
+                                    full.take(swap).with_trivial_nuisance()).s_theta
     else:
         table = opt.basis.evaluate()
         p = outcome.world.p

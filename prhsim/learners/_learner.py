@@ -20,38 +20,71 @@ from typing import Any, Mapping, Protocol
 import numpy as np
 
 from prhsim._rng import RngLike
-from prhsim.optima import Optimum, TieWarning, closed_form
+from prhsim.optima import (
+    FEATURE_LIMIT,
+    FactorFeatures,
+    FactorSpectra,
+    KroneckerBasis,
+    Optimum,
+    TieWarning,
+    closed_form,
+)
 from prhsim.worlds import World
 
 
-@dataclass(frozen=True)
 class Representation:
-    """What a learner produced for one world.
+    """What a learner produced for one world: its features as a table, or in factor space.
 
     Attributes:
         learner: the learner's name ("closed", "whiten", "sigreg", …).
-        features: ``f(z)`` for every state, shape (n, k) (write-protected).
+        features: ``f(z)`` for every state, shape (n, k) (write-protected); for a representation
+            in factor space this materialises the table on first use (refused above
+            :data:`prhsim.optima.FEATURE_LIMIT` states: use ``factor.rows(states)``).
         optimum: the closed-form optimum behind the features, when the learner is the closed form.
         info: what the learner knows about itself (plain values: steps, seconds, collapsed, …).
+        factor: the features in factor space (docs/theory.md §6, "Factor space"), or None for a table.
     """
 
-    learner: str
-    features: np.ndarray
-    optimum: Optimum | None = None
-    info: Mapping[str, Any] = field(default_factory=dict)
+    __slots__ = ("learner", "optimum", "info", "factor", "_table")
 
-    def __post_init__(self) -> None:
-        F = np.array(self.features, dtype=np.float64)
-        if F.ndim != 2:
-            raise ValueError(f"a representation's features must be a table (states x k), got shape {F.shape}")
-        if not np.all(np.isfinite(F)):
-            raise ValueError(f"learner {self.learner!r} produced features with NaN or inf")
-        F.setflags(write=False)
-        object.__setattr__(self, "features", F)
+    def __init__(self, learner: str, features: np.ndarray | None = None, optimum: Optimum | None = None,
+                 info: Mapping[str, Any] | None = None, *, factor: FactorFeatures | None = None) -> None:
+        if (features is None) == (factor is None):
+            raise ValueError("a representation needs its features either as a table or in factor space (one of them)")
+        table = None
+        if features is not None:
+            table = np.array(features, dtype=np.float64)
+            if table.ndim != 2:
+                raise ValueError(f"a representation's features must be a table (states x k), got shape {table.shape}")
+            if not np.all(np.isfinite(table)):
+                raise ValueError(f"learner {learner!r} produced features with NaN or inf")
+            table.setflags(write=False)
+        for name, value in (("learner", learner), ("optimum", optimum), ("info", dict(info or {})),
+                            ("factor", factor), ("_table", table)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Representation is immutable (cannot set {name!r})")
+
+    def __repr__(self) -> str:
+        where = "factor space" if self.factor is not None else "table"
+        return f"Representation({self.learner!r}, k={self.k}, {where})"
+
+    @property
+    def features(self) -> np.ndarray:
+        if self._table is None:
+            n = int(np.prod(self.factor.shape, dtype=object))
+            if n > FEATURE_LIMIT:
+                raise ValueError(f"refusing to materialise the features of {n:,} states (limit {FEATURE_LIMIT:,}); "
+                                 "use factor.rows(states)")
+            table = self.factor.table()
+            table.setflags(write=False)
+            object.__setattr__(self, "_table", table)
+        return self._table
 
     @property
     def k(self) -> int:
-        return int(self.features.shape[1])
+        return self.factor.k if self.factor is not None else int(self._table.shape[1])
 
 
 class Learner(Protocol):
@@ -67,6 +100,17 @@ class Learner(Protocol):
 class ClosedFormLearner:
     """The whitened closed form (docs/theory.md §1.1) as a learner: what SGD should converge to.
 
+    On a product world whose optimum has a Kronecker eigenbasis (every modal world) the
+    representation is in factor space: no table over the world's states is formed
+    (docs/theory.md §6, "Factor space"), so worlds far above the table limit are solved.
+    ``tables=True`` returns the full table instead (the slow twin, for small worlds).
+
+    Attributes:
+        tables: return a table over every state even where factor space applies.
+        spectra: the cache of factor eigendecompositions, shared by every world this learner
+            solves (the modal worlds of one base share its factors).
+        name: the learner's name.
+
     Example:
         >>> from prhsim.worlds import ring
         >>> rep = ClosedFormLearner()(ring(8), 2)
@@ -74,10 +118,14 @@ class ClosedFormLearner:
         ('closed', (8, 2), True)
     """
 
+    tables: bool = False
+    spectra: FactorSpectra = field(default_factory=FactorSpectra, compare=False, repr=False)
     name: str = "closed"
 
     def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None) -> Representation:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TieWarning)  # a tie is recorded in the optimum, not warned per modality
-            opt = closed_form(world, k, centred=centred, rng=rng)
+            opt = closed_form(world, k, centred=centred, rng=rng, spectra=self.spectra)
+        if not self.tables and isinstance(opt.basis, KroneckerBasis):
+            return Representation(self.name, optimum=opt, factor=FactorFeatures.from_optimum(opt))
         return Representation(self.name, opt.F, opt)

@@ -2,7 +2,7 @@
 
 Eigenbases and eigen-backends (dense, sparse, Kronecker, Lanczos), the whitened
 and spectral-contrastive optima with their gaps and ties, the population
-losses of a feature table, the caption optima and correspondence analysis
+losses of a feature table and their factor-space twins, the caption optima and correspondence analysis
 (docs/theory.md §1, §5, §6).
 """
 
@@ -19,6 +19,7 @@ from prhsim.optima._closed_form import (
     spectral_contrastive_optimum as spectral_contrastive_optimum,
     whitened_optimum as whitened_optimum,
 )
+from prhsim.optima._factor_space import FactorFeatures as FactorFeatures, factor_comparison as factor_comparison
 from prhsim.optima._kronecker import (
     FactorSpectra as FactorSpectra,
     KroneckerBasis as KroneckerBasis,
@@ -54,9 +55,11 @@ __all__ = [
     "DENSE_UP_TO",
     "EigenBasis",
     "FEATURE_LIMIT",
+    "FactorFeatures",
     "FactorSpectra",
     "GAP_TOL",
     "KroneckerBasis",
+    "factor_comparison",
     "Optimum",
     "SpanOptimum",
     "TieWarning",

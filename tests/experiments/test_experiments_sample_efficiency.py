@@ -27,7 +27,7 @@ def _brute_needed(budgets, curve, target):
     for i in range(1, len(budgets)):
         if curve[i] >= target:
             for u in np.linspace(0.0, 1.0, 200001):
-                value = curve[i - 1] + u * (curve[i] - curve[i - 1])
+                value = (1.0 - u) * curve[i - 1] + u * curve[i]  # exactly curve[i] at u = 1
                 if value >= target:
                     return math.exp(math.log(budgets[i - 1]) + u * math.log(budgets[i] / budgets[i - 1])), "exact"
     return budgets[-1], "more_than"

@@ -4,6 +4,7 @@ representation is whitened, compared, reported and checked through the same code
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ from rich.console import Console
 from prhsim.config import resolve_run_config
 from prhsim.experiments import build, render_report, rotation_uniqueness, solve
 from prhsim.learners import ClosedFormLearner, Representation
-from prhsim.worlds import bad, codebook, good, path
+from prhsim.optima import FEATURE_LIMIT, FactorFeatures
+from prhsim.worlds import bad, codebook, good, path, view_world
 
 
 class RotatedClosedForm:
@@ -36,12 +38,19 @@ def test_the_default_learner_is_the_closed_form():
     base = path(9)
     out = rotation_uniqueness(base, _modalities(base), [good(), good()], 2)
     explicit = rotation_uniqueness(base, _modalities(base), [good(), good()], 2, learner=ClosedFormLearner())
-    for o, e in zip(out.modalities, explicit.modalities):
-        assert o.representation.learner == e.learner == "closed" and o.optimum is not None
-        assert o.factor is not None and e.factor is None  # the default works in factor space
-        assert e.features is e.table  # the closed form is whitened already: compared as is
-        np.testing.assert_allclose(o.features, e.features, atol=1e-13, rtol=0)
-    assert out.pairs[0].comparison.rho_p < 1e-10
+    tables = rotation_uniqueness(base, _modalities(base), [good(), good()], 2, learner=ClosedFormLearner(tables=True))
+    assert [o.factor is not None for o in explicit.modalities] == [True, True]  # the closed form works in factor space
+    for o, e, t in zip(out.modalities, explicit.modalities, tables.modalities):
+        assert o.representation.learner == e.learner == t.learner == "closed" and o.optimum is not None
+        assert o.factor is not None and t.factor is None  # tables=True: the full table instead
+        assert o.representation.factor is o.factor and t.representation.features is t.table
+        assert t.features is t.table  # the closed form is whitened already: compared as is
+        np.testing.assert_allclose(o.features, t.features, atol=1e-13, rtol=0)
+        np.testing.assert_array_equal(o.features, e.features)
+        assert o.loss == pytest.approx(t.loss, abs=1e-12) and o.nuisance_free == t.nuisance_free
+    assert out.pairs[0].comparison.rho_p < 1e-10 and tables.pairs[0].comparison.rho_p < 1e-10
+    with pytest.raises(ValueError, match="tables=True applies to the default"):
+        rotation_uniqueness(base, _modalities(base), [good(), good()], 2, learner=ClosedFormLearner(), tables=True)
 
 
 @pytest.mark.parametrize("views, predicted", [((good(), good()), 0.0), ((bad(0.1), good()), None)])
@@ -81,6 +90,26 @@ def test_representation_validates_its_features():
         Representation("x", np.array([[np.nan]]))
     with pytest.raises(ValueError, match="must be a table"):
         Representation("x", np.zeros(3))
+    with pytest.raises(ValueError, match="either as a table or in factor space"):
+        Representation("x")
+    rep = ClosedFormLearner()(view_world(path(9), codebook(9, 2, rng=1), good()), 2)
+    with pytest.raises(ValueError, match="either as a table or in factor space"):
+        Representation("x", rep.features, factor=rep.factor)
+    with pytest.raises(AttributeError, match="immutable"):
+        rep.learner = "y"
+
+
+def test_a_factor_space_representation_materialises_its_table_once_and_refuses_huge_worlds():
+    world = view_world(path(9), codebook(9, 2, rng=1), good())
+    rep = ClosedFormLearner()(world, 2)
+    assert rep.k == 2 and rep.factor is not None and "factor space" in repr(rep)
+    table = rep.features
+    assert table is rep.features and not table.flags.writeable
+    np.testing.assert_allclose(table, ClosedFormLearner(tables=True)(world, 2).features, atol=1e-13, rtol=0)
+    big = tuple(SimpleNamespace(n=n) for n in (FEATURE_LIMIT, 2))  # only the factor sizes are read
+    huge = Representation("x", factor=FactorFeatures(rep.factor.tables, rep.factor.index, rep.factor.scales, big))
+    with pytest.raises(ValueError, match="refusing to materialise"):
+        huge.features
 
 
 def test_the_run_reports_and_checks_a_learned_representation():

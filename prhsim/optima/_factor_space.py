@@ -22,7 +22,10 @@ product of small factor Gram matrices (docs/theory.md §6, "Factor space"):
 Differences of conditional means are formed in the coordinates of the distinct
 product functions ``b`` (a coefficient matrix per modality), never as a difference of
 Gram-weighted sums, so two modalities with the same optimum compare at rounding level
-(ρ_P ≈ 1e-16), as the table path does; :func:`modal_table` is that path's table.
+(ρ_P ≈ 1e-16), as the table path does; :meth:`FactorFeatures.table` is that path's table.
+Each quantity is a method of :class:`FactorFeatures` beside its table twin in this package
+(``whitening_error``, ``alignment_loss``) or in :mod:`prhsim.metrics`
+(``nuisance_free_dimension``, and ``coupled_comparison`` for :func:`factor_comparison`).
 """
 
 from __future__ import annotations
@@ -33,10 +36,9 @@ import numpy as np
 
 from prhsim._budget import ensure_fits
 from prhsim._types import States
-from prhsim.optima import Optimum
-from prhsim.optima import KroneckerBasis
-from prhsim.metrics import Comparison
-from prhsim.metrics import orthogonal_map
+from prhsim.metrics import Comparison, orthogonal_map
+from prhsim.optima._closed_form import Optimum
+from prhsim.optima._kronecker import KroneckerBasis
 from prhsim.worlds import FiniteWorld
 
 
@@ -81,12 +83,45 @@ class FactorFeatures:
             out *= table[z[:, None], idx[None, :]]  # only the (s x k) entries needed
         return out
 
+    @classmethod
+    def from_optimum(cls, opt: Optimum, *, columns: int | None = None) -> "FactorFeatures":
+        """The factor-space features of a closed-form optimum on a product world (Kronecker backend):
+        its k features, or its first ``columns`` eigenfunctions (up to k + 1, scale 1).
+
+        Raises:
+            ValueError: if the optimum's eigenbasis is not a Kronecker basis.
+        """
+        return _from_optimum(opt, columns=columns)
+
+    def table(self) -> np.ndarray:
+        """The full feature table over every state of the product world (the table path; small worlds)."""
+        return _table(self)
+
+    def with_trivial_nuisance(self) -> "FactorFeatures":
+        """The same features with a one-state nuisance factor appended (``u = 1``, ``q = (1)``):
+        two feature sets of one product world then compare with :func:`factor_comparison`."""
+        return _with_trivial_nuisance(self)
+
+    def whitening_error(self) -> float:
+        """``‖FᵀDF − I‖_F`` from the factor Grams (twin: :func:`prhsim.optima.whitening_error`)."""
+        return _whitening_error(self)
+
+    def alignment_loss(self) -> float:
+        """``E_π‖f(x) − f(x')‖² = 2 tr(FᵀDF) − 2 tr(FᵀΠF)`` from the factor Grams (docs/theory.md §1.1;
+        twin: :func:`prhsim.optima.alignment_loss`)."""
+        return _alignment_loss(self)
+
+    def nuisance_free_dimension(self, *, threshold: float = 0.5) -> int:
+        """Eigenvalues of ``E_p[m mᵀ]`` above ``threshold`` (docs/theory.md §4; twin:
+        :func:`prhsim.metrics.nuisance_free_dimension`)."""
+        return _nuisance_free_dimension(self, threshold=threshold)
+
     def nuisance(self) -> tuple[np.ndarray, np.ndarray]:
         """``(u, q)``: the nuisance factor's functions of the features times their scales (|N| x k), and q."""
         return self.tables[-1][:, self.index[:, -1]] * self.scales, np.asarray(self.factors[-1].p)
 
 
-def from_optimum(opt: Optimum, *, columns: int | None = None) -> FactorFeatures:
+def _from_optimum(opt: Optimum, *, columns: int | None = None) -> FactorFeatures:
     """The factor-space features of a closed-form optimum on a product world (Kronecker backend):
     its k features, or its first ``columns`` eigenfunctions (up to k + 1, scale 1).
 
@@ -103,7 +138,7 @@ def from_optimum(opt: Optimum, *, columns: int | None = None) -> FactorFeatures:
     return FactorFeatures(tuple(s.functions for s in basis.spectra), index, scales, basis.world.factors)
 
 
-def with_trivial_nuisance(features: FactorFeatures) -> FactorFeatures:
+def _with_trivial_nuisance(features: FactorFeatures) -> FactorFeatures:
     """The same features with a one-state nuisance factor appended (``u = 1``, ``q = (1)``).
 
     Compares two feature sets of one product world with :func:`factor_comparison`.
@@ -113,7 +148,7 @@ def with_trivial_nuisance(features: FactorFeatures) -> FactorFeatures:
                           np.zeros(features.k, dtype=np.int64)]), features.scales, (*features.factors, one))
 
 
-def modal_table(features: FactorFeatures) -> np.ndarray:
+def _table(features: FactorFeatures) -> np.ndarray:
     """The full feature table over every state of the product world (the table path; small worlds)."""
     n = int(np.prod(features.shape, dtype=object))
     return features.rows(np.arange(n, dtype=np.int64))
@@ -135,12 +170,12 @@ def _gram(features: FactorFeatures, operator: bool) -> np.ndarray:
     return out
 
 
-def whitening_error(features: FactorFeatures) -> float:
+def _whitening_error(features: FactorFeatures) -> float:
     """``‖FᵀDF − I‖_F`` from the factor Grams."""
     return float(np.linalg.norm(_gram(features, False) - np.eye(features.k)))
 
 
-def alignment_loss(features: FactorFeatures) -> float:
+def _alignment_loss(features: FactorFeatures) -> float:
     """``E_π‖f(x) − f(x')‖² = 2 tr(FᵀDF) − 2 tr(FᵀΠF)`` from the factor Grams (docs/theory.md §1.1)."""
     return float(2.0 * np.trace(_gram(features, False)) - 2.0 * np.trace(_gram(features, True)))
 
@@ -243,7 +278,7 @@ def factor_comparison(a: FactorFeatures, b: FactorFeatures) -> Comparison:
     )
 
 
-def nuisance_free_dimension(features: FactorFeatures, *, threshold: float = 0.5) -> int:
+def _nuisance_free_dimension(features: FactorFeatures, *, threshold: float = 0.5) -> int:
     """Eigenvalues of ``E_p[m mᵀ] = Aᵀ G A`` above ``threshold`` (docs/theory.md §4)."""
     tuples, pos = np.unique(features.index[:, :-1], axis=0, return_inverse=True)
     G = _union_gram(list(features.tables[:-1]), tuples, features.factors[:-1])

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from prhsim.experiments import rotation_uniqueness
-from prhsim.experiments import _factor_space as fs
 from prhsim.experiments._run import _tie_note
-from prhsim.optima import alignment_loss, closed_form, whitening_error
+from prhsim.optima import FactorFeatures, alignment_loss, closed_form, factor_comparison, whitening_error
 from prhsim.metrics import coupled_comparison, nuisance_free_dimension
 from prhsim.worlds import (
     ProductWorld,
@@ -37,7 +36,7 @@ def _random_features(factors, k, gen, tables=None):
     if tables is None:
         tables = tuple(gen.normal(size=(f.n, gen.integers(1, f.n + 1))) for f in factors)
     index = np.column_stack([gen.integers(0, t.shape[1], size=k) for t in tables])
-    return fs.FactorFeatures(tables, index, gen.uniform(0.5, 2.0, size=k), tuple(factors))
+    return FactorFeatures(tables, index, gen.uniform(0.5, 2.0, size=k), tuple(factors))
 
 
 def _modal_factors(gen, nuisance):
@@ -55,10 +54,10 @@ def test_factor_comparison_equals_the_coupled_comparison_of_the_tables(seed, sha
     a = _random_features((*base, na), 4, gen)
     b = _random_features((*base, nb), 4, gen, tables=(*a.tables[:-1], gen.normal(size=(2, 2))) if shared else None)
     if shared:  # duplicate product functions across the two sets exercise the union's merging
-        b = fs.FactorFeatures(b.tables, np.column_stack([a.index[:, :-1], b.index[:, -1]]), b.scales, b.factors)
+        b = FactorFeatures(b.tables, np.column_stack([a.index[:, :-1], b.index[:, -1]]), b.scales, b.factors)
     p_z = ProductWorld(base).p
-    got = fs.factor_comparison(a, b)
-    want = coupled_comparison(fs.modal_table(a), na.p, fs.modal_table(b), nb.p, p_z)
+    got = factor_comparison(a, b)
+    want = coupled_comparison(a.table(), na.p, b.table(), nb.p, p_z)
     assert got.rho_p == pytest.approx(want.rho_p, abs=ATOL, rel=1e-12)
     assert got.s_theta == pytest.approx(want.s_theta, abs=ATOL, rel=1e-12)
     np.testing.assert_allclose(got.correlations, want.correlations, atol=ATOL, rtol=0)
@@ -70,11 +69,11 @@ def test_loss_whitening_and_nuisance_freedom_equal_their_table_twins(seed):
     base, nuisance = _modal_factors(gen, 3)
     world = ProductWorld([*base, nuisance])
     F = _random_features(world.factors, 3, gen)
-    table = fs.modal_table(F)
-    assert fs.alignment_loss(F) == pytest.approx(alignment_loss(world, table), abs=ATOL, rel=1e-12)
-    assert fs.whitening_error(F) == pytest.approx(whitening_error(world, table), abs=ATOL, rel=1e-12)
+    table = F.table()
+    assert F.alignment_loss() == pytest.approx(alignment_loss(world, table), abs=ATOL, rel=1e-12)
+    assert F.whitening_error() == pytest.approx(whitening_error(world, table), abs=ATOL, rel=1e-12)
     for threshold in (0.1, 0.5, 2.0):
-        assert fs.nuisance_free_dimension(F, threshold=threshold) == nuisance_free_dimension(
+        assert F.nuisance_free_dimension(threshold=threshold) == nuisance_free_dimension(
             table, nuisance.p, ProductWorld(base).p, threshold=threshold)
 
 
@@ -82,15 +81,15 @@ def test_rows_are_the_table_rows_and_take_picks_columns():
     gen = np.random.default_rng(0)
     base, nuisance = _modal_factors(gen, 2)
     F = _random_features((*base, nuisance), 5, gen)
-    table = fs.modal_table(F)
+    table = F.table()
     states = gen.integers(0, table.shape[0], size=17)
     np.testing.assert_array_equal(F.rows(states), table[states])
-    np.testing.assert_array_equal(fs.modal_table(F.take([4, 0, 2])), table[:, [4, 0, 2]])
+    np.testing.assert_array_equal(F.take([4, 0, 2]).table(), table[:, [4, 0, 2]])
 
 
 def test_factor_space_needs_a_kronecker_basis():
     with pytest.raises(ValueError, match="factor-space features need a Kronecker eigenbasis, got the dense backend"):
-        fs.from_optimum(closed_form(ring(8), 2))
+        FactorFeatures.from_optimum(closed_form(ring(8), 2))
 
 
 def test_comparing_different_worlds_is_refused():
@@ -99,9 +98,9 @@ def test_comparing_different_worlds_is_refused():
     a = _random_features((*base, nuisance), 2, gen)
     other = _random_features((ring(5), nuisance), 2, gen)
     with pytest.raises(ValueError, match=r"both modalities must share the factors of Z, got \(3, 4\) and \(5,\)"):
-        fs.factor_comparison(a, other)
+        factor_comparison(a, other)
     with pytest.raises(ValueError, match="both modalities need the same number of features, got 2 and 3"):
-        fs.factor_comparison(a, _random_features((*base, nuisance), 3, gen))
+        factor_comparison(a, _random_features((*base, nuisance), 3, gen))
 
 
 def _worlds():
@@ -156,8 +155,8 @@ def test_the_modal_world_of_a_good_view_is_never_materialised():
     world = view_world(scene.world, scene.modalities(rng=0)[1], good())
     opt = closed_form(world, "auto")
     assert world.n == 344_373_768 and opt.unique
-    F = fs.from_optimum(opt)
-    assert fs.whitening_error(F) < 1e-12
-    assert fs.alignment_loss(F) == pytest.approx(opt.value, abs=1e-12)
-    assert fs.nuisance_free_dimension(F) == opt.k
+    F = FactorFeatures.from_optimum(opt)
+    assert F.whitening_error() < 1e-12
+    assert F.alignment_loss() == pytest.approx(opt.value, abs=1e-12)
+    assert F.nuisance_free_dimension() == opt.k
     assert "_p" not in world.__dict__  # the modal law was never formed
