@@ -60,23 +60,22 @@ def data_mode(objective: str, world: World, k: int, training: TrainingSettings) 
     return "exact"
 
 
-def train_config(objective: str, data: str, training: TrainingSettings, centred: bool):
-    """The :class:`prhsim.learners.TrainConfig` of one learner."""
-    from prhsim.learners import TrainConfig
+def sgd_learner(objective: str, data: str, training: TrainingSettings):
+    """The :class:`prhsim.learners.SGDLearner` that ``training`` describes for one objective and data mode."""
+    from prhsim.learners import SGDLearner, TrainConfig
 
     lr = training.lr or (EXACT_TABLE_LR if data == "exact" and training.encoder == "tabular" else DEFAULT_LR)
-    return TrainConfig(objective=objective, encoder=training.encoder, data=data, steps=training.steps,
-                       batch_size=training.batch_size, lr=lr, log_every=max(1, training.steps // 50),
-                       centred=centred, lam=training.lam, convention=training.convention,
-                       invariance_dims=training.invariance_dims,
-                       num_directions=training.num_directions)
+    return SGDLearner(TrainConfig(objective=objective, encoder=training.encoder, data=data, steps=training.steps,
+                                  batch_size=training.batch_size, lr=lr, log_every=max(1, training.steps // 50),
+                                  lam=training.lam, convention=training.convention,
+                                  invariance_dims=training.invariance_dims,
+                                  num_directions=training.num_directions))
 
 
 def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[str], *,
           progress: Progress | None = None) -> list[LearnerSummary]:
-    """Train every objective on every modality of a closed-form ``outcome`` and compare (see the module docstring)."""
-    from prhsim.learners import train
-
+    """Train every objective on every modality of a closed-form ``outcome`` through the learner seam
+    (:meth:`prhsim.learners.SGDLearner.fit`, every seed at once) and compare (see the module docstring)."""
     say = progress or (lambda message: None)
     training = config.training
     seeds = tuple(config.seed + s for s in range(training.n_seeds))
@@ -90,8 +89,8 @@ def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[s
             say(f"learner {objective}: {o.name} ({data}, {training.encoder}, {training.n_seeds} seed(s), "
                 f"{training.steps} steps)")
             try:
-                result = train(o.world, k, train_config(objective, data, training, outcome.centred),
-                               seeds=modality_seeds(seeds, i), reference=o.optimum)
+                result = sgd_learner(objective, data, training).fit(
+                    o.world, k, centred=outcome.centred, seeds=modality_seeds(seeds, i), reference=o.optimum)
             except ResourceError:
                 raise
             except ValueError as exc:  # divergence, or exact data this world cannot list

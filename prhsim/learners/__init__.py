@@ -24,6 +24,7 @@ from prhsim.learners._learned import (
     evaluate_learned as evaluate_learned,
     seed_spread as seed_spread,
 )
+from prhsim.learners._optimiser import Optimiser as Optimiser
 from prhsim.learners._learner import (
     ClosedFormLearner as ClosedFormLearner,
     Learner as Learner,
@@ -62,6 +63,7 @@ __all__ = [
     "LearnedEvaluation",
     "Learner",
     "LogBilinearFit",
+    "Optimiser",
     "Representation",
     "SGDLearner",
     "SeedSpread",

@@ -25,8 +25,8 @@ token and continue it, so a greedy decode is a caption of the grammar (the most 
 ties broken by the trained logits).
 
 The captions are drawn inside the jitted loop (inverse CDF of the law ``p ⊗ q`` of every whole
-caption), one ``lax.scan`` over the steps; the optimiser is
-:func:`prhsim.learners._train_jax.clipped_adamw`.
+caption), one ``lax.scan`` over the steps (:func:`prhsim.learners._optimiser.scan_steps`); the
+optimiser is every learner's (:class:`prhsim.learners.Optimiser`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from prhsim.learners._encoders_jax import mlp_apply, mlp_init
-from prhsim.learners._train_jax import clipped_adamw
+from prhsim.learners._optimiser import Optimiser, positive_int, scan_steps
 from prhsim.worlds import CaptionLaw
 
 #: Representations are decoded in chunks of this many rows.
@@ -54,7 +54,7 @@ class DecoderConfig:
         steps: optimiser steps.
         batch_size: captions per step (each gives its T teacher-forced positions).
         lr, warmup, end_lr, weight_decay, clip: AdamW with linear warmup (a fraction of the steps)
-            and cosine decay to ``end_lr·lr``, global-norm clipping (:func:`clipped_adamw`).
+            and cosine decay to ``end_lr·lr``, global-norm clipping (:class:`prhsim.learners.Optimiser`).
         hidden: the MLP's hidden widths.
     """
 
@@ -68,18 +68,8 @@ class DecoderConfig:
     hidden: tuple[int, ...] = (128, 128)
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not (self.lr > 0 and self.clip > 0 and self.weight_decay >= 0):
-            raise ValueError(f"lr and clip must be positive and weight_decay >= 0, got {self.lr}, {self.clip}, "
-                             f"{self.weight_decay}")
-        for name in ("warmup", "end_lr"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)!r}")
-        if round(self.warmup * self.steps) >= self.steps:
-            raise ValueError(f"warmup must leave steps for the cosine decay: warmup {self.warmup} of {self.steps} steps")
+        Optimiser.of(self)  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
+        positive_int("batch_size", self.batch_size)
         hidden = tuple(self.hidden)
         if not hidden or any(isinstance(h, bool) or int(h) != h or h < 1 for h in hidden):
             raise ValueError(f"hidden must be one or more positive widths, got {self.hidden!r}")
@@ -125,11 +115,9 @@ def _trainer(config: DecoderConfig, length: int, vocab: int, blocks: int):
     """The jitted training loop: ``blocks`` scans of ``steps // blocks`` steps, the mean loss of each."""
     import jax
     import jax.numpy as jnp
-    import optax
 
     T, n_ids = length, vocab + 1
-    opt = clipped_adamw(config.lr, config.steps, int(round(config.warmup * config.steps)), config.end_lr,
-                        config.weight_decay, config.clip)
+    opt = Optimiser.of(config).build()
     keep = jnp.arange(T)[None, :] < jnp.arange(T)[:, None]  # (t, position): position < t
     positions = jnp.arange(T)
 
@@ -140,16 +128,16 @@ def _trainer(config: DecoderConfig, length: int, vocab: int, blocks: int):
         logits = _logits(params, rr, prefix, jnp.broadcast_to(positions, (r.shape[0], T)), T, n_ids)
         return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), tokens[..., None], axis=-1))
 
-    def step(carry: Any, key: Any, table: Any, captions: Any, cdf: Any) -> tuple[Any, Any]:
-        params, state = carry
+    def drawn_loss(params: Any, key: Any, table: Any, captions: Any, cdf: Any) -> Any:
+        """The loss on the batch of captions that ``key`` draws (inverse CDF of the caption law)."""
         rows = jnp.searchsorted(cdf, jax.random.uniform(key, (config.batch_size,)) * cdf[-1], side="right")
         rows = jnp.minimum(rows, cdf.shape[0] - 1)
-        value, grads = jax.value_and_grad(loss)(params, table[rows], captions[rows])
-        updates, state = opt.update(grads, state, params)
-        return (optax.apply_updates(params, updates), state), value
+        return loss(params, table[rows], captions[rows])
+
+    steps = scan_steps(drawn_loss, opt)
 
     def run(params: Any, state: Any, keys: Any, table: Any, captions: Any, cdf: Any) -> tuple[Any, Any, Any]:
-        (params, state), values = jax.lax.scan(lambda c, k: step(c, k, table, captions, cdf), (params, state), keys)
+        params, state, values = steps(params, state, keys, table, captions, cdf)
         return params, state, values.mean()
 
     return jax.jit(opt.init), jax.jit(run)

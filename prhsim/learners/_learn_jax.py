@@ -40,6 +40,7 @@ from prhsim.learners._learned import subspace_distance, trace_covariance
 from prhsim.learners._learner import Representation
 from prhsim.objectives import draw_directions
 from prhsim.learners._losses import Data, FactorLaw, Objective, exact_law, exact_tables
+from prhsim.learners._optimiser import Optimiser, positive_int
 from prhsim.learners._train_jax import Spec, runner
 from prhsim.worlds import PairSampler, World, pair_sampler
 from prhsim.learners._registry import SGD_OBJECTIVES
@@ -52,7 +53,8 @@ DATA_STREAM = 1
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Hyperparameters of :func:`train` (validated on construction).
+    """Hyperparameters of :func:`train` (validated on construction; the optimiser's fields through
+    :class:`prhsim.learners.Optimiser`, the one record every learner's optimiser is checked by).
 
     Attributes:
         objective: "whiten" (hard whitening, docs/theory.md §1.1) or "sigreg" (LeJEPA, §7).
@@ -106,20 +108,14 @@ class TrainConfig:
                               ("directions", ("resample", "fixed"))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name in ("steps", "batch_size", "log_every", "num_directions"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or int(value) != value or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("lr", "clip", "init_scale", "collapse_tol"):
+        Optimiser.of(self)  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
+        for name in ("batch_size", "log_every", "num_directions"):
+            positive_int(name, getattr(self, name))
+        for name in ("init_scale", "collapse_tol"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
-        for name in ("warmup", "end_lr"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)!r}")
-        if round(self.warmup * self.steps) >= self.steps:
-            raise ValueError(f"warmup must leave steps for the cosine decay: warmup {self.warmup} of {self.steps} steps")
-        if not self.weight_decay >= 0 or not self.lam >= 0:
-            raise ValueError(f"weight_decay and lam must be non-negative, got {self.weight_decay}, {self.lam}")
+        if not self.lam >= 0:
+            raise ValueError(f"lam must be non-negative, got {self.lam}")
         if self.convention == "lejepa" and self.lam >= 1:
             raise ValueError(f"lam must be below 1 in the lejepa convention (lam·SIGReg + (1 − lam)·inv), got {self.lam}")
         if self.objective == "whiten" and self.data == "minibatch" and self.batch_size < 2:
@@ -129,9 +125,7 @@ class TrainConfig:
     def spec(self, factor_shape: tuple[int, ...] | None = None) -> Spec:
         """The compiled loop's key; ``factor_shape`` when the exact loss applies π factor by factor."""
         return Spec(self.objective, self.data, self.encoder, bool(self.centred), self.convention,
-                    float(self.lr), int(self.steps),
-                    int(round(self.warmup * self.steps)), float(self.end_lr), float(self.weight_decay),
-                    float(self.clip), factor_shape, self.invariance_dims)
+                    Optimiser.of(self), factor_shape, self.invariance_dims)
 
 
 @dataclass(frozen=True)
@@ -307,9 +301,13 @@ class SGDLearner:
             object.__setattr__(self, "name", self.config.objective)
 
     def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None) -> Representation:
-        seed = learner_seed(rng)
-        result = train(world, k, replace(self.config, centred=bool(centred)), seeds=(seed,))
-        return representation(self.name, result)
+        return representation(self.name, self.fit(world, k, centred=centred, seeds=(learner_seed(rng),)))
+
+    def fit(self, world: World, k: int, *, centred: bool = True, seeds: Sequence[int] = (0,),
+            reference: Optimum | None = None) -> TrainResult:
+        """Every seed trained at once (vmapped): the seam's multi-seed form, with the ``s_Θ`` to
+        ``reference`` (the closed form of ``world``) logged along training when given."""
+        return train(world, k, replace(self.config, centred=bool(centred)), seeds=seeds, reference=reference)
 
 
 def learner_seed(rng: RngLike) -> int:

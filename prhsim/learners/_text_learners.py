@@ -38,7 +38,7 @@ from prhsim.objectives import LAMBDA, lejepa_loss
 from prhsim.objectives import next_token_cross_entropy
 from prhsim.objectives import draw_directions
 from prhsim.learners._text_encoder import token_apply, token_init
-from prhsim.learners._train_jax import clipped_adamw
+from prhsim.learners._optimiser import Optimiser, positive_int, scan_steps
 from prhsim.objectives import whitened_invariance
 from prhsim.worlds import CaptionLaw, Records, SpanLaw, spans_of
 from prhsim.learners._registry import SGD_OBJECTIVES
@@ -89,20 +89,11 @@ class TextConfig:
         for name, allowed in (("learner", TEXT_LEARNERS), ("objective", SGD_OBJECTIVES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name in ("steps", "batch_size", "min_span", "num_directions", "log_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or int(value) != value or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("lr", "clip"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
-        for name in ("warmup", "end_lr"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)!r}")
-        if round(self.warmup * self.steps) >= self.steps:
-            raise ValueError(f"warmup must leave steps for the cosine decay: warmup {self.warmup} of {self.steps} steps")
-        if not self.weight_decay >= 0 or not 0 <= self.lam < 1:
-            raise ValueError(f"weight_decay must be >= 0 and lam in [0, 1), got {self.weight_decay}, {self.lam}")
+        Optimiser.of(self)  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
+        for name in ("batch_size", "min_span", "num_directions", "log_every"):
+            positive_int(name, getattr(self, name))
+        if not 0 <= self.lam < 1:
+            raise ValueError(f"lam must lie in [0, 1), got {self.lam}")
         if self.batch_size < 2:
             raise ValueError("a text learner needs batch_size >= 2 (whitening and SIGReg use batch statistics)")
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
@@ -144,12 +135,7 @@ class TextResult(NamedTuple):
 class _Key(NamedTuple):
     learner: str
     objective: str
-    steps: int
-    warmup: int
-    lr: float
-    end_lr: float
-    weight_decay: float
-    clip: float
+    optimiser: Optimiser
     lam: float
 
 
@@ -174,21 +160,10 @@ def _loss(key: _Key):
 def _runner(key: _Key):
     """The jitted, seed-vmapped chunk loop and loss for one configuration."""
     import jax
-    import optax
 
     loss = _loss(key)
-    opt = clipped_adamw(key.lr, key.steps, key.warmup, key.end_lr, key.weight_decay, key.clip)
-
-    def one_step(carry: Any, step: Any) -> tuple[Any, Any]:
-        params, state = carry
-        value, grads = jax.value_and_grad(loss)(params, step)
-        updates, state = opt.update(grads, state, params)
-        return (optax.apply_updates(params, updates), state), value
-
-    def run(params: Any, state: Any, chunk: Any) -> tuple[Any, Any, Any]:
-        (params, state), values = jax.lax.scan(one_step, (params, state), chunk)
-        return params, state, values
-
+    opt = key.optimiser.build()
+    run = scan_steps(loss, opt)
     return jax.jit(jax.vmap(opt.init)), jax.jit(jax.vmap(run)), jax.jit(jax.vmap(loss))
 
 
@@ -272,8 +247,7 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
         if r.captions < need or r.tokens.shape[2] != law.length:
             raise ValueError(f"{config.learner} views need records of at least {need} caption(s) of "
                              f"{law.length} tokens, got {r.tokens.shape[1:]}")
-    key = _Key(config.learner, config.objective, config.steps, int(round(config.warmup * config.steps)),
-               float(config.lr), float(config.end_lr), float(config.weight_decay), float(config.clip), float(config.lam))
+    key = _Key(config.learner, config.objective, Optimiser.of(config), float(config.lam))
     init_state, run, loss_of = _runner(key)
     params = _initial_params(law, int(k), config, seeds)
     state = init_state(params)

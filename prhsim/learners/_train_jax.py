@@ -3,8 +3,9 @@
 The losses are :func:`prhsim.learners._losses.make_loss` (shared with the torch loop;
 what each objective computes is stated there) called on JAX arrays.
 
-The loop: ``optax.chain(clip_by_global_norm, adamw(warmup + cosine))``, one
-``lax.scan`` over a chunk of steps, ``vmap`` over the seeds (params, optimiser
+The loop: the learners' one optimiser and step loop (:class:`prhsim.learners._optimiser.Optimiser`,
+:func:`~prhsim.learners._optimiser.scan_steps`: clipped AdamW on a warmup-cosine schedule, one
+``lax.scan`` over a chunk of steps), ``vmap`` over the seeds (params, optimiser
 state, data and directions stacked on a leading seed axis; every seed clips its
 own gradient), ``jit`` over the whole; compiled runners are cached per
 configuration, so equal shapes never compile twice.
@@ -18,6 +19,7 @@ from typing import Any, Literal, NamedTuple
 
 from prhsim.learners import _losses as losses
 from prhsim.learners._encoders_jax import mlp_apply, tabular_apply
+from prhsim.learners._optimiser import Optimiser, scan_steps
 from prhsim.objectives import Convention
 from prhsim.learners._losses import Data, Objective
 
@@ -31,12 +33,7 @@ class Spec:
     encoder: Literal["tabular", "mlp"]
     centred: bool
     convention: Convention
-    lr: float
-    steps: int
-    warmup: int
-    end_lr: float
-    weight_decay: float
-    clip: float
+    optimiser: Optimiser
     factor_shape: tuple[int, ...] | None = None
     dims: Literal["sum", "mean"] = "sum"
 
@@ -46,20 +43,6 @@ def make_loss(spec: Spec):
     apply = tabular_apply if spec.encoder == "tabular" else mlp_apply
     return losses.make_loss(spec.objective, spec.data, centred=spec.centred, convention=spec.convention,
                             apply=apply, factor_shape=spec.factor_shape, dims=spec.dims)
-
-
-def make_optimizer(spec: Spec):
-    """The optimiser of ``spec`` (:func:`clipped_adamw`)."""
-    return clipped_adamw(spec.lr, spec.steps, spec.warmup, spec.end_lr, spec.weight_decay, spec.clip)
-
-
-def clipped_adamw(lr: float, steps: int, warmup: int, end_lr: float, weight_decay: float, clip: float):
-    """``clip_by_global_norm(clip)`` then AdamW with linear warmup to ``lr`` and cosine decay to ``end_lr·lr``."""
-    import optax
-
-    schedule = optax.warmup_cosine_decay_schedule(
-        init_value=0.0, peak_value=lr, warmup_steps=warmup, decay_steps=steps, end_value=end_lr * lr)
-    return optax.chain(optax.clip_by_global_norm(clip), optax.adamw(schedule, weight_decay=weight_decay))
 
 
 class Runner(NamedTuple):
@@ -85,21 +68,10 @@ def step_axes(spec: Spec) -> dict[str, int]:
 def runner(spec: Spec) -> Runner:
     """Build (once per spec) the jitted, seed-vmapped loop; JAX compiles it once per input shapes."""
     import jax
-    import optax
 
     loss = make_loss(spec)
-    opt = make_optimizer(spec)
-
-    def one_step(carry: Any, step: Any, shared: Any) -> tuple[Any, Any]:
-        params, state = carry
-        value, grads = jax.value_and_grad(loss)(params, step, shared)
-        updates, state = opt.update(grads, state, params)
-        return (optax.apply_updates(params, updates), state), value
-
-    def run(params: Any, state: Any, chunk: Any, shared: Any) -> tuple[Any, Any, Any]:
-        (params, state), values = jax.lax.scan(lambda c, s: one_step(c, s, shared), (params, state), chunk)
-        return params, state, values
-
+    opt = spec.optimiser.build()
+    run = scan_steps(loss, opt)  # run(params, state, chunk, shared)
     axes = step_axes(spec)
     apply = tabular_apply if spec.encoder == "tabular" else mlp_apply
     return Runner(

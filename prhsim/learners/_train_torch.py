@@ -25,7 +25,6 @@ torch is imported when :func:`train_torch` runs, never at module import; jax is 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
@@ -49,6 +48,7 @@ from prhsim.learners._learn_jax import (
     representation,
 )
 from prhsim.learners._learned import trace_covariance
+from prhsim.learners._optimiser import Optimiser
 from prhsim.learners._learner import Representation
 from prhsim.objectives import draw_directions
 from prhsim.worlds import World, pair_sampler
@@ -59,23 +59,9 @@ EPS = 1e-8
 
 
 def learning_rate(config: TrainConfig, t: int) -> float:
-    """optax's ``warmup_cosine_decay_schedule`` (from 0 to ``lr`` over ``round(warmup·steps)`` steps,
-    cosine to ``end_lr·lr`` at ``steps``) at step t, with optax's order of operations and rounding.
-
-    With a warmup, optax's value is float32 even under ``jax_enable_x64``: the warmup line divides
-    the int32 step count in float32, and joining it with the (weakly typed) cosine keeps float32.
-    The same rounding here keeps the two loops on one trajectory (otherwise they part by ~1e-8).
-    """
-    warmup = int(round(config.warmup * config.steps))
-    peak, end = float(config.lr), float(config.end_lr * config.lr)
-    if t < warmup:
-        frac = np.float32(1) - np.float32(min(max(t, 0), warmup)) / np.float32(warmup)
-        return float(np.float32(0.0 - peak) * frac + np.float32(peak))
-    decay = float(config.steps - warmup)
-    alpha = 0.0 if peak == 0.0 else end / peak
-    cosine = 0.5 * (1 + math.cos(math.pi * min(float(t - warmup), decay) / decay))
-    value = peak * ((1 - alpha) * cosine + alpha)
-    return float(np.float32(value)) if warmup > 0 else value
+    """The learning rate of the torch loop at step t: :meth:`prhsim.learners.Optimiser.rate`, optax's
+    schedule with its rounding (so the two loops stay on one trajectory)."""
+    return Optimiser.of(config).rate(t)
 
 
 def train_torch(world: World, k: int, config: TrainConfig | None = None, *, seeds: Sequence[int] = (0,),
