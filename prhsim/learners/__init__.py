@@ -6,7 +6,7 @@ against the closed form, the text learners, the caption decoder and the exact
 log-bilinear next-token fit (docs/theory.md §1, §5, §7).
 """
 
-from prhsim.learners._encoders_jax import (
+from prhsim.learners._encoders import (
     Encoder as Encoder,
     mlp_encoder as mlp_encoder,
     observation_inputs as observation_inputs,

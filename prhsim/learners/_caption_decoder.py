@@ -5,7 +5,7 @@ and the tokens decoded so far, and gives the law of the next token:
 
     p_θ(x_t | r, x_{<t}) = softmax(mlp([r, onehot(x_{<t} padded to T), onehot(t)]))  over the V tokens,
 
-(GELU MLP of :func:`prhsim.learners._encoders_jax.mlp_apply`; the prefix is the caption's tokens at
+(GELU MLP of :func:`prhsim.learners._encoders.mlp_apply`; the prefix is the caption's tokens at
 positions < t and the pad id V elsewhere, read as the one-hot of every (position, token) pair).
 It is trained by teacher forcing, minimising the cross-entropy averaged over the T positions of
 captions drawn from the caption law (``z ~ p``, wording ``n ~ q``, r the representation's row of
@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from prhsim.learners._encoders_jax import mlp_apply, mlp_init
+from prhsim.learners._encoders import mlp_apply, mlp_init
 from prhsim.learners._optimiser import Optimiser, positive_int, scan_steps
 from prhsim.worlds import CaptionLaw
 

@@ -1,6 +1,6 @@
 """SGD learners in JAX + optax for finite worlds: train an encoder on the objectives of this package (docs/theory.md §1.1, §7).
 
-:func:`train` fits a table or an MLP (:mod:`prhsim.learners._encoders_jax`) with the
+:func:`train` fits a table or an MLP (:mod:`prhsim.learners._encoders`) with the
 hard-whitening objective (the one the theorem covers, docs/theory.md §1.1) or
 LeJEPA's SIGReg objective (§7), on the exact pair law (full batch, no sampling
 noise) or on minibatches of B pairs from :func:`prhsim.worlds.pair_sampler`, for
@@ -34,7 +34,7 @@ import numpy as np
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim.optima import Optimum
-from prhsim.learners._encoders_jax import Encoder, mlp_encoder, observation_inputs, tabular_encoder
+from prhsim.learners._encoders import Encoder, mlp_encoder, observation_inputs, tabular_encoder
 from prhsim.objectives import LAMBDA, Convention
 from prhsim.learners._learned import subspace_distance, trace_covariance
 from prhsim.learners._learner import Representation

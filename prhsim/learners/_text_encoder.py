@@ -2,7 +2,7 @@
 
 A token row ``x`` of T ids in ``0..V`` (V is the pad id) is read as the one-hot of every
 (position, token) pair, a vector of T·(V+1) entries, and passed through an MLP
-(:func:`prhsim.learners._encoders_jax.mlp_apply`, GELU between layers). The first layer of that
+(:func:`prhsim.learners._encoders.mlp_apply`, GELU between layers). The first layer of that
 MLP applied to a one-hot is a sum of T rows of its weight matrix; :func:`token_apply` still
 forms the one-hot and multiplies, which is the faster of the two on a CPU under ``vmap``
 (:func:`token_one_hot` with a numpy MLP is its twin in the tests).
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from prhsim.learners._encoders_jax import mlp_apply, mlp_init
+from prhsim.learners._encoders import mlp_apply, mlp_init
 
 
 def token_one_hot(ids: np.ndarray, n_ids: int) -> np.ndarray:
@@ -30,7 +30,7 @@ def token_one_hot(ids: np.ndarray, n_ids: int) -> np.ndarray:
 
 
 def token_init(key: Any, length: int, n_ids: int, k: int, hidden: tuple[int, ...]) -> dict[str, Any]:
-    """The MLP ``T·n_ids → hidden… → k`` of :func:`prhsim.learners._encoders_jax.mlp_init` (LeCun-normal weights)."""
+    """The MLP ``T·n_ids → hidden… → k`` of :func:`prhsim.learners._encoders.mlp_init` (LeCun-normal weights)."""
     return mlp_init(key, length * n_ids, k, tuple(hidden))
 
 

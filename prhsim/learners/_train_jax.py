@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from prhsim.learners import _losses as losses
-from prhsim.learners._encoders_jax import mlp_apply, tabular_apply
+from prhsim.learners._encoders import mlp_apply, tabular_apply
 from prhsim.learners._optimiser import Optimiser, scan_steps
 from prhsim.objectives import Convention
 from prhsim.learners._losses import Data, Objective

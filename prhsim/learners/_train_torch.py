@@ -34,7 +34,7 @@ import numpy as np
 from prhsim._rng import RngLike
 from prhsim.learners import _losses as _losses
 from prhsim.optima import Optimum
-from prhsim.learners._encoders_jax import Encoder, tabular_apply
+from prhsim.learners._encoders import Encoder, mlp_apply, tabular_apply
 from prhsim.learners._learn_jax import (
     DATA_STREAM,
     TrainConfig,
@@ -211,20 +211,8 @@ def _clip_by_global_norm(leaves: list[Any], clip: float) -> None:
 
 
 def _torch_apply(kind: str) -> Callable[[Any, Any], Any]:
-    """The encoder's forward pass on torch tensors: the table lookup, or :func:`mlp_apply`'s MLP (tanh GELU)."""
-    import torch.nn.functional as tf
-
-    if kind == "tabular":
-        return tabular_apply
-
-    def mlp_apply(params: Any, x: Any) -> Any:
-        layers = params["layers"]
-        for W, b in layers[:-1]:
-            x = tf.gelu(x @ W + b, approximate="tanh")  # jax.nn.gelu's default
-        W, b = layers[-1]
-        return x @ W + b
-
-    return mlp_apply
+    """The encoder's forward pass on torch tensors: the JAX loop's own array-API functions."""
+    return tabular_apply if kind == "tabular" else mlp_apply
 
 
 def _initial_params(encoder: Encoder, seed: int, scale: float) -> Any:

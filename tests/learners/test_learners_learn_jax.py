@@ -19,7 +19,7 @@ from prhsim.worlds import Modality, codebook, good, gridscene, path, random_worl
 jax = pytest.importorskip("jax")
 pytest.importorskip("optax")
 
-from prhsim.learners._encoders_jax import observation_inputs, tabular_encoder  # noqa: E402
+from prhsim.learners._encoders import observation_inputs, tabular_encoder  # noqa: E402
 from prhsim.learners._learn_jax import SGDLearner, TrainConfig, train  # noqa: E402
 from prhsim.learners._losses import pair_list  # noqa: E402
 
@@ -188,7 +188,7 @@ def test_sgd_learner_returns_a_representation():
 
 
 def test_importing_the_learners_does_not_import_jax():
-    code = ("import sys, prhsim.learners, prhsim.learners._learn_jax, prhsim.learners._learned, prhsim.learners._encoders_jax, "
+    code = ("import sys, prhsim.learners, prhsim.learners._learn_jax, prhsim.learners._learned, prhsim.learners._encoders, "
             "prhsim.learners._train_jax; bad = [m for m in ('jax', 'optax') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

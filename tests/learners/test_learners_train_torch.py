@@ -220,3 +220,26 @@ def test_the_torch_loop_runs_without_jax(monkeypatch):
         assert train_torch(MLP_WORLD, 2, config).features.shape == (1, 16, 2)
     with pytest.raises(ImportError, match="imported jax"):  # the JAX learner cannot run now
         train(MLP_WORLD, 2, steps=2)
+
+
+def test_the_mlp_forward_is_one_function_for_jax_and_torch():
+    """``mlp_apply`` runs on JAX and torch arrays: its GELU is jax.nn.gelu's bit for bit under jit, torch's tanh
+    GELU to rounding, and the MLP gives one output on both libraries."""
+    import jax
+    import jax.numpy as jnp
+
+    from prhsim.learners._encoders import gelu, mlp_apply, mlp_init
+
+    x = np.random.default_rng(0).normal(size=(500,)) * 4
+    for dtype in (np.float32, np.float64):  # the suite runs JAX with x64 (tests/conftest.py)
+        a = jnp.asarray(x, dtype)
+        np.testing.assert_array_equal(np.asarray(jax.jit(gelu)(a)), np.asarray(jax.jit(jax.nn.gelu)(a)))
+    t = torch.tensor(x)
+    np.testing.assert_allclose(gelu(t).numpy(), torch.nn.functional.gelu(t, approximate="tanh").numpy(),
+                               rtol=0, atol=1e-14)
+    params = mlp_init(jax.random.key(0), 5, 3, (7, 4))
+    inputs = np.random.default_rng(1).normal(size=(11, 5))
+    want = np.asarray(mlp_apply(params, jnp.asarray(inputs)))
+    torch_params = {"layers": tuple((torch.tensor(np.asarray(W)), torch.tensor(np.asarray(b)))
+                                    for W, b in params["layers"])}
+    np.testing.assert_allclose(mlp_apply(torch_params, torch.tensor(inputs)).numpy(), want, rtol=0, atol=1e-13)

@@ -1,4 +1,4 @@
-"""Encoders of the JAX learners: a table (the universal encoder) and an MLP on observations (docs/theory.md §0).
+"""Encoders of the learners: a table (the universal encoder) and an MLP on observations (docs/theory.md §0).
 
 An encoder is a pair of pure functions, ``init(key) -> params`` and
 ``apply(params, inputs) -> embeddings``, and the input of every state:
@@ -14,8 +14,10 @@ An encoder is a pair of pure functions, ``init(key) -> params`` and
   (docs/theory.md §0); a wide enough MLP on injective observations can still
   fit any table.
 
-Nothing here imports jax at module import: jax is imported inside the functions
-that need it, so ``import prhsim.learners`` stays free of it.
+The forward passes (:func:`tabular_apply`, :func:`mlp_apply`) are written once against the
+array API, so the JAX loop and the torch loop run the same code on their own arrays; the
+initialisations draw with JAX's random keys. Nothing here imports jax at module import:
+jax is imported inside the functions that need it, so ``import prhsim.learners`` stays free of it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Callable, Literal, NamedTuple
 
 import numpy as np
+from array_api_compat import array_namespace
 
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim.worlds import ModalWorld, Modality, World
@@ -71,13 +74,23 @@ def tabular_init(key: Any, n: int, k: int, *, scale: float = 1.0) -> dict[str, A
     return {"table": scale * jax.random.normal(key, (n, k))}
 
 
-def mlp_apply(params: Any, x: Any) -> Any:
-    """``W_L ᵀ gelu(… gelu(W_1ᵀ x + b_1) …) + b_L`` for inputs x (…, d); the architecture is read off params."""
-    import jax
+#: ``sqrt(2/π)``, the tanh approximation's constant.
+SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 
+
+def gelu(x: Any) -> Any:
+    """The tanh approximation of GELU, ``x · ½(1 + tanh(sqrt(2/π)(x + 0.044715 x³)))``, on any array library
+    (the operations and their order of ``jax.nn.gelu``'s default, so JAX compiles the same program)."""
+    xp = array_namespace(x)
+    return x * (0.5 * (1.0 + xp.tanh(SQRT_2_OVER_PI * (x + 0.044715 * (x ** 3)))))
+
+
+def mlp_apply(params: Any, x: Any) -> Any:
+    """``W_L ᵀ gelu(… gelu(W_1ᵀ x + b_1) …) + b_L`` for inputs x (…, d) of any array library (JAX, torch,
+    numpy); the architecture is read off params."""
     layers = params["layers"]
     for W, b in layers[:-1]:
-        x = jax.nn.gelu(x @ W + b)
+        x = gelu(x @ W + b)
     W, b = layers[-1]
     return x @ W + b
 
