@@ -67,9 +67,9 @@ def main() -> None:
     print(f"mutual {K}-NN, N = {N:,}, d = {D}, {torch.cuda.get_device_name()}, best of {REPEATS}")
     for dtype in (torch.bfloat16, torch.float32):
         a, b = base.to(dtype), other.to(dtype)
-        ours = mutual_knn(a, b, k=K)
+        ours = mutual_knn(a, b, knn_k=K)
         plain = plain_blocked_mutual_knn(a, b, K, BLOCK)
-        t_ours = timed(lambda: mutual_knn(a, b, k=K))
+        t_ours = timed(lambda: mutual_knn(a, b, knn_k=K))
         t_plain = timed(lambda: plain_blocked_mutual_knn(a, b, K, BLOCK))
         peak = torch.cuda.max_memory_allocated() / 2**30
         print(f"{str(dtype):>15}: prhsim {t_ours:.3f} s (score {ours:.4f}); plain blocked top-k {t_plain:.3f} s "

@@ -36,3 +36,8 @@ def negatives_above_positives() -> FiniteWorld:
     lam = np.array([1.0] + [-0.03] * 20 + [0.02] * 9)
     K = (V * lam) @ V.T
     return FiniteWorld(np.full(n, 1 / n), np.maximum(K, 0) / n)
+
+
+def real_task(task: str) -> dict[str, str]:
+    """The ``prhsim real`` settings of a task: ``{"learner": "ntp"}`` for next-token prediction, else the views."""
+    return {"learner": "ntp"} if task == "ntp" else {"views": task}

@@ -78,10 +78,34 @@ def export_synthetic_command(world_kind, out, images, captions, seed, config_fil
 RESUMABLE = ("steps", "checkpoint_every", "log_every", "device", "tensorboard", "features")
 
 
+def learner_and_views_options(default: str | None):
+    """``--learner jepa|ntp`` and ``--views good|bad`` (``--views ntp``, an earlier release's spelling of
+    ``--learner ntp``, still works and says so)."""
+    def decorate(fn):
+        fn = click.option("--views", default=default, type=click.Choice(["good", "bad", "ntp"]),
+                          help="The jepa learner's views: good (two captions of an image) or bad (two spans of one "
+                               "caption); default good. (ntp: deprecated spelling of --learner ntp.)")(fn)
+        return click.option("--learner", default=None, type=click.Choice(["jepa", "ntp"]),
+                            help="jepa (the JEPA objective on two views) or ntp (next-token prediction); "
+                                 "default jepa.")(fn)
+    return decorate
+
+
+def resolve_learner(learner: str | None, views: str | None) -> tuple[str | None, str | None]:
+    """``(learner, views)`` with the deprecated ``--views ntp`` read as ``--learner ntp`` (a one-line notice)."""
+    if views != "ntp":
+        return learner, views
+    if learner == "jepa":
+        raise UsageProblem("--views ntp is the old spelling of --learner ntp and contradicts --learner jepa")
+    click.echo("prhsim real: --views ntp is deprecated (next-token prediction is a learner): use --learner ntp",
+               err=True)
+    return "ntp", None
+
+
 @real.command("train")
 @click.option("--data", default=None, metavar="DIR",
               help="Dataset: a folder with one dataset_*.json (Karpathy split) or *.jsonl, the file, or parquet shards.")
-@click.option("--views", default=None, type=click.Choice(["good", "bad", "ntp"]), help="good, bad or ntp (default good).")
+@learner_and_views_options(default=None)
 @click.option("--model", default=None, type=click.Choice(["tiny", "bert-s", "bert-b"]), help="Model size (default bert-s).")
 @click.option("--steps", type=int, default=None, metavar="N", help="Optimiser steps.")
 @click.option("--batch-size", type=int, default=None, metavar="B", help="Images per step.")
@@ -95,10 +119,10 @@ RESUMABLE = ("steps", "checkpoint_every", "log_every", "device", "tensorboard", 
               help="JSON or TOML file of these settings; --set and flags override it.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting (values as in TOML; repeatable).")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
-def train_command(data, views, model, steps, batch_size, features, workers, out, resume, stop_after, config_file,
+def train_command(data, learner, views, model, steps, batch_size, features, workers, out, resume, stop_after, config_file,
                   sets, quiet) -> None:
-    """Train a text encoder on a caption dataset with the objectives of prhsim.objectives (good or bad views: LeJEPA's
-    invariance + SIGReg; ntp: next-token cross-entropy), with checkpoints a killed run resumes from. Under
+    """Train a text encoder on a caption dataset with the objectives of prhsim.objectives (the jepa learner on good or
+    bad views: LeJEPA's invariance + SIGReg; the ntp learner: next-token cross-entropy), with checkpoints a killed run resumes from. Under
     torchrun, the processes split each global batch (--batch-size) and the first one writes the run."""
     from prhsim.real import RealTrainSettings
     from prhsim.real import DataError, TrainingDiverged, train_real
@@ -107,8 +131,9 @@ def train_command(data, views, model, steps, batch_size, features, workers, out,
     main = launched().main
     quiet = quiet or not main
 
+    learner, views = resolve_learner(learner, views)
     flags = [f"{key}={json.dumps(value)}" for key, value in (
-        ("data", data), ("views", views), ("model", model), ("steps", steps), ("batch_size", batch_size),
+        ("data", data), ("learner", learner), ("views", views), ("model", model), ("steps", steps), ("batch_size", batch_size),
         ("features", features), ("num_workers", workers)) if value is not None]
     try:
         base = read_own_config(config_file, None, [])
@@ -177,7 +202,7 @@ def eval_command(run, features, data, n_fit, as_json) -> None:
         click.echo(json.dumps(result, indent=2))
         return
     out = console()
-    out.print(escape(f"{run} ({result['views']}, {result['model']}, step {result['step']}): {result['n_test']} test "
+    out.print(escape(f"{run} ({result['label']}, {result['model']}, step {result['step']}): {result['n_test']} test "
                      f"images, rotation fitted on {result['n_fit']} validation pairs"), highlight=False)
     chance = result["chance"]
     for key, label, level in (("r1_text_to_image", "R@1 text -> image", chance["r1"]),
@@ -228,7 +253,7 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
 @click.option("--images", type=click.IntRange(min=10), default=29_000, show_default=True, help="Images to export.")
 @click.option("--captions", type=click.IntRange(min=2), default=5, show_default=True, help="Captions per image.")
 @click.option("--model", default="bert-s", type=click.Choice(["tiny", "bert-s", "bert-b"]), show_default=True)
-@click.option("--views", default="good", type=click.Choice(["good", "bad", "ntp"]), show_default=True)
+@learner_and_views_options(default="good")
 @click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--weights", default=None, metavar="DIR",
@@ -241,7 +266,7 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
               default="none", show_default=True, help="torch.compile mode of the text encoder.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print smoke.json to stdout instead of a table.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors and the result.")
-def smoke_command(out, images, captions, model, views, batch_size, epochs, weights, image_size, workers, device,
+def smoke_command(out, images, captions, model, learner, views, batch_size, epochs, weights, image_size, workers, device,
                   compile_mode, as_json, quiet) -> None:
     """The whole pipeline once at Flickr30k's size (export, DINOv2 features, one epoch of training, evaluation),
     printing samples/s, tokens/s, MFU and peak GPU memory."""
@@ -250,7 +275,9 @@ def smoke_command(out, images, captions, model, views, batch_size, epochs, weigh
 
     try:
         with bar_reporter("prhsim real smoke", quiet=quiet or as_json) as say:
-            report = smoke(out, images=images, captions=captions, model=model, views=views, batch_size=batch_size,
+            learner, views = resolve_learner(learner, views)
+            report = smoke(out, images=images, captions=captions, model=model, learner=learner or "jepa",
+                           views=views or "good", batch_size=batch_size,
                            epochs=epochs, weights=weights, image_size=image_size, workers=workers, device=device,
                            compile=compile_mode, progress=say)
     except (DataError, TrainingDiverged, ResourceError, OutputError, ValueError) as exc:
@@ -266,7 +293,7 @@ def smoke_command(out, images, captions, model, views, batch_size, epochs, weigh
         ("export", f"{report['images']:,} images x {report['captions']} captions, {report['export_s']:.1f} s"),
         ("image features", f"{features['images_per_s']:,.0f} images/s with {features['workers']} workers; model alone "
                            f"{features['model_alone_images_per_s']:,.0f} images/s ({100 * features['share']:.0f} %)"),
-        ("training", f"{report['steps']} steps of {report['batch_size']} ({report['views']} views, {report['model']}), "
+        ("training", f"{report['steps']} steps of {report['batch_size']} ({report['label']}, {report['model']}), "
                      f"{train['seconds']:.1f} s"),
         ("samples/s", f"{train['samples_per_s']:,.0f} images ({train['sequences_per_s']:,.0f} sequences)"),
         ("tokens/s", f"{train['tokens_per_s']:,.0f} real tokens"

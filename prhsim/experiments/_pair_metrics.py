@@ -63,6 +63,6 @@ def pair_metrics(rows_a: Rows | np.ndarray, q_a: np.ndarray, rows_b: Rows | np.n
     fit = np.zeros(n, dtype=bool)
     fit[rng.permutation(n)[: n // 2]] = True
     r = retrieval(A, B, fit=fit, ks=(1,))
-    return PairMetrics(samples=n, knn_k=k, mutual_knn=float(mutual_knn(A, B, k=k, screen=False)),
+    return PairMetrics(samples=n, knn_k=k, mutual_knn=float(mutual_knn(A, B, knn_k=k, screen=False)),
                        knn_chance=float(knn_chance(n, k)), linear_cka=float(linear_cka(A, B)),
                        r1=float((r.a_to_b[1] + r.b_to_a[1]) / 2))

@@ -40,6 +40,7 @@ from typing import Any
 
 from array_api_compat import device as array_device
 
+from prhsim.metrics._neighbours import knn_k_keyword
 from prhsim.metrics._knn import (
     GATHER_ELEMENTS,
     TILE_BYTES,
@@ -72,7 +73,8 @@ def _neighbour_inner(xp: Any, c: Any, idx: Any) -> Any:
     return xp.concat(out, axis=0)
 
 
-def cknna(a: Any, b: Any, k: int | None = 10, *, block: int | None = None) -> float:
+@knn_k_keyword
+def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None) -> float:
     """CKNNA: CKA of the L2-normalised features restricted to mutual k-nearest-neighbour pairs.
 
     ``Σ_{j ∈ N^a(i) ∩ N^b(i)} K̄_ij L̄_ij / √(Σ_{j ∈ N^a(i)} K̄_ij² · Σ_{j ∈ N^b(i)} L̄_ij²)``
@@ -85,7 +87,7 @@ def cknna(a: Any, b: Any, k: int | None = 10, *, block: int | None = None) -> fl
     Args:
         a: (N, d_a) representation (numpy, torch or JAX).
         b: (N, d_b) representation of the same N samples, same library.
-        k: neighbours per sample, 1 <= k < N; None means k = N − 1 (every pair:
+        knn_k: neighbours per sample, 1 <= knn_k < N (``k``: deprecated spelling); None means N − 1 (every pair:
             CKA without its diagonal terms). The default is resolved before k is checked.
         block: tile side of the neighbour search (see ``knn_indices``).
 
@@ -97,9 +99,10 @@ def cknna(a: Any, b: Any, k: int | None = 10, *, block: int | None = None) -> fl
 
     >>> import numpy as np
     >>> x = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-0.6, 0.8], [-1.0, 0.1]])
-    >>> round(cknna(x, 2 * x, k=2), 12)
+    >>> round(cknna(x, 2 * x, knn_k=2), 12)
     1.0
     """
+    k = knn_k
     xp, a, b = _pair(a, b)
     n = a.shape[0]
     k = n - 1 if k is None else k

@@ -73,6 +73,7 @@ from array_api_compat import (
 )
 
 from prhsim._budget import ensure_fits
+from prhsim.metrics._neighbours import knn_k_keyword
 from prhsim.metrics._knn_ties import GATHER_ELEMENTS, _row_chunks, _top, duplicate_groups, expand
 from prhsim.metrics._knn_ties import unit_rows as _unit_rows
 
@@ -545,7 +546,8 @@ def _knn_distinct(xp: Any, x: Any, k: int, block: int | None, scale: Any,
 # --------------------------------------------------------------------------------------
 # public functions
 # --------------------------------------------------------------------------------------
-def knn_indices(x: Any, k: int, *, block: int | None = None, screen: bool | None = None) -> Any:
+@knn_k_keyword
+def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | None = None) -> Any:
     """The k nearest rows of each row by inner product, excluding the row itself.
 
     Row i of the result lists the k rows j != i with the largest ⟨x_i, x_j⟩,
@@ -560,7 +562,7 @@ def knn_indices(x: Any, k: int, *, block: int | None = None, screen: bool | None
 
     Args:
         x: (N, d) array (numpy, torch or JAX); computed in its library, on its device.
-        k: neighbours per row, 1 <= k < N.
+        knn_k: neighbours per row, 1 <= knn_k < N (``k``: its deprecated spelling).
         block: tile side B; None picks B so that one tile is about 64 MB (the screen: equal
             blocks of at most 3500 rows).
         screen: True screens in bf16 (numpy or torch inputs; needs torch), False
@@ -578,6 +580,7 @@ def knn_indices(x: Any, k: int, *, block: int | None = None, screen: bool | None
     >>> knn_indices(np.array([[0.0], [1.0], [3.0], [1.0]]), 2).tolist()
     [[1, 2], [2, 3], [1, 3], [2, 1]]
     """
+    k = knn_k
     xp, x = _as_compute(x, "x")
     n = x.shape[0]
     k = _check_k(k, n)
@@ -593,12 +596,14 @@ def knn_indices(x: Any, k: int, *, block: int | None = None, screen: bool | None
     return _knn(xp, x, k, block, screen=screen)[1]
 
 
-def knn_chance(n: int, k: int) -> float:
+@knn_k_keyword
+def knn_chance(n: int, knn_k: int) -> float:
     """Expected :func:`mutual_knn` of two independent representations: k / (N − 1).
 
     >>> knn_chance(101, 10)
     0.1
     """
+    k = knn_k
     if isinstance(n, bool) or not isinstance(n, Integral) or n < 2:
         raise ValueError(f"the number of samples N must be an integer of at least 2, got {n!r}")
     return _check_k(k, int(n)) / (int(n) - 1)
@@ -642,7 +647,8 @@ def _both_lists(a: Any, b: Any, k: Any, block: Any, screen: Any, what: str) -> t
     return xp, n, k, ia, ib
 
 
-def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None, screen: bool | None = None) -> float:
+@knn_k_keyword
+def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, screen: bool | None = None) -> float:
     """Mean fraction of shared k nearest neighbours (cosine similarity) in two representations.
 
     ``(1/N) Σ_i |N_k^a(i) ∩ N_k^b(i)| / k`` with rows L2-normalised and the tie
@@ -654,7 +660,7 @@ def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None, screen:
     Args:
         a: (N, d_a) representation (numpy, torch or JAX).
         b: (N, d_b) representation of the same N samples, same library.
-        k: neighbours per sample, 1 <= k < N.
+        knn_k: neighbours per sample, 1 <= knn_k < N (``k``: its deprecated spelling).
         block: tile side of the neighbour search (see :func:`knn_indices`).
         screen: bf16 screening of the neighbour search: True, False, None = where it pays (:func:`knn_indices`).
 
@@ -662,14 +668,16 @@ def mutual_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None, screen:
         ValueError: k out of range, inputs not 2-D or of different N, NaN or inf, a zero row.
 
     >>> x = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
-    >>> mutual_knn(x, 3 * x, k=1)
+    >>> mutual_knn(x, 3 * x, knn_k=1)
     1.0
     """
+    k = knn_k
     xp, n, k, ia, ib = _both_lists(a, b, k, block, screen, "mutual_knn")
     return float(xp.sum(_mutual_counts(xp, ia, ib))) / (n * k)
 
 
-def cycle_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None, screen: bool | None = None) -> float:
+@knn_k_keyword
+def cycle_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, screen: bool | None = None) -> float:
     """Fraction of samples that return to themselves along a neighbour cycle b → a.
 
     ``(1/N) Σ_i 1[∃ j ∈ N_k^b(i) : i ∈ N_k^a(j)]``: from i, step to each of its
@@ -681,7 +689,7 @@ def cycle_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None, screen: 
     Args:
         a: (N, d_a) representation of the return step.
         b: (N, d_b) representation of the first step, same library.
-        k: neighbours per sample, 1 <= k < N.
+        knn_k: neighbours per sample, 1 <= knn_k < N (``k``: its deprecated spelling).
         block: tile side of the neighbour search.
         screen: bf16 screening of the neighbour search (see :func:`knn_indices`).
 
@@ -689,9 +697,10 @@ def cycle_knn(a: Any, b: Any, k: int = 10, *, block: int | None = None, screen: 
         ValueError: k out of range, inputs not 2-D or of different N, NaN or inf, a zero row.
 
     >>> x = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
-    >>> cycle_knn(x, x, k=1)
+    >>> cycle_knn(x, x, knn_k=1)
     1.0
     """
+    k = knn_k
     xp, n, k, ia, ib = _both_lists(a, b, k, block, screen, "cycle_knn")
     rows = max(1, GATHER_ELEMENTS // (k * k))
     hits = 0

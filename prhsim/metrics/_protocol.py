@@ -35,19 +35,19 @@ from prhsim.metrics._svcca import svcca
 def _mutual_knn(a: Any, b: Any, *, k: int) -> float:
     from prhsim.metrics._knn import mutual_knn
 
-    return float(mutual_knn(a, b, k=k))
+    return float(mutual_knn(a, b, knn_k=k))
 
 
 def _cycle_knn(a: Any, b: Any, *, k: int) -> float:
     from prhsim.metrics._knn import cycle_knn
 
-    return float(cycle_knn(a, b, k=k))
+    return float(cycle_knn(a, b, knn_k=k))
 
 
 def _cknna(a: Any, b: Any, *, k: int) -> float:
     from prhsim.metrics._cknna import cknna
 
-    return float(cknna(a, b, k=k))
+    return float(cknna(a, b, knn_k=k))
 
 
 def _linear_cka(a: Any, b: Any, *, k: int) -> float:

@@ -103,7 +103,7 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     images = image_features(feats_path, len(dataset.records))
     tokenizer = load_tokenizer(run / TOKENIZER_NAME)
     model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
-                        causal=settings.views == "ntp", proj_dim=settings.proj_dim, config=model_config)
+                        causal=settings.learner == "ntp", proj_dim=settings.proj_dim, config=model_config)
     optimizer = torch.optim.AdamW(model.parameters())
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
     state = load_checkpoint(run, model=model, optimizer=optimizer, scheduler=scheduler)
@@ -123,7 +123,7 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     n = len(test)
     k = min(knn_k, n - 1)
     result = {
-        "run": str(run), "step": state.step, "views": settings.views, "model": settings.model,
+        "run": str(run), "step": state.step, "learner": settings.learner, "views": settings.views, "label": settings.label, "model": settings.model,
         "data": str(json_path), "features": str(feats_path), "n_fit": len(val), "n_test": n,
         "r1_text_to_image": recall.a_to_b[1], "r5_text_to_image": recall.a_to_b[5],
         "r1_image_to_text": recall.b_to_a[1], "r5_image_to_text": recall.b_to_a[5],

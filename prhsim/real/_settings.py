@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -52,8 +53,11 @@ class RealTrainSettings(Settings):
         shuffle_buffer: records in the shuffle buffer of each parquet reader.
         tokenizer_records: parquet records the WordPiece vocabulary is built from (when no tokenizer is given).
         num_workers: data-loader worker processes building the batches (0: in the training process).
-        views: "good" (spans of different captions of an image), "bad" (spans of one caption) or
-            "ntp" (next-token prediction with causal attention).
+        learner: "jepa" (the JEPA objective on two views: LeJEPA's invariance + SIGReg) or "ntp"
+            (next-token prediction with causal attention; no views). ``views="ntp"``, an earlier
+            release's spelling, is read as ``learner="ntp"`` with a DeprecationWarning.
+        views: the JEPA learner's views: "good" (spans of different captions of an image) or "bad"
+            (two spans of one caption).
         model: "tiny", "bert-s" or "bert-b"; weights: a local Hugging Face checkpoint directory (random init if None).
         tokenizer: a local tokenizer.json or vocab.txt (None: WordPiece trained on the training captions,
             ``vocab_size`` tokens).
@@ -78,7 +82,8 @@ class RealTrainSettings(Settings):
     """
 
     data: str
-    views: Literal["good", "bad", "ntp"] = "good"
+    learner: Literal["jepa", "ntp"] = "jepa"
+    views: Literal["good", "bad"] = "good"
     model: Literal["tiny", "bert-s", "bert-b"] = "bert-s"
     weights: str | None = None
     tokenizer: str | None = None
@@ -107,3 +112,24 @@ class RealTrainSettings(Settings):
     log_every: int = Field(10, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     seed: int = Field(0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ntp_is_a_learner(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("views") == "ntp":
+            if data.get("learner", "ntp") != "ntp":
+                raise ValueError(f"views='ntp' (the old spelling of learner='ntp') contradicts learner={data['learner']!r}")
+            warnings.warn("views='ntp' is deprecated: next-token prediction is a learner, use learner='ntp' "
+                          "(--learner ntp)", DeprecationWarning, stacklevel=2)
+            data = {**{k: v for k, v in data.items() if k != "views"}, "learner": "ntp"}
+        return data
+
+    @property
+    def task(self) -> Literal["good", "bad", "ntp"]:
+        """What a batch holds: pairs of good or of bad views (the JEPA learner), or captions (next-token prediction)."""
+        return "ntp" if self.learner == "ntp" else self.views
+
+    @property
+    def label(self) -> str:
+        """The run's training in a few words: "good views", "bad views" or "next-token prediction"."""
+        return "next-token prediction" if self.learner == "ntp" else f"{self.views} views"

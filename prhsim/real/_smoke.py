@@ -148,6 +148,7 @@ def _model_alone(weights: Path, batch: int, image_size: int, device, repeats: in
 
 
 def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: str = "bert-s", views: str = "good",
+          learner: str = "jepa",
           batch_size: int = 256, epochs: int = 1, weights: Path | str | None = None, image_size: int = 224,
           workers: int | None = None, device: str = "auto", compile: str = "none",
           progress: Callable[..., None] | None = None) -> dict[str, Any]:
@@ -198,7 +199,7 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     steps = max(1, epochs * (train_images // batch_size))
     run = out / "run"
     shutil.rmtree(run, ignore_errors=True)
-    settings = RealTrainSettings(data=str(data), views=views, model=model, steps=steps, batch_size=batch_size,
+    settings = RealTrainSettings(data=str(data), learner=learner, views=views, model=model, steps=steps, batch_size=batch_size,
                                  num_workers=workers, device=str(dev.type), log_every=max(1, steps // 10),
                                  checkpoint_every=steps, tensorboard=False, compile=compile)
     if dev.type == "cuda":
@@ -208,7 +209,7 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     train_s = time.perf_counter() - tick
     peak_memory = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None
     samples_per_s, tokens_per_s, token_share = steady_rates(run / METRICS_NAME, batch_size)
-    views_per_image = ViewLaw().views_per_image(views)
+    views_per_image = ViewLaw().views_per_image(settings.task)
     parameters = _non_embedding_parameters(run)
     peak = peak_tflops(dev)
 
@@ -216,7 +217,8 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     result = evaluate_run(run, features=data / FEATURES_NAME, n_fit=1000)
     report = {
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-        "images": images, "captions": captions, "model": model, "views": views, "batch_size": batch_size,
+        "images": images, "captions": captions, "model": model, "learner": settings.learner, "views": settings.views, "label": settings.label,
+        "batch_size": batch_size,
         "steps": steps, "export_s": export_s,
         "features": {"images_per_s": pipeline, "model_alone_images_per_s": alone, "share": pipeline / alone,
                      "seconds": features_s, "workers": workers, "weights": str(image_weights)},

@@ -157,7 +157,7 @@ def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_
             tokenizer = train_wordpiece(_training_texts(settings, data), settings.vocab_size)
     torch.manual_seed(settings.seed)
     model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
-                        causal=settings.views == "ntp", proj_dim=settings.proj_dim,
+                        causal=settings.learner == "ntp", proj_dim=settings.proj_dim,
                         weights=Path(settings.weights) if settings.weights and model_config is None else None,
                         config=model_config, dropout=settings.dropout)
     device = torch.device("cpu") if device is None else device
@@ -179,10 +179,10 @@ def batch_source(settings, data: CaptionDataset | list[Path], tokenizer, *, star
     pad, mask_id = tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[MASK]")
     if isinstance(data, CaptionDataset):
         captions = [encode(tokenizer, list(r.texts), settings.max_length) for r in data.split("train")]
-        return EpochBatches(captions, settings.views, batch_size=settings.batch_size // world_size, pad=pad, mask_id=mask_id,
+        return EpochBatches(captions, settings.task, batch_size=settings.batch_size // world_size, pad=pad, mask_id=mask_id,
                             max_length=settings.max_length, seed=settings.seed, rank=rank, world_size=world_size,
                             row_multiple=settings.row_multiple)
-    return StreamBatches(data, settings.text_columns, settings.views, tokenizer=tokenizer,
+    return StreamBatches(data, settings.text_columns, settings.task, tokenizer=tokenizer,
                          batch_size=settings.batch_size // world_size, max_length=settings.max_length, seed=settings.seed,
                          start=start, num_workers=settings.num_workers, shuffle_buffer=settings.shuffle_buffer,
                          id_column=settings.id_column, rank=rank, world_size=world_size,
@@ -289,10 +289,10 @@ def _objective(model, batch, settings, step: int, device):
     world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
     ids, positions, segments = batch
     B = settings.batch_size // world
-    V = ViewLaw().views_per_image(settings.views)
+    V = ViewLaw().views_per_image(settings.task)
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
         out = model(ids, positions, segments, V * B)
-    if settings.views == "ntp":
+    if settings.learner == "ntp":
         if world == 1:
             return out
         targets = next_token_targets(segments).sum().to(torch.float32)
@@ -426,9 +426,9 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
         from prhsim.real._figure import run_figure
         from prhsim.io import save_png
 
-        save_png(run_figure(out / METRICS_NAME, f"{settings.views} views, {settings.model}, {step} steps"),
+        save_png(run_figure(out / METRICS_NAME, f"{settings.label}, {settings.model}, {step} steps"),
                  out / FIGURE_NAME)
-        write_text_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "views": settings.views,
+        write_text_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "learner": settings.learner, "views": settings.views,
                                                      "model": settings.model}))
     return summary
 

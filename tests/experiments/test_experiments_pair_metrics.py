@@ -49,7 +49,7 @@ def test_the_rows_are_paired_observations_of_states_drawn_from_p():
     na, nb = twin.choice(2, size=n_z, p=q_a), twin.choice(3, size=n_z, p=q_b)
     A, B = F_a[z * 2 + na], F_b[z * 3 + nb]
     assert got.samples == n_z and got.knn_k == KNN_K
-    assert got.mutual_knn == pytest.approx(mutual_knn(A, B, k=KNN_K), abs=1e-12)
+    assert got.mutual_knn == pytest.approx(mutual_knn(A, B, knn_k=KNN_K), abs=1e-12)
     assert got.linear_cka == pytest.approx(linear_cka(A, B), abs=1e-12)
     assert 0.0 < got.mutual_knn < 1.0 and 0.0 <= got.r1 <= 1.0
     assert pair_metrics(F_a[:10], q_a, F_b[:15], q_b, np.full(5, 0.2), rng=np.random.default_rng(0)) is None

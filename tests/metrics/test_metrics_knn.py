@@ -281,7 +281,7 @@ def test_cknna_default_k_is_resolved_before_the_check():
     K, L = h @ A @ A.T @ h, h @ B @ B.T @ h
     off = ~np.eye(6, dtype=bool)
     expected = np.sum(K[off] * L[off]) / np.sqrt(np.sum(K[off] ** 2) * np.sum(L[off] ** 2))
-    assert_close(cknna(a, b, k=None), expected, atol=1e-12)
+    assert_close(cknna(a, b, knn_k=None), expected, atol=1e-12)
     with pytest.raises(ValueError, match="k must be below the number of samples N = 6"):
         cknna(a, b)  # the default k = 10 does not fit N = 6
 
@@ -917,3 +917,20 @@ def test_copies_are_found_as_the_twin_finds_them(monkeypatch, lib):
     monkeypatch.setattr(_knn_ties, "_multipliers", lambda words: np.zeros((2, words), dtype=np.uint32))
     np.testing.assert_array_equal(groups(x), twin_groups(x))
     assert (groups(distinct) == np.arange(30)).all()
+
+
+@pytest.mark.parametrize("name", ["mutual_knn", "cycle_knn", "cknna", "knn_indices", "knn_chance"])
+def test_neighbours_are_knn_k_and_the_old_keyword_k_warns(name):
+    """k is a number of features everywhere; the k-NN functions take their neighbours as knn_k (k= still works,
+    with a DeprecationWarning naming knn_k, and gives the same answer)."""
+    import prhsim.metrics as metrics
+
+    fn = getattr(metrics, name)
+    x = np.random.default_rng(0).normal(size=(12, 3))
+    args = (12,) if name == "knn_chance" else (x,) if name == "knn_indices" else (x, 2 * x + 0.1)
+    want = fn(*args, knn_k=3)
+    with pytest.warns(DeprecationWarning, match=rf"{name}\(k=\.\.\.\) is deprecated.*use knn_k="):
+        got = fn(*args, k=3)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    with pytest.raises(TypeError, match="both knn_k and its deprecated spelling k"):
+        fn(*args, k=3, knn_k=3)

@@ -312,10 +312,10 @@ def test_protocol_knn_metrics_and_chance():
     score = prh_protocol(A, B, metric="mutual_knn", k=5, clip_quantile=None)
     assert score.layers == (2, 1) and score.chance == knn.knn_chance(30, 5)
     unit = [X / np.linalg.norm(X, axis=-1, keepdims=True) for X in (A, B)]
-    assert_close(score.table[0, 2], knn.mutual_knn(unit[0][:, 0], unit[1][:, 2], k=5))
+    assert_close(score.table[0, 2], knn.mutual_knn(unit[0][:, 0], unit[1][:, 2], knn_k=5))
     cycle = prh_protocol(A, B, metric="cycle_knn", k=5, clip_quantile=None)
     assert cycle.chance is None and cycle.table.shape == (4, 3)
-    assert_close(cycle.table[3, 0], knn.cycle_knn(unit[0][:, 3], unit[1][:, 0], k=5))
+    assert_close(cycle.table[3, 0], knn.cycle_knn(unit[0][:, 3], unit[1][:, 0], knn_k=5))
 
 
 def test_protocol_cknna():
@@ -324,7 +324,7 @@ def test_protocol_cknna():
     score = prh_protocol(A, B, metric="cknna", k=5, clip_quantile=None)
     unit = [X / np.linalg.norm(X, axis=-1, keepdims=True) for X in (A, B)]
     assert score.chance is None and score.table.shape == (4, 3) and score.layers == (2, 1)
-    assert_close(score.table[3, 0], cknna_module.cknna(unit[0][:, 3], unit[1][:, 0], k=5))
+    assert_close(score.table[3, 0], cknna_module.cknna(unit[0][:, 3], unit[1][:, 0], knn_k=5))
 
 
 # --- errors: one line each -------------------------------------------------------------------------

@@ -18,6 +18,7 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
 from prhsim.real import RealTrainSettings  # noqa: E402
+from support import real_task  # noqa: E402
 from prhsim.real import train_real  # noqa: E402
 from prhsim.real._distributed import global_mean  # noqa: E402
 from prhsim.objectives import draw_directions, lejepa_loss, sigreg
@@ -119,7 +120,7 @@ SETTINGS = dict(model="tiny", steps=6, batch_size=8, vocab_size=64, max_length=1
 def _torchrun(data, out, *extra, views="good"):
     sets = [f"--set={key}={json.dumps(value)}" for key, value in SETTINGS.items() if key not in ("steps",)]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}",
-               "-m", "prhsim", "real", "train", "--data", str(data), "--views", views,
+               "-m", "prhsim", "real", "train", "--data", str(data), *(["--learner", "ntp"] if views == "ntp" else ["--views", views]),
                "--steps", str(SETTINGS["steps"]), *sets,
                "--out", str(out), "-q", *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -152,7 +153,7 @@ def two_processes(data, tmp_path_factory):
 def test_two_processes_end_where_one_process_ends_on_the_same_global_batch(data, two_processes, tmp_path, views):
     """SIGReg over the global batch and the invariance averaged (JEPA), or every next token weighted alike (NTP)."""
     one = tmp_path / "one"
-    train_real(RealTrainSettings(data=str(data), views=views, **SETTINGS), one)
+    train_real(RealTrainSettings(data=str(data), **real_task(views), **SETTINGS), one)
     a, b = _parameters(one), _parameters(two_processes(views))
     assert a.keys() == b.keys()
     worst = max(float((a[k] - b[k]).abs().max()) for k in a)

@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from prhsim.real._packing import (attention_mask, next_token_targets, pack, row_length,  # noqa: E402
                                               segment_mean, unpack)
 from prhsim.real._text_models import TextEncoder  # noqa: E402
+from support import real_task  # noqa: E402
 
 
 def naive_first_fit_decreasing(lengths, row_length):
@@ -165,7 +166,7 @@ def test_the_training_objective_on_packed_views_is_the_objective_of_each_view_re
     B, step = 6, 3
     rng = np.random.default_rng(1)
     captions = [[rng.integers(5, 60, size=int(rng.integers(3, 16))) for _ in range(3)] for _ in range(12)]
-    settings = RealTrainSettings(data="unused", views=views, model="tiny", batch_size=B, max_length=16,
+    settings = RealTrainSettings(data="unused", **real_task(views), model="tiny", batch_size=B, max_length=16,
                                  num_directions=32, proj_dim=8, dropout=0.0, seed=4, row_multiple=4)
     source = EpochBatches(captions, views, batch_size=B, pad=0, mask_id=4, max_length=16, seed=4, row_multiple=4)
     model = _model(views == "ntp", 2)

@@ -14,6 +14,7 @@ pytest.importorskip("tokenizers")
 torch = pytest.importorskip("torch")
 
 from prhsim.cli import main  # noqa: E402
+from support import real_task  # noqa: E402
 from prhsim.real import RealTrainSettings  # noqa: E402
 from prhsim.real import DataError, evaluate_run, train_real  # noqa: E402
 
@@ -32,7 +33,7 @@ def _settings(data, **kw):
 @pytest.mark.parametrize("views", ["good", "bad", "ntp"])
 def test_each_learner_trains_and_is_scored(data, tmp_path, views):
     run = tmp_path / views
-    summary = train_real(_settings(data, views=views), run)
+    summary = train_real(_settings(data, **real_task(views)), run)
     assert summary.steps == 6 and np.isfinite(summary.loss)
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [2, 4, 6] and all(x["tokens_per_s"] > 0 for x in lines)
@@ -139,7 +140,7 @@ def test_next_token_prediction_from_a_checkpoint_is_causal_and_evaluates(data, t
         b = encoder.backbone(input_ids=changed).last_hidden_state[0, :-1]
     assert torch.allclose(a, b, atol=1e-6)
     run = tmp_path / "ntp"
-    train_real(_settings(data, views="ntp", steps=2, weights=str(weights),
+    train_real(_settings(data, learner="ntp", steps=2, weights=str(weights),
                          tokenizer=str(tokenizer_run / "tokenizer.json")), run)
     assert evaluate_run(run, n_fit=10)["n_test"] == 12
 
@@ -161,6 +162,30 @@ def test_the_command_line_trains_resumes_and_evaluates(data, tmp_path):
     assert changed.exit_code == 2 and "not views" in changed.output
     table = runner.invoke(main, ["real", "eval", str(run), "--n-fit", "10"])
     assert table.exit_code == 0 and "R@1 text -> image" in table.output and "chance" in table.output
+
+
+def test_next_token_prediction_is_a_learner_and_the_old_views_spelling_warns(data, tmp_path):
+    """learner="ntp" (views are the JEPA learner's); views="ntp", the earlier spelling, is read as learner="ntp"
+    with a DeprecationWarning, and --views ntp with a one-line notice."""
+    with pytest.warns(DeprecationWarning, match="use learner='ntp'"):
+        old = _settings(data, views="ntp")
+    assert old == _settings(data, learner="ntp") and old.task == "ntp" and old.label == "next-token prediction"
+    assert _settings(data, views="bad").task == "bad" and _settings(data, views="bad").label == "bad views"
+    with pytest.raises(ValueError, match="contradicts learner='jepa'"):
+        _settings(data, views="ntp", learner="jepa")
+    runner = CliRunner()
+    base = ["real", "train", "--data", str(data), "--model", "tiny", "--steps", "2", "--batch-size", "8",
+            "--set", "vocab_size=64", "--set", 'device="cpu"', "-q"]
+    done = runner.invoke(main, [*base, "--views", "ntp", "--out", str(tmp_path / "old")])
+    assert done.exit_code == 0, done.output
+    assert "--views ntp is deprecated (next-token prediction is a learner): use --learner ntp" in done.output
+    assert json.loads((tmp_path / "old" / "config.json").read_text())["learner"] == "ntp"
+    refused = runner.invoke(main, [*base, "--views", "ntp", "--learner", "jepa", "--out", str(tmp_path / "x")])
+    assert refused.exit_code == 2 and "contradicts --learner jepa" in refused.output
+    assert runner.invoke(main, [*base, "--learner", "ntp", "--out", str(tmp_path / "new")]).exit_code == 0
+    assert json.loads((tmp_path / "new" / "summary.json").read_text())["learner"] == "ntp"
+    table = runner.invoke(main, ["real", "eval", str(tmp_path / "new"), "--n-fit", "10"])
+    assert table.exit_code == 0 and "(next-token prediction, tiny, step 2)" in table.output
 
 
 def test_dinov2_features_of_every_image_in_order(data, tmp_path):

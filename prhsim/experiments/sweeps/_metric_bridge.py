@@ -104,8 +104,8 @@ def _sample_metrics(A: np.ndarray, B: np.ndarray, knn_k: int, fit: np.ndarray) -
     except ImportError:  # pragma: no cover - CKNNA is optional in this bridge
         cknna = None
     r = retrieval(A, B, fit=fit, ks=(1,))
-    return (float(mutual_knn(A, B, k=knn_k)), float(linear_cka(A, B)),
-            None if cknna is None else float(cknna(A, B, k=knn_k)), (r.a_to_b[1] + r.b_to_a[1]) / 2)
+    return (float(mutual_knn(A, B, knn_k=knn_k)), float(linear_cka(A, B)),
+            None if cknna is None else float(cknna(A, B, knn_k=knn_k)), (r.a_to_b[1] + r.b_to_a[1]) / 2)
 
 
 def metric_bridge(size: int = 4, objects: int = 1, *, levels: int = 16, samples: int = 1000, knn_k: int = 10,
