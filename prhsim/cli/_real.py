@@ -4,6 +4,7 @@ from a prhsim world, with its known image representation, to test the real pipel
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from rich.markup import escape
 
 from prhsim._budget import ResourceError
 from prhsim.io import OutputError, check_out_folder, json_text, write_text_atomic
-from prhsim.cli._console import UsageProblem, bar_reporter, console, stage_reporter
+from prhsim.cli._console import UsageProblem, bar_reporter, console
+from prhsim.cli._driver import drive
 from prhsim.cli._options import git_revision, parse_out, read_own_config
 from pydantic import ValidationError
 
@@ -37,8 +39,10 @@ def real() -> None:
               help="JSON or TOML file of these settings; --set and flags override it.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting (values as in TOML; repeatable).")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder.")
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print the export's summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
-def export_synthetic_command(world_kind, out, images, captions, seed, config_file, sets, overwrite, quiet) -> None:
+def export_synthetic_command(world_kind, out, images, captions, seed, config_file, sets, overwrite, as_json,
+                             quiet) -> None:
     """A Flickr-format dataset from a prhsim world: PNG images, Karpathy JSON with captions, and the pixel
     closed form as frozen image features (image_features.npy)."""
     from prhsim.real import ExportSettings
@@ -52,25 +56,27 @@ def export_synthetic_command(world_kind, out, images, captions, seed, config_fil
         check_out_folder(out, overwrite=overwrite)
     except (ConfigError, OutputError) as exc:
         raise UsageProblem(str(exc)) from None
-    from prhsim.real import export_synthetic
+    from prhsim.real import plan_export, write_export
 
-    try:
-        with stage_reporter("prhsim real export-synthetic", quiet=quiet) as say:
-            say(f"rendering {settings.images:,} images and {settings.images * settings.captions:,} captions")
-            summary = export_synthetic(
-                settings.world.build_scene(), out, images=settings.images, captions=settings.captions,
-                val=settings.val, test=settings.test, pixel_scale=settings.pixel_scale, k=settings.k,
-                overwrite=overwrite, rng=settings.seed,
-                meta={"git_revision": git_revision(), "config": settings.model_dump(mode="json")})
-    except (ResourceError, OutputError, ValueError) as exc:
-        raise UsageProblem(str(exc).splitlines()[0]) from None
-    except KeyboardInterrupt:
-        click.echo("prhsim real export-synthetic: interrupted; nothing was written", err=True)
-        sys.exit(130)
-    if not quiet:
-        console().print(escape(
-            f"wrote {out}/: {summary.images:,} images of {summary.side} px ({json.dumps(summary.splits)}), "
-            f"{summary.captions} captions each, image features of k = {summary.k}"), highlight=False)
+    def compute(say):
+        say(f"planning {settings.images:,} images and {settings.images * settings.captions:,} captions")
+        return plan_export(settings.world.build_scene(), images=settings.images, captions=settings.captions,
+                           val=settings.val, test=settings.test, pixel_scale=settings.pixel_scale, k=settings.k,
+                           rng=settings.seed,
+                           meta={"git_revision": git_revision(), "config": settings.model_dump(mode="json")})
+
+    def write(plan, stage):
+        write_export(plan, stage)
+        return dataclasses.asdict(plan.summary(out))
+
+    def report(plan, out_console):
+        summary = plan.summary(out)
+        out_console.print(escape(f"{summary.images:,} images of {summary.side} px ({json.dumps(summary.splits)}), "
+                                 f"{summary.captions} captions each, image features of k = {summary.k}"),
+                          highlight=False)
+
+    drive("prhsim real export-synthetic", out, overwrite=overwrite, quiet=quiet, as_json=as_json, compute=compute,
+          write=write, report=report, errors=(ValueError,))
 
 
 #: Settings ``--resume`` may change: the number of steps (the schedule is rebuilt for the new total), what is

@@ -16,8 +16,11 @@ from prhsim.real._export import (
     FEATURES_NAME as FEATURES_NAME,
     IMAGE_DIR as IMAGE_DIR,
     JSON_NAME as JSON_NAME,
+    ExportPlan as ExportPlan,
     ExportSummary as ExportSummary,
     export_synthetic as export_synthetic,
+    plan_export as plan_export,
+    write_export as write_export,
 )
 from prhsim.real._karpathy import (
     CaptionDataset as CaptionDataset,
@@ -49,6 +52,7 @@ __all__ = [
     "CaptionDataset",
     "DataError",
     "ExportSettings",
+    "ExportPlan",
     "ExportSummary",
     "FEATURES_NAME",
     "IMAGE_DIR",
@@ -63,6 +67,8 @@ __all__ = [
     "encode_images",
     "evaluate_run",
     "export_synthetic",
+    "plan_export",
+    "write_export",
     "has_checkpoint",
     "launched",
     "parquet_shards",

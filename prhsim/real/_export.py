@@ -53,11 +53,33 @@ class ExportSummary:
     splits: dict[str, int]
 
 
+@dataclass(frozen=True)
+class ExportPlan:
+    """Everything of an export but its files (:func:`plan_export`): the records, features and world.json."""
+
+    scene: GridScene
+    states: np.ndarray
+    lighting: np.ndarray
+    scale: int
+    entries: list[dict[str, Any]]
+    features: np.ndarray
+    world: dict[str, Any]
+    k: int
+    side: int
+    splits: dict[str, int]
+
+    def summary(self, out: Path | str) -> "ExportSummary":
+        """The :class:`ExportSummary` of this export written to ``out``."""
+        return ExportSummary(str(out), self.world["images"], self.world["captions"], self.k, self.side * self.scale,
+                             self.splits)
+
+
 def export_synthetic(scene: GridScene, out: Path | str, *, images: int = 2000, captions: int = 5,
                      val: float = 0.1, test: float = 0.1, pixel_scale: int | None = None,
                      k: int | Literal["auto"] = "auto", overwrite: bool = False, rng: RngLike = None,
                      meta: dict[str, Any] | None = None) -> ExportSummary:
-    """Write the synthetic Flickr-format dataset of ``scene`` into ``out`` (module docstring).
+    """Write the synthetic Flickr-format dataset of ``scene`` into ``out`` (module docstring), whole or not at all:
+    :func:`plan_export`, then :func:`write_export` into a staged folder renamed into place.
 
     Args:
         scene: a gridscene (pixels and caption renderers).
@@ -69,10 +91,19 @@ def export_synthetic(scene: GridScene, out: Path | str, *, images: int = 2000, c
         meta: extra keys for world.json (the command adds its settings and git revision).
 
     Raises:
-        ValueError: on a bad count or fraction; :class:`prhsim.io._files.OutputError` on an unusable folder.
+        ValueError: on a bad count or fraction; :class:`prhsim.io.OutputError` on an unusable folder.
     """
-    from PIL import Image
+    plan = plan_export(scene, images=images, captions=captions, val=val, test=test, pixel_scale=pixel_scale, k=k,
+                       rng=rng, meta=meta)
+    with staged_folder(Path(out), overwrite=overwrite) as stage:
+        write_export(plan, stage)
+    return plan.summary(out)
 
+
+def plan_export(scene: GridScene, *, images: int = 2000, captions: int = 5, val: float = 0.1, test: float = 0.1,
+                pixel_scale: int | None = None, k: int | Literal["auto"] = "auto", rng: RngLike = None,
+                meta: dict[str, Any] | None = None) -> ExportPlan:
+    """The export's records, splits, captions and image features (arguments of :func:`export_synthetic`); no file."""
     images, captions = _count("images", images, 3), _count("captions", captions, 1)
     if not (0 < val < 1 and 0 < test < 1 and val + test < 1):
         raise ValueError(f"val and test must be fractions in (0, 1) summing below 1, got {val} and {test}")
@@ -105,17 +136,25 @@ def export_synthetic(scene: GridScene, out: Path | str, *, images: int = 2000, c
              "k": optimum.k, "eigenvalues": [float(x) for x in optimum.eigenvalues], "gap": float(optimum.gap),
              "vocabulary": list(law.vocabulary), "images": images, "captions": captions,
              "distinct_states": bool(distinct), "pixel_scale": scale, **(meta or {})}
-    with staged_folder(Path(out), overwrite=overwrite) as stage:
-        (stage / IMAGE_DIR).mkdir()
-        for i in range(images):
-            pixels_i = modality.render(states[i:i + 1], lighting[i:i + 1])[0]
-            big = np.repeat(np.repeat(pixels_i, scale, axis=0), scale, axis=1)
-            Image.fromarray(big).save(stage / IMAGE_DIR / f"{i:06d}.png")
-        (stage / JSON_NAME).write_text(json.dumps({"dataset": "prhsim-gridscene", "images": entries}))
-        np.save(stage / FEATURES_NAME, features)
-        (stage / "world.json").write_text(json_text(world))
     counts = {name: int(np.sum(split == name)) for name in ("train", "val", "test")}
-    return ExportSummary(str(out), images, captions, optimum.k, side * scale, counts)
+    return ExportPlan(scene, states, lighting, scale, entries, features, world, optimum.k, side, counts)
+
+
+def write_export(plan: ExportPlan, folder: Path) -> ExportSummary:
+    """Write ``plan``'s images, caption JSON, image features and world.json into ``folder`` (new or empty)."""
+    from PIL import Image
+
+    modality = pixels(plan.scene)
+    folder = Path(folder)
+    (folder / IMAGE_DIR).mkdir()
+    for i in range(len(plan.states)):
+        pixels_i = modality.render(plan.states[i:i + 1], plan.lighting[i:i + 1])[0]
+        big = np.repeat(np.repeat(pixels_i, plan.scale, axis=0), plan.scale, axis=1)
+        Image.fromarray(big).save(folder / IMAGE_DIR / f"{i:06d}.png")
+    (folder / JSON_NAME).write_text(json.dumps({"dataset": "prhsim-gridscene", "images": plan.entries}))
+    np.save(folder / FEATURES_NAME, plan.features)
+    (folder / "world.json").write_text(json_text(plan.world))
+    return plan.summary(folder)
 
 
 def _count(name: str, value: Any, low: int) -> int:

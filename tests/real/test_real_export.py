@@ -82,6 +82,14 @@ def test_the_command_writes_the_folder_whole(tmp_path):
     ring = runner.invoke(main, ["real", "export-synthetic", "--world", "ring", "--out", str(tmp_path / "r")])
     assert ring.exit_code == 2 and "caption renderers" in ring.output and not (tmp_path / "r").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staged folder left behind
+    shown = runner.invoke(main, ["real", "export-synthetic", "--out", str(tmp_path / "j"), "--images", "10",
+                                 "--set", "world.size=2", "--set", "world.objects=1", "--json"])
+    assert shown.exit_code == 0, shown.output
+    summary = json.loads(shown.stdout)
+    assert summary["images"] == 10 and summary["out"] == str(tmp_path / "j") and sum(summary["splits"].values()) == 10
+    table = runner.invoke(main, ["real", "export-synthetic", "--out", str(tmp_path / "t"), "--images", "10",
+                                 "--set", "world.size=2", "--set", "world.objects=1"])
+    assert table.exit_code == 0 and "10 images of" in table.output and f"wrote {tmp_path / 't'}/" in table.output
 
 
 def test_json_lines_are_read_into_the_same_records(tmp_path):
