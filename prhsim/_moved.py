@@ -1,7 +1,9 @@
-"""Names that moved for one release: a module ``__getattr__`` that finds each in its new home, with a warning."""
+"""Names that moved for one release: a module ``__getattr__`` that finds each in its new home, and a keyword
+that was renamed, each with a warning."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import warnings
 from typing import Any, Callable
@@ -22,3 +24,24 @@ def forwarder(old: str, home: Callable[[str], tuple[str, str] | None]) -> Callab
         return getattr(importlib.import_module(module), new)
 
     return __getattr__
+
+
+def renamed_keyword(old: str, new: str, why: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator: ``fn(..., new=...)`` also takes its earlier keyword ``old=`` for one release, with a
+    ``DeprecationWarning`` naming ``new`` (``why``, when given, says why it was renamed); both at once is a TypeError."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"{fn.__name__}() got both {new} and its deprecated spelling {old}")
+                reason = f" ({why})" if why else ""
+                warnings.warn(f"{fn.__name__}({old}=...) is deprecated{reason}: use {new}=", DeprecationWarning,
+                              stacklevel=2)
+                kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

@@ -40,7 +40,7 @@ from typing import Any
 
 from array_api_compat import device as array_device
 
-from prhsim.metrics._neighbours import knn_k_keyword
+from prhsim._moved import renamed_keyword
 from prhsim.metrics._knn import (
     GATHER_ELEMENTS,
     TILE_BYTES,
@@ -73,7 +73,7 @@ def _neighbour_inner(xp: Any, c: Any, idx: Any) -> Any:
     return xp.concat(out, axis=0)
 
 
-@knn_k_keyword
+@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None) -> float:
     """CKNNA: CKA of the L2-normalised features restricted to mutual k-nearest-neighbour pairs.
 

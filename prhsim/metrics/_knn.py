@@ -73,7 +73,7 @@ from array_api_compat import (
 )
 
 from prhsim._budget import ensure_fits
-from prhsim.metrics._neighbours import knn_k_keyword
+from prhsim._moved import renamed_keyword
 from prhsim.metrics._knn_ties import GATHER_ELEMENTS, _row_chunks, _top, duplicate_groups, expand
 from prhsim.metrics._knn_ties import unit_rows as _unit_rows
 
@@ -546,7 +546,7 @@ def _knn_distinct(xp: Any, x: Any, k: int, block: int | None, scale: Any,
 # --------------------------------------------------------------------------------------
 # public functions
 # --------------------------------------------------------------------------------------
-@knn_k_keyword
+@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | None = None) -> Any:
     """The k nearest rows of each row by inner product, excluding the row itself.
 
@@ -596,7 +596,7 @@ def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | 
     return _knn(xp, x, k, block, screen=screen)[1]
 
 
-@knn_k_keyword
+@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def knn_chance(n: int, knn_k: int) -> float:
     """Expected :func:`mutual_knn` of two independent representations: k / (N − 1).
 
@@ -647,7 +647,7 @@ def _both_lists(a: Any, b: Any, k: Any, block: Any, screen: Any, what: str) -> t
     return xp, n, k, ia, ib
 
 
-@knn_k_keyword
+@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, screen: bool | None = None) -> float:
     """Mean fraction of shared k nearest neighbours (cosine similarity) in two representations.
 
@@ -676,7 +676,7 @@ def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, scr
     return float(xp.sum(_mutual_counts(xp, ia, ib))) / (n * k)
 
 
-@knn_k_keyword
+@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def cycle_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, screen: bool | None = None) -> float:
     """Fraction of samples that return to themselves along a neighbour cycle b → a.
 

@@ -11,7 +11,7 @@ from prhsim.cli import main
 from prhsim.experiments.sweeps import SWEEPS
 
 SMALL = {
-    "bad-view": ["--set", "eps=[0.1, 0.5, 1.0]"],
+    "bad-view": ["--set", "eps_grid=[0.1, 0.5, 1.0]"],
     "kernel-mismatch": ["--set", "worlds=2", "--set", "perturbations=[1e-3, 1e-2]"],
     "gap-sensitivity": ["--set", "gaps=[0.0, 0.01]"],
     "restricted-encoder": ["--set", "size=2"],
@@ -19,7 +19,7 @@ SMALL = {
     "ntp-ca": ["--set", "strengths=[0.1, 1.0]", "--set", "worlds=1"],
     "captioning": ["--set", "n_fits=[1, 5]", "--set", "n_seeds=1", "--set", "decoder_steps=50", "--set", "images=20",
                    "--set", "pair_free_samples=200", "--set", 'text="view"', "--set", "world.size=3"],
-    "pair-free": ["--set", "gaps=[0.0, 0.07]", "--set", "samples=[1000]", "--set", "eps=[1.0]", "--set", "n_seeds=1",
+    "pair-free": ["--set", "gaps=[0.0, 0.07]", "--set", "samples=[1000]", "--set", "eps_grid=[1.0]", "--set", "n_seeds=1",
                   "--set", "n_states=50", "--set", "base_samples=2000"],
     "sigreg-weight": ["--lam", "0.01,0.1", "--steps", "50", "--seeds", "1", "--n", "12"],
     "sample-efficiency": ["--budgets", "100,300", "--seeds", "1", "--set", "steps=40", "--set", "batch_size=64",
@@ -62,18 +62,19 @@ def test_each_sweep_writes_its_folder_and_matches_the_library(tmp_path, name):
 
 def test_a_config_file_and_json_output(tmp_path):
     config = tmp_path / "sweep.toml"
-    config.write_text("eps = [0.2, 1.0]\nk = 2\n[world]\nkind = \"gridscene\"\nsize = 2\nobjects = 1\n")
+    config.write_text("eps_grid = [0.2, 1.0]\nk = 2\n[world]\nkind = \"gridscene\"\nsize = 2\nobjects = 1\n")
     result = CliRunner().invoke(main, ["sweep", "bad-view", "--config", str(config), "--json", "--no-figures",
                                        "--out", str(tmp_path / "o")])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)  # progress goes to stderr
-    assert doc["eps"] == [0.2, 1.0] and doc["k"] == 2 and doc["n_states"] == 36
+    assert doc["eps_grid"] == [0.2, 1.0] and doc["k"] == 2 and doc["n_states"] == 36
     assert not (tmp_path / "o" / "bad-view.png").exists()
 
 
 @pytest.mark.parametrize("name, args, message", [
     ("bad-view", ["--set", "epz=1"], "unknown key 'epz'"),
-    ("bad-view", ["--set", "eps=[0.0, 1.0]"], "every eps must lie in (0, 1], got 0.0"),
+    ("bad-view", ["--set", "eps_grid=[0.0, 1.0]"], "every eps must lie in (0, 1], got 0.0"),
+    ("bad-view", ["--set", "eps=[0.5, 1.0]"], "the key 'eps' is now 'eps_grid'"),
     ("kernel-mismatch", ["--set", "n=2"], "n: Input should be greater than or equal to 4"),
     ("gap-sensitivity", ["--set", "perturbation=2"], "perturbation: Input should be less than or equal to 1"),
     ("gap-sensitivity", ["--set", "size=0.01"], "the key 'size' is now 'perturbation'"),

@@ -27,7 +27,7 @@ EXACT = 1e-8
 @pytest.fixture(scope="module")
 def bad_views() -> BadViewSweep:
     # ε = 0.1: nuisance fills every slot; 0.23: 1 − ε between the slow 0.78 and 0.76; 0.5 and 1: nuisance-free
-    return bad_view_sweep(eps=[0.1, 0.23, 0.5, 1.0])
+    return bad_view_sweep(eps_grid=[0.1, 0.23, 0.5, 1.0])
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def _one_line_error(call, match: str) -> None:
 # ---------------------------------------------------------------- bad views (§4)
 
 def test_bad_view_good_view_predicts_and_observes_zero(bad_views):
-    last = bad_views.eps.index(1.0)
+    last = bad_views.eps_grid.index(1.0)
     for pair in bad_views.pairs:
         assert pair.predicted_rho_p[last] == 0.0
         assert pair.observed_rho_p[last] < EXACT
@@ -91,7 +91,7 @@ def test_bad_view_observed_equals_predicted_wherever_determined(bad_views):
 
 def test_bad_view_tie_between_nuisance_and_slow_features_is_undetermined():
     # 1 − ε = 0.78 is the slow shape eigenvalue: the nuisance block and the slow pair tie across k
-    result = bad_view_sweep(eps=[0.22])
+    result = bad_view_sweep(eps_grid=[0.22])
     pixels = next(m for m in result.modalities if m.name == "pixels")
     assert pixels.predicted_kz == [None]
     assert all(p.predicted_rho_p == [None] for p in result.pairs if "pixels" in (p.a, p.b))
@@ -99,7 +99,7 @@ def test_bad_view_tie_between_nuisance_and_slow_features_is_undetermined():
 
 def test_bad_view_sweep_on_a_renderer_free_world():
     mods = [Modality("a", [0.5, 0.5]), Modality("b", [0.2, 0.3, 0.5])]
-    result = bad_view_sweep(path(8, move=0.6), mods, eps=[0.05, 1.0], k=2)
+    result = bad_view_sweep(path(8, move=0.6), mods, eps_grid=[0.05, 1.0], k=2)
     (pair,) = result.pairs
     assert pair.predicted_rho_p[-1] == 0.0 and pair.observed_rho_p[-1] < EXACT
     assert pair.predicted_rho_p[0] is not None and abs(pair.observed_rho_p[0] - pair.predicted_rho_p[0]) <= EXACT
@@ -107,8 +107,8 @@ def test_bad_view_sweep_on_a_renderer_free_world():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"eps": []}, "at least one"), ({"eps": [0.0]}, r"\(0, 1\]"), ({"eps": [1.5]}, r"\(0, 1\]"),
-    ({"eps": [0.5, 0.5]}, "distinct"), ({"base": path(5)}, "both base and modalities"),
+    ({"eps_grid": []}, "at least one"), ({"eps_grid": [0.0]}, r"\(0, 1\]"), ({"eps_grid": [1.5]}, r"\(0, 1\]"),
+    ({"eps_grid": [0.5, 0.5]}, "distinct"), ({"base": path(5)}, "both base and modalities"),
     ({"base": path(5), "modalities": [Modality("a", [1.0])]}, "at least two"),
 ])
 def test_bad_view_sweep_refuses_bad_arguments(kwargs, match):
@@ -271,3 +271,10 @@ def test_restricted_figure_draws_the_records(restricted):
     np.testing.assert_array_equal(_bars(fig, restricted_figs.RESTRICTED_S_THETA), [m.s_theta for m in restricted.modalities])
     np.testing.assert_array_equal(_line(fig, restricted_figs.PREDICTED_RHO).get_ydata(),
                                   _nan([p.predicted_rho_p for p in restricted.pairs]))
+
+
+def test_a_grid_of_eps_is_eps_grid_and_the_old_keyword_warns():
+    """eps is one probability everywhere; the sweeps take a grid of them as eps_grid (eps= warns for one release)."""
+    with pytest.warns(DeprecationWarning, match=r"bad_view_sweep\(eps=\.\.\.\) is deprecated.*use eps_grid="):
+        old = bad_view_sweep(eps=[0.5, 1.0])
+    assert old.eps_grid == bad_view_sweep(eps_grid=[0.5, 1.0]).eps_grid == [0.5, 1.0]

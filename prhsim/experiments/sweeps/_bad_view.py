@@ -37,6 +37,7 @@ import numpy as np
 from pydantic import Field
 
 from prhsim import __version__
+from prhsim._moved import renamed_keyword
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress
 from prhsim.config import GridSceneWorld, Settings, WorldConfig
@@ -55,7 +56,7 @@ DEFAULT_EPS = tuple(float(x) for x in np.linspace(0.02, 1.0, 25))
 
 
 class BadViewModality(_Record):
-    """One modality across the ε grid (``predicted_kz[i]`` at ``eps[i]``; None: undetermined)."""
+    """One modality across the ε grid (``predicted_kz[i]`` at ``eps_grid[i]``; None: undetermined)."""
 
     name: str
     n_nuisance: int
@@ -84,7 +85,7 @@ class BadViewSweep(_Record):
     k_auto: bool
     base_gap: float
     base_spectrum: list[float]
-    eps: list[float]
+    eps_grid: list[float]
     seed: int | None
     modalities: list[BadViewModality]
     pairs: list[BadViewPair]
@@ -119,10 +120,11 @@ def determined_rho(base_values: np.ndarray, k: int, kz_a: int | None, kz_b: int 
     return rho if m == 0 or mu[m - 1] - mu[m] > GAP_TOL else None
 
 
+@renamed_keyword("eps", "eps_grid", "eps is one probability; a grid of them is eps_grid")
 def bad_view_sweep(
     base: World | None = None,
     modalities: Sequence[Modality] | None = None,
-    eps: Sequence[float] = DEFAULT_EPS,
+    eps_grid: Sequence[float] = DEFAULT_EPS,
     k: int | Literal["auto"] = "auto",
     rng: RngLike = 0,
     *,
@@ -133,7 +135,7 @@ def bad_view_sweep(
     Args:
         base: the world over Z; None: ``gridscene(3, objects=1)`` (then ``modalities`` must be None too).
         modalities: the modalities (all under the same view in a cell); None: the gridscene's three.
-        eps: the grid; 1 is the good view.
+        eps_grid: the values of ε; 1 is the good view (``eps``: its deprecated spelling).
         k: number of features, or "auto" (K_Z's k, :func:`prhsim.optima.pick_k`).
         rng: seeds the symbolic modality's maps (default world) and, one stream per ε, the cells.
         name: the world's name in the record (default: the gridscene's, or ``repr(base)``).
@@ -142,7 +144,7 @@ def bad_view_sweep(
         ValueError: on a bad grid, a base without modalities (or modalities without a base), or bad k.
     """
     start = time.perf_counter()
-    eps = _check_eps(eps)
+    eps = _check_eps(eps_grid)
     gen = check_rng(rng)
     seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
     if (base is None) != (modalities is None):
@@ -185,7 +187,7 @@ def bad_view_sweep(
     errors = [abs(o - p) for pred, obs, _ in pairs.values() for p, o in zip(pred, obs) if p is not None]
     return BadViewSweep(
         prhsim_version=__version__, world=name, n_states=base.n, k=k_used, k_auto=k == "auto",
-        base_gap=float(base_opt.gap), base_spectrum=[float(v) for v in base_opt.eigenvalues], eps=list(eps),
+        base_gap=float(base_opt.gap), base_spectrum=[float(v) for v in base_opt.eigenvalues], eps_grid=list(eps),
         seed=seed,
         modalities=[BadViewModality(name=m.name, n_nuisance=m.n_nuisance, predicted_kz=kz_pred[m.name],
                                     observed_kz=kz_obs[m.name], unique=unique[m.name]) for m in modalities],
@@ -205,14 +207,16 @@ class BadViewSweepSettings(Settings):
     Attributes:
         world: the world over Z (default gridscene, 3x3 grid, one object).
         modalities: how many modalities (gridscene: pixels, caption, symbolic).
-        eps: the grid (default 25 points from 0.02 to 1).
+        eps_grid: the values of eps (default 25 points from 0.02 to 1).
         k: number of features, or "auto".
         seed: seeds the world, the modalities and one stream per eps.
     """
 
     world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=3, objects=1))
+    renamed = {"eps": "eps_grid"}
+
     modalities: int = Field(3, ge=2, le=8)
-    eps: list[float] | None = None
+    eps_grid: list[float] | None = None
     k: int | Literal["auto"] = "auto"
     seed: int = Field(0, ge=0)
 
@@ -226,17 +230,17 @@ def run(s: BadViewSweepSettings, say: Progress = lambda message: None) -> Any:
     config = RunConfig(world=s.world, modalities=s.modalities, seed=s.seed, figures=False)
     plan_run(config)
     setup = build(config)
-    return bad_view_sweep(setup.base, setup.modalities, eps=s.eps or DEFAULT_EPS, k=s.k, rng=s.seed,
+    return bad_view_sweep(setup.base, setup.modalities, eps_grid=s.eps_grid or DEFAULT_EPS, k=s.k, rng=s.seed,
                           name=s.world.describe())
 
 
 def summary(r: Any) -> list[str]:
     """The lines the command prints after the sweep."""
-    lines = [f"{r.world}: {r.n_states:,} states, k = {r.k}, {len(r.eps)} values of eps from {r.eps[0]:g} to {r.eps[-1]:g}"]
+    lines = [f"{r.world}: {r.n_states:,} states, k = {r.k}, {len(r.eps_grid)} values of eps from {r.eps_grid[0]:g} to {r.eps_grid[-1]:g}"]
     for p in r.pairs:
         determined = sum(x is not None for x in p.predicted_rho_p)
-        lines.append(f"{p.a} vs {p.b}: rho_P from {p.observed_rho_p[0]:.4f} (eps {r.eps[0]:g}) to "
-                     f"{p.observed_rho_p[-1]:.2g} (eps {r.eps[-1]:g}); predicted in {determined}/{len(r.eps)} cells")
+        lines.append(f"{p.a} vs {p.b}: rho_P from {p.observed_rho_p[0]:.4f} (eps {r.eps_grid[0]:g}) to "
+                     f"{p.observed_rho_p[-1]:.2g} (eps {r.eps_grid[-1]:g}); predicted in {determined}/{len(r.eps_grid)} cells")
     err = "n/a" if r.max_error is None else f"{r.max_error:.1e}"
     lines.append(f"largest |observed - predicted| rho_P: {err}")
     return lines

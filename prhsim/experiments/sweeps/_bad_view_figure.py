@@ -30,7 +30,7 @@ def bad_view_figure(result: BadViewSweep) -> Figure:
     """Per pair: predicted ρ_P (step curve) and observed ρ_P (points) against ε; last panel: k_Z per modality."""
     if not result.pairs:
         raise ValueError("the sweep has no pair of modalities to draw")
-    eps = np.asarray(result.eps)
+    eps = np.asarray(result.eps_grid)
     count = len(result.pairs) + 1
     cols = min(count, 4)
     fig = new_figure((3.6 * cols + 0.4, 3.3 * -(-count // cols) + 0.4))

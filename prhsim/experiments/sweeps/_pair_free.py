@@ -54,6 +54,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from prhsim import __version__
+from prhsim._moved import renamed_keyword
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress
 from prhsim.config import Settings
@@ -145,7 +146,7 @@ class PairFreeResult(_Record):
     base_samples: int
     gaps: list[float]
     samples: list[int]
-    eps: list[float]
+    eps_grid: list[float]
     n_seeds: int
     success_threshold: float
     eps_threshold: float
@@ -241,8 +242,9 @@ def _cell(axis: Axis, designed: DesignedWorld, *, gap: float, samples: int, eps:
     return cells
 
 
+@renamed_keyword("eps", "eps_grid", "eps is one probability; a grid of them is eps_grid")
 def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int] = DEFAULT_SAMPLES,
-                    eps: Sequence[float] = DEFAULT_EPS, *, base_gap: float = 0.07, base_samples: int = 30_000,
+                    eps_grid: Sequence[float] = DEFAULT_EPS, *, base_gap: float = 0.07, base_samples: int = 30_000,
                     n_states: int = 200, n_nuisance: int = 3, mu_2: float = 0.08, mu_3: float = 0.02,
                     n_seeds: int = 30, rng: RngLike = 0, progress=None) -> PairFreeResult:
     """Success of pair-free alignment against the gap, the sample size and ε (module docstring)."""
@@ -260,7 +262,7 @@ def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int]
 
     plan: list[tuple[Axis, float, int, float]] = [("gap", float(g), base_samples, 1.0) for g in gaps]
     plan += [("samples", base_gap, int(s), 1.0) for s in samples]
-    plan += [("eps", base_gap, base_samples, float(e)) for e in eps]
+    plan += [("eps", base_gap, base_samples, float(e)) for e in eps_grid]
     cells: list[PairFreeCell] = []
     for i, (axis, gap, size, e) in enumerate(plan):
         say(f"{axis} {dict(gap=gap, samples=size, eps=e)[axis]:g} ({i + 1}/{len(plan)})")
@@ -269,7 +271,7 @@ def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int]
                            base_seed=base_seed)
     return PairFreeResult(n_states=n_states, n_nuisance=n_nuisance, k=K, mu_2=mu_2, mu_3=mu_3, base_gap=base_gap,
                           base_samples=base_samples, gaps=[float(g) for g in gaps], samples=[int(s) for s in samples],
-                          eps=[float(e) for e in eps], n_seeds=n_seeds, success_threshold=SUCCESS,
+                          eps_grid=[float(e) for e in eps_grid], n_seeds=n_seeds, success_threshold=SUCCESS,
                           eps_threshold=1.0 - mu_2, chance_r1=1.0 / n_states, cells=cells,
                           seconds=time.perf_counter() - start, prhsim_version=__version__)
 
@@ -283,7 +285,7 @@ class PairFreeSettings(Settings):
     Attributes:
         gaps: gaps μ_1 − μ_2 of the designed world (default 0 to 0.07), at ``base_samples``.
         samples: states and pairs drawn per modality (default 300 to 100,000), at ``base_gap``.
-        eps: bad-view eps of modality b (1 is the good view; default 0.5 to 1), at both bases.
+        eps_grid: bad-view eps of modality b (1 is the good view; default 0.5 to 1), at both bases.
         base_gap, base_samples: the other axes' fixed values.
         n_states, n_nuisance: the designed world's states and each modality's nuisance values.
         mu_2, mu_3: the second and third eigenvalues (μ_1 = μ_2 + gap; the designed features must keep Π ≥ 0).
@@ -291,11 +293,11 @@ class PairFreeSettings(Settings):
         seed: seeds the world and every draw.
     """
 
-    renamed = {"seeds": "n_seeds"}
+    renamed = {"seeds": "n_seeds", "eps": "eps_grid"}
 
     gaps: list[Annotated[float, Field(ge=0, le=0.5)]] | None = Field(None, min_length=1)
     samples: list[Annotated[int, Field(ge=10, le=10_000_000)]] | None = Field(None, min_length=1)
-    eps: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
+    eps_grid: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
     base_gap: float = Field(0.07, ge=0, le=0.5)
     base_samples: int = Field(30_000, ge=10, le=10_000_000)
     n_states: int = Field(200, ge=10, le=5000)
@@ -314,7 +316,7 @@ class PairFreeSettings(Settings):
 
 def run(s: PairFreeSettings, say: Progress = lambda message: None) -> Any:
     """``prhsim sweep pair-free`` from its settings; ``say`` reports progress."""
-    return pair_free_sweep(s.gaps or DEFAULT_GAPS, s.samples or DEFAULT_SAMPLES, s.eps or DEFAULT_EPS,
+    return pair_free_sweep(s.gaps or DEFAULT_GAPS, s.samples or DEFAULT_SAMPLES, s.eps_grid or DEFAULT_EPS,
                            base_gap=s.base_gap, base_samples=s.base_samples, n_states=s.n_states,
                            n_nuisance=s.n_nuisance, mu_2=s.mu_2, mu_3=s.mu_3, n_seeds=s.n_seeds, rng=s.seed, progress=say)
 
@@ -324,7 +326,7 @@ def summary(r: Any) -> list[str]:
     lines = [f"{r.n_states} states, k = {r.k}, mu_2 = {r.mu_2:g}, mu_3 = {r.mu_3:g}, {r.n_seeds} seeds; "
              f"recovered = map error below {r.success_threshold:g}; fraction of seeds, spectral / iterative:"]
     for axis, values, fixed in (("gap", r.gaps, f"S = {r.base_samples:,}"), ("samples", r.samples, f"gap {r.base_gap:g}"),
-                                ("eps", r.eps, f"gap {r.base_gap:g}, S = {r.base_samples:,}")):
+                                ("eps", r.eps_grid, f"gap {r.base_gap:g}, S = {r.base_samples:,}")):
         cells = ", ".join(f"{v:g}: {r.rate(axis, 'spectral', v):.1f} / {r.rate(axis, 'iterative', v):.1f}" for v in values)
         lines.append(f"  {axis} ({fixed}): {cells}")
     lines.append(f"  bad views: b holds nuisance no map aligns for eps below 1 - mu_2 = {r.eps_threshold:g}")
