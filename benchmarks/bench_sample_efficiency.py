@@ -47,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     scene = gridscene(4, objects=2, shapes=2, colours=2)
     law = caption_law(scene)
-    config = TextConfig(learner="good", steps=args.steps, batch_size=512, lr=1e-2, hidden=(128,), min_span=9)
+    config = TextConfig(views="good", steps=args.steps, batch_size=512, lr=1e-2, hidden=(128,), min_span=9)
     records = {n: [law.sample_pairs(scene.world, n, rng=s) for s in SEEDS] for n in (1000, 3000)}
 
     start = time.perf_counter()

@@ -38,6 +38,7 @@ from prhsim.learners._log_bilinear import (
 from prhsim.learners._text_encoder import token_one_hot as token_one_hot
 from prhsim.learners._text_learners import (
     TEXT_LEARNERS as TEXT_LEARNERS,
+    TEXT_TASKS as TEXT_TASKS,
     TextConfig as TextConfig,
     TextResult as TextResult,
     embed_captions as embed_captions,
@@ -68,6 +69,7 @@ __all__ = [
     "SGDLearner",
     "SeedSpread",
     "TEXT_LEARNERS",
+    "TEXT_TASKS",
     "TextConfig",
     "TextResult",
     "TorchLearner",

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Sequence
 
@@ -43,8 +44,13 @@ from prhsim.objectives import whitened_invariance
 from prhsim.worlds import CaptionLaw, Records, SpanLaw, spans_of
 from prhsim.learners._registry import SGD_OBJECTIVES
 
-TextLearnerKind = Literal["good", "bad", "ntp"]
-TEXT_LEARNERS: tuple[TextLearnerKind, ...] = ("good", "bad", "ntp")
+TextLearnerKind = Literal["jepa", "ntp"]
+#: The text learners: the JEPA objective on two views, or next-token prediction.
+TEXT_LEARNERS: tuple[TextLearnerKind, ...] = ("jepa", "ntp")
+TextTask = Literal["good", "bad", "ntp"]
+#: What a text learner trains on: the JEPA learner on good or on bad views, or next-token prediction
+#: (the three arms of the sample-efficiency sweep).
+TEXT_TASKS: tuple[TextTask, ...] = ("good", "bad", "ntp")
 #: Stream tag of the step data: one generator ``default_rng([seed, DATA_STREAM])`` per seed.
 DATA_STREAM = 3
 #: Captions are embedded in chunks of this many rows.
@@ -56,7 +62,11 @@ class TextConfig:
     """Hyperparameters of :func:`train_text` (validated on construction).
 
     Attributes:
-        learner: "good", "bad" or "ntp" (module docstring).
+        learner: "jepa" (the JEPA objective on two views of a record) or "ntp" (next-token
+            prediction; no views). ``learner="good"``/``"bad"``, an earlier release's spelling, is
+            read as ``learner="jepa", views=...`` with a DeprecationWarning.
+        views: the JEPA learner's views, "good" (spans of two captions of one record) or "bad"
+            (two spans of one caption) (module docstring).
         objective: the JEPA objective, "whiten" or "sigreg" (ignored by "ntp").
         steps: optimiser steps.
         batch_size: B, training pairs per step (span pairs, or (prefix, next token) pairs).
@@ -70,7 +80,8 @@ class TextConfig:
         log_every: the loss is logged every this many steps.
     """
 
-    learner: TextLearnerKind = "good"
+    learner: TextLearnerKind = "jepa"
+    views: Literal["good", "bad"] = "good"
     objective: Literal["whiten", "sigreg"] = "whiten"
     steps: int = 3000
     batch_size: int = 512
@@ -86,7 +97,14 @@ class TextConfig:
     log_every: int = 250
 
     def __post_init__(self) -> None:
-        for name, allowed in (("learner", TEXT_LEARNERS), ("objective", SGD_OBJECTIVES)):
+        if self.learner in ("good", "bad"):
+            warnings.warn(f"TextConfig(learner={self.learner!r}) is deprecated (a view is not a learner): use "
+                          f"learner='jepa', views={self.learner!r}, or TextConfig.for_task({self.learner!r})",
+                          DeprecationWarning, stacklevel=3)
+            object.__setattr__(self, "views", self.learner)
+            object.__setattr__(self, "learner", "jepa")
+        for name, allowed in (("learner", TEXT_LEARNERS), ("views", ("good", "bad")),
+                              ("objective", SGD_OBJECTIVES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         Optimiser.of(self)  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
@@ -98,6 +116,18 @@ class TextConfig:
             raise ValueError("a text learner needs batch_size >= 2 (whitening and SIGReg use batch statistics)")
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
 
+    @classmethod
+    def for_task(cls, task: str, **fields: Any) -> "TextConfig":
+        """The config of one task of :data:`TEXT_TASKS`: "good"/"bad" (the JEPA learner on those views) or "ntp"."""
+        if task not in TEXT_TASKS:
+            raise ValueError(f"task must be one of {TEXT_TASKS}, got {task!r}")
+        return cls(learner="ntp", **fields) if task == "ntp" else cls(learner="jepa", views=task, **fields)
+
+    @property
+    def task(self) -> TextTask:
+        """What this learner trains on: "good" or "bad" views (the JEPA learner), or "ntp"."""
+        return "ntp" if self.learner == "ntp" else self.views
+
     @property
     def spans(self) -> SpanLaw:
         return SpanLaw(self.min_span)
@@ -105,7 +135,7 @@ class TextConfig:
     @property
     def captions_needed(self) -> int:
         """Captions a record must hold: two for good views, one otherwise."""
-        return 2 if self.learner == "good" else 1
+        return 2 if self.task == "good" else 1
 
 
 class TextResult(NamedTuple):
@@ -133,7 +163,7 @@ class TextResult(NamedTuple):
 
 
 class _Key(NamedTuple):
-    learner: str
+    task: str
     objective: str
     optimiser: Optimiser
     lam: float
@@ -142,7 +172,7 @@ class _Key(NamedTuple):
 def _loss(key: _Key):
     import jax.numpy as jnp
 
-    if key.learner == "ntp":
+    if key.task == "ntp":
         def loss(params: Any, step: Any) -> Any:
             h = token_apply(params["encoder"], step["x"])
             return next_token_cross_entropy(h, params["out"], step["y"], params["bias"])
@@ -171,7 +201,7 @@ def _init(key: Any, law: CaptionLaw, k: int, config: TextConfig) -> Any:
     import jax
 
     T, n_ids = law.length, law.vocab_size + 1
-    if config.learner != "ntp":
+    if config.task != "ntp":
         return token_init(key, T, n_ids, k, config.hidden)
     k_enc, k_out = jax.random.split(key)
     V = law.vocab_size
@@ -193,19 +223,19 @@ def draw_steps(records: Records, law: CaptionLaw, config: TextConfig, steps: int
     B, T, C = config.batch_size, law.length, records.captions
     shape = (steps, B)
     rec = gen.integers(records.count, size=shape)
-    if config.learner == "good":
+    if config.task == "good":
         first = gen.integers(C, size=shape)
         second = (first + 1 + gen.integers(C - 1, size=shape)) % C
         cut = config.spans.cut
         return {"x": cut(records.tokens[rec, first], law.pad, rng=gen),
                 "y": cut(records.tokens[rec, second], law.pad, rng=gen)}
-    if config.learner == "bad" and records.paired:  # spans of the pair's two captions, wording shared
+    if config.task == "bad" and records.paired:  # spans of the pair's two captions, wording shared
         first = gen.integers(2, size=shape)
         cut = config.spans.cut
         return {"x": cut(records.tokens[rec, first], law.pad, rng=gen),
                 "y": cut(records.tokens[rec, 1 - first], law.pad, rng=gen)}
     caption = records.tokens[rec, gen.integers(C, size=shape)]
-    if config.learner == "bad":
+    if config.task == "bad":
         return {"x": config.spans.cut(caption, law.pad, rng=gen), "y": config.spans.cut(caption, law.pad, rng=gen)}
     t = gen.integers(1, T, size=shape)
     return {"x": spans_of(caption, np.zeros_like(t), t, law.pad),
@@ -245,14 +275,14 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
     need = config.captions_needed
     for r in records:
         if r.captions < need or r.tokens.shape[2] != law.length:
-            raise ValueError(f"{config.learner} views need records of at least {need} caption(s) of "
+            raise ValueError(f"{config.task} views need records of at least {need} caption(s) of "
                              f"{law.length} tokens, got {r.tokens.shape[1:]}")
-    key = _Key(config.learner, config.objective, Optimiser.of(config), float(config.lam))
+    key = _Key(config.task, config.objective, Optimiser.of(config), float(config.lam))
     init_state, run, loss_of = _runner(key)
     params = _initial_params(law, int(k), config, seeds)
     state = init_state(params)
     gens = [np.random.default_rng([s, DATA_STREAM]) for s in seeds]
-    sigreg = config.learner != "ntp" and config.objective == "sigreg"
+    sigreg = config.task != "ntp" and config.objective == "sigreg"
 
     def chunk_data(first: int, count: int) -> dict[str, Any]:
         per_seed = [draw_steps(r, law, config, count, g) for r, g in zip(records, gens)]
@@ -296,7 +326,7 @@ def _check_finite(values: np.ndarray, first: int, seeds: tuple[int, ...], config
     bad = np.argwhere(~np.isfinite(values))
     if bad.size:
         s, t = bad[0]
-        raise ValueError(f"{config.learner} training diverged: the loss is not finite at step {first + t} "
+        raise ValueError(f"{config.task} training diverged: the loss is not finite at step {first + t} "
                          f"for seed {seeds[s]} (lr={config.lr:g})")
 
 
@@ -325,12 +355,12 @@ def embed_captions(result: TextResult, law: CaptionLaw, tokens: np.ndarray) -> n
     import jax.numpy as jnp
 
     tokens = np.asarray(tokens, dtype=np.int32)
-    embed = _embedder(result.config.learner)
+    embed = _embedder(result.config.task)
     out = np.empty((len(result.seeds), tokens.shape[0], result.k))
-    chunk = EMBED_CHUNK if result.config.learner != "ntp" else max(1, EMBED_CHUNK // law.length)
+    chunk = EMBED_CHUNK if result.config.task != "ntp" else max(1, EMBED_CHUNK // law.length)
     for i in range(0, tokens.shape[0], chunk):
         rows = tokens[i:i + chunk]
-        if result.config.learner == "ntp":
+        if result.config.task == "ntp":
             rows = caption_prefixes(rows, law.pad)
         out[:, i:i + chunk] = np.asarray(embed(result.params, jnp.asarray(rows)), dtype=np.float64)
     return out

@@ -100,16 +100,16 @@ def small_sweep():
 
 def test_the_sweep_records_every_cell_and_a_ratio_per_learner(small_sweep):
     r = small_sweep
-    assert len(r.cells) == 3 * 2 * 2 and {c.learner for c in r.cells} == {"good", "bad", "ntp"}
+    assert len(r.cells) == 3 * 2 * 2 and {c.task for c in r.cells} == {"good", "bad", "ntp"}
     assert [c.tokens_per_sample for c in r.curves] == [18, 18, 9]  # a pair of captions, or one caption
-    assert {x.learner for x in r.ratios} == {"bad", "ntp"}
+    assert {x.task for x in r.ratios} == {"bad", "ntp"}
     assert r.reference_budget in r.budgets
     assert set(r.closed_forms) == set(r.untrained) == {"good", "bad", "ntp"}
     good = r.closed_forms["good"]
     assert good.unique and good.alignment.rho_p < 1e-8 and good.alignment.nuisance_free == r.k  # the pixels' own
     assert r.closed_forms["bad"].alignment.nuisance_free == 0 and r.closed_forms["ntp"].alignment.nuisance_free == 0
     for x in r.ratios:
-        assert x.token_ratio == pytest.approx(x.ratio * (18 if x.learner == "bad" else 9) / 18)
+        assert x.token_ratio == pytest.approx(x.ratio * (18 if x.task == "bad" else 9) / 18)
 
 
 def test_the_figure_shows_three_curves_and_the_ratios(small_sweep):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from support import assert_close
-from prhsim.learners import TextConfig, TrainConfig, embed_captions, train, train_text
+from prhsim.learners import TEXT_TASKS, TextConfig, TrainConfig, embed_captions, train, train_text
 from prhsim.optima import TieWarning, closed_form, next_token_optimum, span_optimum
 from prhsim.learners._learned import subspace_distance
 from prhsim.learners._text_encoder import token_apply, token_init, token_one_hot
@@ -121,7 +121,7 @@ def test_step_data_follow_each_learners_definition(tiny):
     gen = np.random.default_rng(0)
     T, pad = law.length, law.pad
     records = law.sample(50, 2, rng=1)
-    data = draw_steps(records, law, TextConfig(learner="good", batch_size=64, min_span=3), 2, gen)
+    data = draw_steps(records, law, TextConfig(views="good", batch_size=64, min_span=3), 2, gen)
     captions = records.tokens.reshape(-1, T)
     for x, y in zip(data["x"].reshape(-1, T), data["y"].reshape(-1, T)):
         sources_x = [i for i, c in enumerate(captions) if np.all((x == pad) | (x == c))]
@@ -134,11 +134,11 @@ def test_step_data_follow_each_learners_definition(tiny):
     assert t.min() >= 1 and t.max() <= T - 1
     assert np.all((ntp["x"] != pad) == (np.arange(T) < t[..., None]))  # prefixes
     single = law.sample(40, 1, rng=4)  # bad views of one caption: both spans come from it
-    one = draw_steps(single, law, TextConfig(learner="bad", batch_size=64), 1, gen)
+    one = draw_steps(single, law, TextConfig(views="bad", batch_size=64), 1, gen)
     for x, y in zip(one["x"].reshape(-1, T), one["y"].reshape(-1, T)):
         assert any(np.all((x == pad) | (x == c)) and np.all((y == pad) | (y == c)) for c in single.tokens[:, 0])
     pairs = law.sample_pairs(scene.world, 40, wording="shared", rng=3)
-    bad = draw_steps(pairs, law, TextConfig(learner="bad", batch_size=64), 1, gen)
+    bad = draw_steps(pairs, law, TextConfig(views="bad", batch_size=64), 1, gen)
     for x, y in zip(bad["x"].reshape(-1, T), bad["y"].reshape(-1, T)):
         match = [(i, c) for i in range(40) for c in range(2)
                  if np.all((x == pad) | (x == pairs.tokens[i, c]))]
@@ -147,7 +147,7 @@ def test_step_data_follow_each_learners_definition(tiny):
 
 def test_token_accounting_counts_every_caption(tiny):
     _, law = tiny
-    config = TextConfig(learner="good", steps=20, batch_size=16, log_every=10)
+    config = TextConfig(views="good", steps=20, batch_size=16, log_every=10)
     result = train_text(law, [law.sample(30, 2, rng=0)], 2, config)
     assert (result.samples, result.tokens) == (30, 30 * 2 * law.length)
     with pytest.raises(ValueError, match="at least 2 caption"):
@@ -177,7 +177,7 @@ def test_good_views_align_and_bad_views_do_not():
     scores = {}
     for learner, wording in (("good", "independent"), ("bad", "shared")):
         records = [law.sample_pairs(scene.world, 3000, wording=wording, rng=s) for s in seeds]
-        config = TextConfig(learner=learner, steps=800, batch_size=256, lr=1e-2, hidden=(64,), min_span=3)
+        config = TextConfig.for_task(learner, steps=800, batch_size=256, lr=1e-2, hidden=(64,), min_span=3)
         result = train_text(law, records, k, config, seeds=seeds)
         features = embed_captions(result, law, target.captions)
         scores[learner] = [caption_alignment(target, f) for f in features]
@@ -190,8 +190,23 @@ def test_good_views_align_and_bad_views_do_not():
 def test_sigreg_views_train_on_the_lejepa_loss(tiny):
     """objective="sigreg": λ·SIGReg + (1 − λ)·invariance on the two spans, directions redrawn every step."""
     scene, law = tiny
-    config = TextConfig(learner="good", objective="sigreg", steps=30, batch_size=32, log_every=10, num_directions=16)
+    config = TextConfig(views="good", objective="sigreg", steps=30, batch_size=32, log_every=10, num_directions=16)
     records = [law.sample_pairs(scene.world, 200, rng=s) for s in (0, 1)]
     result = train_text(law, records, 3, config, seeds=(0, 1))
     assert result.loss.shape == (2, 4) and np.all(np.isfinite(result.loss))
     assert not np.allclose(result.loss[0], result.loss[1])  # each seed its own data and directions
+
+
+def test_a_text_learner_is_jepa_or_ntp_and_a_jepa_learner_takes_a_view():
+    """learner is "jepa" (on good or bad views) or "ntp"; learner="good"/"bad", an earlier spelling, warns and is read
+    as the JEPA learner on those views; the three tasks of the sample-efficiency sweep build the same configs."""
+    assert TextConfig().task == "good" and TextConfig(views="bad").task == "bad"
+    assert TextConfig(learner="ntp").task == "ntp" and TextConfig(learner="ntp").captions_needed == 1
+    assert [TextConfig.for_task(t).task for t in TEXT_TASKS] == list(TEXT_TASKS)
+    with pytest.warns(DeprecationWarning, match=r"learner='jepa', views='bad'"):
+        old = TextConfig(learner="bad", steps=30)
+    assert old == TextConfig(views="bad", steps=30)
+    with pytest.raises(ValueError, match="views must be one of"):
+        TextConfig(views="ntp")
+    with pytest.raises(ValueError, match="task must be one of"):
+        TextConfig.for_task("jepa")

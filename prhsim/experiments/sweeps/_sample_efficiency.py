@@ -1,6 +1,7 @@
 """Sample efficiency of good views, bad views and next-token prediction in a world with a known answer (docs/theory.md §5.1).
 
-For every learner (:mod:`prhsim.learners._text_learners`), every budget N (records in the training
+For every *task* (:data:`prhsim.learners.TEXT_TASKS`: the JEPA learner on good views, the JEPA
+learner on bad views, and the next-token learner; :mod:`prhsim.learners._text_learners`), every budget N (records in the training
 set) and every seed: draw N records from the caption law, train the token encoder for a fixed
 number of steps, embed every whole caption and score it against the pixel modality's closed form
 (:func:`prhsim.experiments._caption_alignment.caption_alignment`). Seeds run together under
@@ -22,16 +23,16 @@ both modes.
 Token accounting: a record's tokens are every token of every caption it holds
 (:meth:`prhsim.worlds.Records.tokens_seen`), so a two-caption record counts both.
 
-Beside the learners: each learner's *closed form* on the same law (the span views' whitened
+Beside the tasks: each task's *closed form* on the same law (the span views' whitened
 optimum, :func:`prhsim.optima.span_optimum`; correspondence analysis of the next-token law,
-:func:`prhsim.optima.next_token_optimum`), the alignment a learner approaches with unlimited data
+:func:`prhsim.optima.next_token_optimum`), the alignment a task approaches with unlimited data
 and a universal encoder; and the *untrained* encoder's alignment (its initialisation).
 
 The ratios: for the reference budget b (by default the first budget at which good views reach
 half their alignment at the largest budget, so that the target is learned, not chance), the target is good views' mean alignment at b; the budget
-each other learner needs to reach it is read off its mean curve (:mod:`._sample_ratios`), divided
+each other task needs to reach it is read off its mean curve (:mod:`._sample_ratios`), divided
 by b (samples) and scaled by the tokens per record (tokens); the interval pairs seed s of good
-views with seed s of the other learner.
+views with seed s of the other task.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pydantic import Field, model_validator
 
 from prhsim import __version__
 from prhsim._budget import ResourceError
+from prhsim._moved import renamed_keyword
 from prhsim._types import Progress
 from prhsim.config import GridSceneWorld, Settings, WorldConfig
 from prhsim.experiments._caption_alignment import (
@@ -55,7 +57,7 @@ from prhsim.experiments._caption_alignment import (
 from prhsim.experiments._results import _Record
 from prhsim.experiments._sample_ratios import sample_ratio
 from prhsim.learners import (
-    TEXT_LEARNERS,
+    TEXT_TASKS,
     TextConfig,
     embed_captions,
     initial_text,
@@ -73,9 +75,9 @@ METRICS: tuple[str, ...] = ("mutual_knn", "mutual_knn_mean", "r1", "r5")
 
 
 class Cell(_Record):
-    """One learner, budget and seed."""
+    """One task, budget and seed."""
 
-    learner: str
+    task: str
     budget: int
     seed: int
     tokens: int
@@ -84,7 +86,7 @@ class Cell(_Record):
 
 
 class ClosedForm(_Record):
-    """A learner's closed form on the caption law: its alignment, and whether it is one rotation orbit.
+    """A task's closed form on the caption law: its alignment, and whether it is one rotation orbit.
 
     ``unique`` is False when k splits a tie (``gap`` ≈ 0): the features are then one subspace of a
     continuum, and a score describes that subspace only.
@@ -96,9 +98,9 @@ class ClosedForm(_Record):
 
 
 class Curve(_Record):
-    """A learner's chosen metric over the budgets: mean and range over seeds."""
+    """A task's chosen metric over the budgets: mean and range over seeds."""
 
-    learner: str
+    task: str
     label: str
     tokens_per_sample: int
     mean: list[float]
@@ -107,13 +109,13 @@ class Curve(_Record):
 
 
 class Ratio(_Record):
-    """Samples (and tokens) a learner needs to reach good views' alignment at the reference budget.
+    """Samples (and tokens) a task needs to reach good views' alignment at the reference budget.
 
     ``kind`` is "exact", "at_most" or "more_than" (then ``samples`` and the ratios are bounds);
-    ``seed_ratios`` and ``seed_kinds``: the same, seed s of this learner against seed s of good views.
+    ``seed_ratios`` and ``seed_kinds``: the same, seed s of this task against seed s of good views.
     """
 
-    learner: str
+    task: str
     reference_budget: int
     target: float
     samples: float
@@ -153,33 +155,34 @@ class SampleEfficiency(_Record):
     seconds: float
 
 
-def draw_records(scene: GridScene, target: CaptionTarget, learner: str, count: int, pairs: str,
+def draw_records(scene: GridScene, target: CaptionTarget, task: str, count: int, pairs: str,
                  gen: np.random.Generator) -> Records:
-    """A learner's training records (module docstring)."""
+    """A task's training records (module docstring)."""
     law = target.law
-    if pairs == "world" and learner != "ntp":
-        return law.sample_pairs(scene.world, count, wording="independent" if learner == "good" else "shared", rng=gen)
-    return law.sample(count, 2 if learner == "good" else 1, rng=gen)
+    if pairs == "world" and task != "ntp":
+        return law.sample_pairs(scene.world, count, wording="independent" if task == "good" else "shared", rng=gen)
+    return law.sample(count, 2 if task == "good" else 1, rng=gen)
 
 
-def closed_form_alignment(target: CaptionTarget, learner: str, config: TextConfig, pairs: str
+def closed_form_alignment(target: CaptionTarget, task: str, config: TextConfig, pairs: str
                           ) -> ClosedForm | None:
-    """The alignment of a learner's closed form, or None when its law is too large to enumerate."""
+    """The alignment of a task's closed form, or None when its law is too large to enumerate."""
     world = target.scene.world if pairs == "world" else None
     try:
-        if learner == "ntp":
+        if task == "ntp":
             optimum = next_token_optimum(target.law, target.k)
         else:
-            optimum = span_optimum(target.law, config.spans, learner, target.k, world=world)
+            optimum = span_optimum(target.law, config.spans, task, target.k, world=world)
     except (ResourceError, TooManySpans):  # more than memory, or the enumeration limit, allows
         return None
     return ClosedForm(alignment=caption_alignment(target, optimum.captions), unique=optimum.unique, gap=optimum.gap)
 
 
+@renamed_keyword("learners", "tasks", "good and bad are views of the JEPA learner, not learners")
 def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDGETS, n_seeds: int = 3,
                       steps: int = 3000, batch_size: int = 512, lr: float = 1e-2, hidden: Sequence[int] = (128,),
                       min_span: int = 9, pairs: Literal["world", "same"] = "world",
-                      learners: Sequence[str] = TEXT_LEARNERS, metric: Metric = "mutual_knn",
+                      tasks: Sequence[str] = TEXT_TASKS, metric: Metric = "mutual_knn",
                       reference_budget: int | None = None, k: int | Literal["auto"] = "auto", n_fit: int = 1000,
                       closed_forms: bool = True, name: str = "gridscene", rng: int = 0,
                       progress: Callable[[str], None] | None = None) -> SampleEfficiency:
@@ -196,29 +199,29 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
         raise ValueError(f"pairs must be 'world' or 'same', got {pairs!r}")
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-    learners = list(dict.fromkeys(learners))
-    if "good" not in learners or any(x not in TEXT_LEARNERS for x in learners):
-        raise ValueError(f"learners must include 'good' and be among {TEXT_LEARNERS}, got {learners}")
+    tasks = list(dict.fromkeys(tasks))
+    if "good" not in tasks or any(x not in TEXT_TASKS for x in tasks):
+        raise ValueError(f"tasks must include 'good' and be among {TEXT_TASKS}, got {tasks}")
     if reference_budget is not None and int(reference_budget) not in budgets:
         raise ValueError(f"the reference budget {reference_budget} is not one of the budgets {budgets}")
     if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or not 1 <= n_seeds <= MAX_SEEDS:
         raise ValueError(f"n_seeds must be an integer in 1..{MAX_SEEDS}, got {n_seeds!r}")
     say = progress or (lambda message: None)
     seed_list = tuple(int(rng) * 1000 + s for s in range(int(n_seeds)))
-    configs = {x: TextConfig(learner=x, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
-                             hidden=tuple(hidden), min_span=int(min_span)) for x in learners}
+    configs = {x: TextConfig.for_task(x, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
+                             hidden=tuple(hidden), min_span=int(min_span)) for x in tasks}
     say("the pixel closed form and the evaluation set")
     target = caption_target(scene, k=k, n_fit=n_fit, rng=np.random.default_rng([int(rng), 0]))
     ceilings: dict[str, ClosedForm | None] = {}
     if closed_forms:
-        for x in learners:
+        for x in tasks:
             say(f"closed form of {LABELS[x]}")
             ceilings[x] = closed_form_alignment(target, x, configs[x], pairs)
     untrained = {}
     cells: list[Cell] = []
-    total, done = len(learners) * len(budgets), 0
-    for x in learners:
-        stream = TEXT_LEARNERS.index(x) + 1  # a learner's records do not depend on which others run
+    total, done = len(tasks) * len(budgets), 0
+    for x in tasks:
+        stream = TEXT_TASKS.index(x) + 1  # a task's records do not depend on which others run
         records0 = None
         for budget in budgets:
             say(f"{LABELS[x]}: {budget:,} samples x {len(seed_list)} seeds ({done}/{total} runs done)")
@@ -228,16 +231,16 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
             result = train_text(target.law, records, target.k, configs[x], seeds=seed_list)
             features = embed_captions(result, target.law, target.captions)
             for s, seed in enumerate(seed_list):
-                cells.append(Cell(learner=x, budget=budget, seed=seed, tokens=result.tokens,
+                cells.append(Cell(task=x, budget=budget, seed=seed, tokens=result.tokens,
                                   final_loss=float(result.loss[s, -1]),
                                   alignment=caption_alignment(target, features[s])))
             done += 1
         init = initial_text(target.law, target.k, configs[x], seeds=seed_list[:1], records=records0[:1])
         untrained[x] = caption_alignment(target, embed_captions(init, target.law, target.captions)[0])
-    curves = [_curve(x, cells, budgets, metric) for x in learners]
-    good = next(c for c in curves if c.learner == "good")
+    curves = [_curve(x, cells, budgets, metric) for x in tasks]
+    good = next(c for c in curves if c.task == "good")
     reference = default_reference(budgets, good.mean) if reference_budget is None else int(reference_budget)
-    ratios = [_ratio(c, good, cells, budgets, reference, metric, seed_list) for c in curves if c.learner != "good"]
+    ratios = [_ratio(c, good, cells, budgets, reference, metric, seed_list) for c in curves if c.task != "good"]
     law = target.law
     return SampleEfficiency(
         prhsim_version=__version__, world=name, n_states=law.n_states, k=target.k, pairs=pairs, min_span=int(min_span),
@@ -252,14 +255,14 @@ def default_reference(budgets: Sequence[int], good: Sequence[float]) -> int:
     return int(next(b for b, a in zip(budgets, good) if a >= 0.5 * good[-1]))
 
 
-def _values(cells: list[Cell], learner: str, budget: int, metric: str) -> list[float]:
-    return [getattr(c.alignment, metric) for c in cells if c.learner == learner and c.budget == budget]
+def _values(cells: list[Cell], task: str, budget: int, metric: str) -> list[float]:
+    return [getattr(c.alignment, metric) for c in cells if c.task == task and c.budget == budget]
 
 
-def _curve(learner: str, cells: list[Cell], budgets: list[int], metric: str) -> Curve:
-    rows = [_values(cells, learner, b, metric) for b in budgets]
-    per_budget = {c.budget: c.tokens for c in cells if c.learner == learner}
-    return Curve(learner=learner, label=LABELS[learner], tokens_per_sample=per_budget[budgets[0]] // budgets[0],
+def _curve(task: str, cells: list[Cell], budgets: list[int], metric: str) -> Curve:
+    rows = [_values(cells, task, b, metric) for b in budgets]
+    per_budget = {c.budget: c.tokens for c in cells if c.task == task}
+    return Curve(task=task, label=LABELS[task], tokens_per_sample=per_budget[budgets[0]] // budgets[0],
                  mean=[float(np.mean(r)) for r in rows], low=[float(np.min(r)) for r in rows],
                  high=[float(np.max(r)) for r in rows])
 
@@ -272,12 +275,12 @@ def _ratio(curve: Curve, good: Curve, cells: list[Cell], budgets: list[int], ref
     tokens = curve.tokens_per_sample / good.tokens_per_sample
     per_seed = []
     for s in seeds:
-        mine = [next(getattr(c.alignment, metric) for c in cells if c.learner == curve.learner and c.budget == b
+        mine = [next(getattr(c.alignment, metric) for c in cells if c.task == curve.task and c.budget == b
                      and c.seed == s) for b in budgets]
-        theirs = next(getattr(c.alignment, metric) for c in cells if c.learner == "good" and c.budget == reference
+        theirs = next(getattr(c.alignment, metric) for c in cells if c.task == "good" and c.budget == reference
                       and c.seed == s)
         per_seed.append(sample_ratio(budgets, mine, theirs, reference))
-    return Ratio(learner=curve.learner, reference_budget=reference, target=target, samples=needed.value * reference,
+    return Ratio(task=curve.task, reference_budget=reference, target=target, samples=needed.value * reference,
                  kind=needed.kind, ratio=needed.value, token_ratio=needed.value * tokens,
                  seed_ratios=[r.value for r in per_seed], seed_kinds=[r.kind for r in per_seed])
 
@@ -290,13 +293,13 @@ def chance_level(result: SampleEfficiency) -> float:
 
 
 def ratio_lines(result: SampleEfficiency) -> list[str]:
-    """One line per learner: the samples and tokens it needs to reach good views' alignment at the reference budget."""
+    """One line per task: the samples and tokens it needs to reach good views' alignment at the reference budget."""
     lines = [f"target: good views' {result.metric} at {result.reference_budget:,} samples"]
     for r in result.ratios:
         sign = {"exact": "", "at_most": "≤ ", "more_than": "> "}[r.kind]
         finite = [x for x, kind in zip(r.seed_ratios, r.seed_kinds) if kind == "exact"]
         spread = f" (seeds {min(finite):.1f}–{max(finite):.1f}x)" if len(finite) == len(r.seed_ratios) > 1 else ""
-        lines.append(f"{r.learner}: {sign}{r.ratio:.3g}x samples, {sign}{r.token_ratio:.3g}x tokens{spread}")
+        lines.append(f"{r.task}: {sign}{r.ratio:.3g}x samples, {sign}{r.token_ratio:.3g}x tokens{spread}")
     return lines
 
 
@@ -310,20 +313,21 @@ class SampleEfficiencySettings(Settings):
         world: a world with a caption renderer (gridscene; default 4x4 grid, 2 objects, 2 shapes, 2 colours).
         budgets: training samples (records) per run (default 300, 1000, 3000, 10000, 30000).
         n_seeds: seeds per budget (vmapped together).
-        steps, batch_size, lr, hidden: the learners' optimisation (the same for every learner and budget).
+        steps, batch_size, lr, hidden: the learners' optimisation (the same for every task and budget).
         min_span: the shortest span a JEPA view cuts.
         pairs: "world" (views of a positive pair of states, the pixels' pair law) or "same" (one state).
-        learners: which learners (good is required: the ratios are against it).
+        tasks: which tasks: "good" and "bad" (the JEPA learner on those views), "ntp" (next-token
+            prediction); good is required: the ratios are against it.
         metric: the alignment the curves and ratios use.
         reference_budget: the budget whose good-view alignment is the target (default: the first
             budget at which good views reach half their alignment at the largest budget).
         k: features (default: the pixel closed form's gap).
         n_fit: states the retrieval map is fitted on.
-        closed_forms: also score each learner's closed form (enumerates every span and prefix).
+        closed_forms: also score each task's closed form (enumerates every span and prefix).
         seed: seeds the records, the initialisations and the evaluation draws.
     """
 
-    renamed = {"seeds": "n_seeds"}
+    renamed = {"seeds": "n_seeds", "learners": "tasks"}
 
     world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=2, shapes=2, colours=2))
     budgets: list[Annotated[int, Field(ge=2)]] = Field(default_factory=lambda: list(DEFAULT_BUDGETS), min_length=1)
@@ -334,7 +338,7 @@ class SampleEfficiencySettings(Settings):
     hidden: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [128])
     min_span: int = Field(9, ge=1)
     pairs: Literal["world", "same"] = "world"
-    learners: list[Literal["good", "bad", "ntp"]] = Field(default_factory=lambda: ["good", "bad", "ntp"])
+    tasks: list[Literal["good", "bad", "ntp"]] = Field(default_factory=lambda: ["good", "bad", "ntp"])
     metric: Literal["mutual_knn", "mutual_knn_mean", "r1", "r5"] = "mutual_knn"
     reference_budget: int | None = Field(None, ge=2)
     k: int | Literal["auto"] = "auto"
@@ -346,8 +350,8 @@ class SampleEfficiencySettings(Settings):
     def _captioned(self) -> "SampleEfficiencySettings":
         if self.world.kind != "gridscene":
             raise ValueError(f"sample-efficiency needs a world with a caption renderer (gridscene), got {self.world.kind}")
-        if "good" not in self.learners:
-            raise ValueError("learners must include good: the ratios are measured against good views")
+        if "good" not in self.tasks:
+            raise ValueError("tasks must include good: the ratios are measured against good views")
         if self.reference_budget is not None and self.reference_budget not in self.budgets:
             raise ValueError(f"reference_budget {self.reference_budget} is not one of the budgets {self.budgets}")
         return self
@@ -358,7 +362,7 @@ def run(s: SampleEfficiencySettings, say: Progress = lambda message: None) -> An
     scene = s.world.build_scene()
     return sample_efficiency(scene, budgets=s.budgets, n_seeds=s.n_seeds, steps=s.steps,
                              batch_size=s.batch_size, lr=s.lr, hidden=s.hidden, min_span=s.min_span, pairs=s.pairs,
-                             learners=s.learners, metric=s.metric, reference_budget=s.reference_budget, k=s.k,
+                             tasks=s.tasks, metric=s.metric, reference_budget=s.reference_budget, k=s.k,
                              n_fit=s.n_fit, closed_forms=s.closed_forms, name=s.world.describe(), rng=s.seed,
                              progress=say)
 
@@ -368,9 +372,9 @@ def summary(r: Any) -> list[str]:
     lines = [f"{r.world}: {r.n_states:,} states, k = {r.k}, {r.pairs} pairs; {r.metric} (chance {chance_level(r):.3g}) "
              f"at {', '.join(f'{b:,}' for b in r.budgets)} samples, mean over {len(r.seeds)} seeds:"]
     for c in r.curves:
-        closed = r.closed_forms.get(c.learner)
+        closed = r.closed_forms.get(c.task)
         tail = "" if closed is None else (f"; closed form {getattr(closed.alignment, r.metric):.3f}"
                                           + ("" if closed.unique else " (k splits a tie)"))
         lines.append(f"  {c.label} ({c.tokens_per_sample} tokens/sample): "
-                     f"{', '.join(f'{m:.3f}' for m in c.mean)}{tail}; untrained {getattr(r.untrained[c.learner], r.metric):.3f}")
+                     f"{', '.join(f'{m:.3f}' for m in c.mean)}{tail}; untrained {getattr(r.untrained[c.task], r.metric):.3f}")
     return lines + ratio_lines(r)

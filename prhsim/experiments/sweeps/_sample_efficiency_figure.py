@@ -1,13 +1,13 @@
 """Figure of the sample-efficiency sweep (docs/theory.md §5.1): alignment against samples and against tokens.
 
 Two panels share the y axis (the sweep's metric): against training samples (left) and against the
-text tokens those samples hold (right), both on log axes. Per learner: the mean over seeds (line),
+text tokens those samples hold (right), both on log axes. Per task: the mean over seeds (line),
 the range over seeds (band), its closed form's alignment (dashed line: where unlimited data and a
 universal encoder would take it) and its untrained encoder's (dotted); the chance level in grey.
 The sample and token ratios at the reference budget are printed on the right panel.
 
 Drawn on a standalone figure (no pyplot); matplotlib is imported only when drawing. Every series
-carries a gid (the constants below, then ``-<learner>``) so tests can find it.
+carries a gid (the constants below, then ``-<task>``) so tests can find it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from prhsim.io import new_figure
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
 
-#: gids: "<prefix>-<learner>" for the curves, closed forms and untrained levels; the ratio text box.
+#: gids: "<prefix>-<task>" for the curves, closed forms and untrained levels; the ratio text box.
 CURVE = "sample-efficiency-curve"
 CLOSED_FORM = "sample-efficiency-closed-form"
 UNTRAINED = "sample-efficiency-untrained"
@@ -36,7 +36,7 @@ METRIC_LABELS = {"mutual_knn": "mutual 10-NN with the pixels (one caption)",
 def sample_efficiency_figure(result: SampleEfficiency) -> Figure:
     """Alignment against samples (left) and tokens (right), bands over seeds, closed forms dashed, ratios printed."""
     if not result.curves:
-        raise ValueError("the sweep has no learner to draw")
+        raise ValueError("the sweep has no task to draw")
     from matplotlib.ticker import NullFormatter
 
     fig = new_figure((11.5, 4.6))
@@ -47,15 +47,15 @@ def sample_efficiency_figure(result: SampleEfficiency) -> Figure:
         colour = COLOURS[i % len(COLOURS)]
         for ax, x in ((left, budgets), (right, budgets * curve.tokens_per_sample)):
             ax.fill_between(x, curve.low, curve.high, color=colour, alpha=0.2, lw=0)
-            ax.plot(x, curve.mean, "o-", color=colour, ms=4, label=curve.label, gid=f"{CURVE}-{curve.learner}")
-            closed = result.closed_forms.get(curve.learner)
+            ax.plot(x, curve.mean, "o-", color=colour, ms=4, label=curve.label, gid=f"{CURVE}-{curve.task}")
+            closed = result.closed_forms.get(curve.task)
             if closed is not None:
                 ax.axhline(getattr(closed.alignment, result.metric), color=colour, ls="--" if closed.unique else "-.",
-                           lw=1, gid=f"{CLOSED_FORM}-{curve.learner}")
-            untrained = result.untrained.get(curve.learner)
+                           lw=1, gid=f"{CLOSED_FORM}-{curve.task}")
+            untrained = result.untrained.get(curve.task)
             if untrained is not None:
                 ax.axhline(getattr(untrained, result.metric), color=colour, ls=":", lw=1,
-                           gid=f"{UNTRAINED}-{curve.learner}")
+                           gid=f"{UNTRAINED}-{curve.task}")
     for ax, xlabel in ((left, "training samples (records)"), (right, "text tokens in those samples")):
         ax.axhline(chance, color="tab:gray", lw=1, label="chance")
         ax.set_xscale("log")
