@@ -47,8 +47,10 @@ DECODE_CHUNK = 4096
 
 
 @dataclass(frozen=True)
-class DecoderConfig:
-    """Hyperparameters of :func:`train_caption_decoder` (validated on construction).
+class DecoderConfig(Optimiser):
+    """Hyperparameters of :func:`train_caption_decoder` (validated on construction): an
+    :class:`prhsim.learners.Optimiser` (steps, lr, warmup, end_lr, weight_decay, clip, checked there) and
+    the decoder's batch and widths.
 
     Attributes:
         steps: optimiser steps.
@@ -58,17 +60,12 @@ class DecoderConfig:
         hidden: the MLP's hidden widths.
     """
 
-    steps: int = 1000
-    batch_size: int = 64
     lr: float = 3e-3
-    warmup: float = 0.05
-    end_lr: float = 0.0
-    weight_decay: float = 0.0
-    clip: float = 1.0
+    batch_size: int = 64
     hidden: tuple[int, ...] = (128, 128)
 
     def __post_init__(self) -> None:
-        Optimiser.of(self)  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
+        super().__post_init__()  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
         positive_int("batch_size", self.batch_size)
         hidden = tuple(self.hidden)
         if not hidden or any(isinstance(h, bool) or int(h) != h or h < 1 for h in hidden):

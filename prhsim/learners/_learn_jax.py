@@ -52,9 +52,9 @@ DATA_STREAM = 1
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Hyperparameters of :func:`train` (validated on construction; the optimiser's fields through
-    :class:`prhsim.learners.Optimiser`, the one record every learner's optimiser is checked by).
+class TrainConfig(Optimiser):
+    """Hyperparameters of :func:`train` (validated on construction): an :class:`prhsim.learners.Optimiser`
+    (steps, lr, warmup, end_lr, weight_decay, clip, checked there) and what the tables and MLPs add.
 
     Attributes:
         objective: "whiten" (hard whitening, docs/theory.md §1.1) or "sigreg" (LeJEPA, §7).
@@ -80,16 +80,11 @@ class TrainConfig:
         collapse_tol: a seed is *collapsed* when ``tr Cov_p f < collapse_tol · k`` at the end.
     """
 
+    steps: int = 2000
     objective: Objective = "whiten"
     encoder: Literal["tabular", "mlp"] = "tabular"
     data: Data = "exact"
-    steps: int = 2000
     batch_size: int = 256
-    lr: float = 1e-2
-    warmup: float = 0.05
-    end_lr: float = 0.0
-    weight_decay: float = 0.0
-    clip: float = 1.0
     log_every: int = 100
     centred: bool = True
     lam: float = LAMBDA
@@ -108,7 +103,7 @@ class TrainConfig:
                               ("directions", ("resample", "fixed"))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        Optimiser.of(self)  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
+        super().__post_init__()  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
         for name in ("batch_size", "log_every", "num_directions"):
             positive_int(name, getattr(self, name))
         for name in ("init_scale", "collapse_tol"):

@@ -42,6 +42,10 @@ class Optimiser:
         weight_decay: AdamW's decoupled weight decay (0: the objective alone).
         clip: ``clip_by_global_norm`` threshold.
 
+    Every learner's config is an Optimiser with its own fields after these
+    (:class:`prhsim.learners.TrainConfig`, :class:`~prhsim.learners.TextConfig`,
+    :class:`~prhsim.learners.DecoderConfig`), so the six are declared and checked here alone.
+
     Example:
         >>> Optimiser(steps=100, lr=0.1, warmup=0.05).warmup_steps
         5
@@ -71,7 +75,7 @@ class Optimiser:
 
     @classmethod
     def of(cls, config: Any) -> "Optimiser":
-        """The optimiser of a learner's config (any record with the six fields)."""
+        """The optimiser alone of a learner's config (any record with the six fields): a cache key."""
         return cls(config.steps, config.lr, config.warmup, config.end_lr, config.weight_decay, config.clip)
 
     @property

@@ -58,8 +58,9 @@ EMBED_CHUNK = 8192
 
 
 @dataclass(frozen=True)
-class TextConfig:
-    """Hyperparameters of :func:`train_text` (validated on construction).
+class TextConfig(Optimiser):
+    """Hyperparameters of :func:`train_text` (validated on construction): an :class:`prhsim.learners.Optimiser`
+    (steps, lr, warmup, end_lr, weight_decay, clip, checked there) and what the text learners add.
 
     Attributes:
         learner: "jepa" (the JEPA objective on two views of a record) or "ntp" (next-token
@@ -85,11 +86,6 @@ class TextConfig:
     objective: Literal["whiten", "sigreg"] = "whiten"
     steps: int = 3000
     batch_size: int = 512
-    lr: float = 1e-2
-    warmup: float = 0.05
-    end_lr: float = 0.0
-    weight_decay: float = 0.0
-    clip: float = 1.0
     hidden: tuple[int, ...] = (128,)
     min_span: int = 9
     lam: float = LAMBDA
@@ -107,7 +103,7 @@ class TextConfig:
                               ("objective", SGD_OBJECTIVES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        Optimiser.of(self)  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
+        super().__post_init__()  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
         for name in ("batch_size", "min_span", "num_directions", "log_every"):
             positive_int(name, getattr(self, name))
         if not 0 <= self.lam < 1:
