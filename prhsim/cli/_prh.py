@@ -43,7 +43,7 @@ def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, 
     if metric in KNN_METRICS and not 1 <= k < a.shape[0]:
         raise UsageProblem(f"--knn-k must be in 1..{a.shape[0] - 1} for {a.shape[0]:,} samples, got {k}")
     try:
-        return prh_protocol(a, b, metric=metric, k=k, clip_quantile=clip, clip_scope=clip_scope)
+        return prh_protocol(a, b, metric=metric, knn_k=k, clip_quantile=clip, clip_scope=clip_scope)
     except ValueError as exc:
         raise UsageProblem(f"{name_a} vs {name_b}: {exc}") from None
 

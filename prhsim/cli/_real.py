@@ -4,9 +4,11 @@ from a prhsim world, with its known image representation, to test the real pipel
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -97,15 +99,29 @@ def learner_and_views_options(default: str | None):
     return decorate
 
 
-def resolve_learner(learner: str | None, views: str | None) -> tuple[str | None, str | None]:
-    """``(learner, views)`` with the deprecated ``--views ntp`` read as ``--learner ntp`` (a one-line notice)."""
+def resolve_learner(learner: str | None, views: str | None, *, quiet: bool) -> tuple[str | None, str | None]:
+    """``(learner, views)`` with the deprecated ``--views ntp`` read as ``--learner ntp`` (a one-line notice
+    unless quiet)."""
     if views != "ntp":
         return learner, views
     if learner == "jepa":
         raise UsageProblem("--views ntp is the old spelling of --learner ntp and contradicts --learner jepa")
-    click.echo("prhsim real: --views ntp is deprecated (next-token prediction is a learner): use --learner ntp",
-               err=True)
+    if not quiet:
+        click.echo("prhsim real: --views ntp is deprecated (next-token prediction is a learner): use --learner ntp",
+                   err=True)
     return "ntp", None
+
+
+@contextlib.contextmanager
+def deprecation_notes(command: str, *, quiet: bool):
+    """Settings read inside print each earlier spelling they met (a DeprecationWarning) as one line on stderr,
+    unless quiet: from --set, a config file or a saved run's config.json alike."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        yield
+    if not quiet:
+        for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)):
+            click.echo(f"{command}: note: {message}", err=True)
 
 
 @real.command("train")
@@ -137,7 +153,7 @@ def train_command(data, learner, views, model, steps, batch_size, features, work
     main = launched().main
     quiet = quiet or not main
 
-    learner, views = resolve_learner(learner, views)
+    learner, views = resolve_learner(learner, views, quiet=quiet)
     flags = [f"{key}={json.dumps(value)}" for key, value in (
         ("data", data), ("learner", learner), ("views", views), ("model", model), ("steps", steps), ("batch_size", batch_size),
         ("features", features), ("num_workers", workers)) if value is not None]
@@ -155,9 +171,11 @@ def train_command(data, learner, views, model, steps, batch_size, features, work
                 raise OutputError(f"--out {out} holds a run that stopped before its first checkpoint (nothing to "
                                   "resume); delete the folder to start it again")
             raise OutputError(f"--out {out} exists and is not empty; pass --resume to continue that run, or choose another folder")
-        settings = resolve_settings(RealTrainSettings, base, [*sets, *flags])
+        with deprecation_notes("prhsim real train", quiet=quiet):
+            settings = resolve_settings(RealTrainSettings, base, [*sets, *flags])
+            if resume:
+                old = RealTrainSettings.model_validate(json.loads((out / "config.json").read_text())).model_dump()
         if resume:
-            old = RealTrainSettings.model_validate(json.loads((out / "config.json").read_text())).model_dump()
             from prhsim.real import parquet_shards
 
             free = (*RESUMABLE, *(() if parquet_shards(settings.data) else ("num_workers",)))
@@ -279,9 +297,9 @@ def smoke_command(out, images, captions, model, learner, views, batch_size, epoc
     from prhsim.real import DataError, TrainingDiverged
     from prhsim.real import smoke
 
+    learner, views = resolve_learner(learner, views, quiet=quiet or as_json)
     try:
         with bar_reporter("prhsim real smoke", quiet=quiet or as_json) as say:
-            learner, views = resolve_learner(learner, views)
             report = smoke(out, images=images, captions=captions, model=model, learner=learner or "jepa",
                            views=views or "good", batch_size=batch_size,
                            epochs=epochs, weights=weights, image_size=image_size, workers=workers, device=device,

@@ -139,7 +139,8 @@ def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
     say = progress or (lambda message: None)
     start = time.perf_counter()
     outcome = rotation_uniqueness(setup.base, setup.modalities, setup.views, config.k,
-                                  centred=config.centred, learner=learner, tables=config.tables, progress=say,
+                                  centred=config.centred, learner=learner,
+                                  tables=config.tables and learner is None, progress=say,
                                   rng=config.seed)
     k = outcome.k
     say("spectrum head")

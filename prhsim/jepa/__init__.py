@@ -33,7 +33,7 @@ MOVED: dict[str, tuple[str, str]] = {
     "SGDLearner": ("prhsim.learners", "SGDLearner"),
     "SeedSpread": ("prhsim.learners", "SeedSpread"),
     "SpanOptimum": ("prhsim.optima", "SpanOptimum"),
-    "TEXT_LEARNERS": ("prhsim.learners", "TEXT_LEARNERS"),
+    "TEXT_LEARNERS": ("prhsim.learners", "TEXT_TASKS"),  # good, bad, ntp: what it listed
     "TextConfig": ("prhsim.learners", "TextConfig"),
     "TextResult": ("prhsim.learners", "TextResult"),
     "TieWarning": ("prhsim.optima", "TieWarning"),

@@ -46,7 +46,7 @@ from prhsim.worlds import CaptionLaw
 DECODE_CHUNK = 4096
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DecoderConfig(Optimiser):
     """Hyperparameters of :func:`train_caption_decoder` (validated on construction): an
     :class:`prhsim.learners.Optimiser` (steps, lr, warmup, end_lr, weight_decay, clip, checked there) and

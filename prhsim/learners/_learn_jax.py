@@ -51,7 +51,7 @@ EXACT_SIGREG_COPIES = 3
 DATA_STREAM = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig(Optimiser):
     """Hyperparameters of :func:`train` (validated on construction): an :class:`prhsim.learners.Optimiser`
     (steps, lr, warmup, end_lr, weight_decay, clip, checked there) and what the tables and MLPs add.

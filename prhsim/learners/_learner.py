@@ -66,6 +66,9 @@ class Representation:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"a Representation is immutable (cannot set {name!r})")
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # pickle and deepcopy through the slots, not __setattr__
+        return _rebuilt, (self.learner, self.optimum, self.info, self.factor, self._table)
+
     def __repr__(self) -> str:
         where = "factor space" if self.factor is not None else "table"
         return f"Representation({self.learner!r}, k={self.k}, {where})"
@@ -85,6 +88,18 @@ class Representation:
     @property
     def k(self) -> int:
         return self.factor.k if self.factor is not None else int(self._table.shape[1])
+
+
+def _rebuilt(learner: str, optimum: Optimum | None, info: Mapping[str, Any], factor: FactorFeatures | None,
+             table: np.ndarray | None) -> Representation:
+    """A :class:`Representation` from its slots (unpickling: the table may be a materialised factor table)."""
+    rep = object.__new__(Representation)
+    for name, value in (("learner", learner), ("optimum", optimum), ("info", dict(info)), ("factor", factor),
+                        ("_table", table)):
+        object.__setattr__(rep, name, value)
+    if table is not None:
+        table.setflags(write=False)
+    return rep
 
 
 class Learner(Protocol):
@@ -108,7 +123,8 @@ class ClosedFormLearner:
     Attributes:
         tables: return a table over every state even where factor space applies.
         spectra: the cache of factor eigendecompositions, shared by every world this learner
-            solves (the modal worlds of one base share its factors).
+            solves (the modal worlds of one base share its factors); it keeps every factor it
+            has seen, so use one learner per base world.
         name: the learner's name.
 
     Example:
@@ -119,6 +135,7 @@ class ClosedFormLearner:
     """
 
     tables: bool = False
+    # keeps every factor it has diagonalised: one learner per base world (a new one for another world)
     spectra: FactorSpectra = field(default_factory=FactorSpectra, compare=False, repr=False)
     name: str = "closed"
 

@@ -30,7 +30,7 @@ def positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Optimiser:
     """Clipped AdamW with linear warmup and cosine decay (validated on construction; hashable).
 
@@ -44,7 +44,8 @@ class Optimiser:
 
     Every learner's config is an Optimiser with its own fields after these
     (:class:`prhsim.learners.TrainConfig`, :class:`~prhsim.learners.TextConfig`,
-    :class:`~prhsim.learners.DecoderConfig`), so the six are declared and checked here alone.
+    :class:`~prhsim.learners.DecoderConfig`), so the six are declared and checked here alone;
+    every field of these records is keyword-only.
 
     Example:
         >>> Optimiser(steps=100, lr=0.1, warmup=0.05).warmup_steps
@@ -76,7 +77,8 @@ class Optimiser:
     @classmethod
     def of(cls, config: Any) -> "Optimiser":
         """The optimiser alone of a learner's config (any record with the six fields): a cache key."""
-        return cls(config.steps, config.lr, config.warmup, config.end_lr, config.weight_decay, config.clip)
+        return cls(steps=config.steps, lr=config.lr, warmup=config.warmup, end_lr=config.end_lr,
+                   weight_decay=config.weight_decay, clip=config.clip)
 
     @property
     def warmup_steps(self) -> int:

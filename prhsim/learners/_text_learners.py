@@ -1,11 +1,15 @@
 """Text learners from a finite sample of captions: good-view JEPA, bad-view JEPA, next-token prediction (docs/theory.md §5.1).
 
-Every learner trains the token encoder of :mod:`prhsim.learners._text_encoder` on a fixed set of
-records (:class:`prhsim.worlds.Records`: states with their captions), for a fixed number of
-steps of B training pairs, drawn afresh each step from the records:
+Two learners, ``jepa`` (the JEPA objective on two views) and ``ntp`` (next-token prediction), train
+the token encoder of :mod:`prhsim.learners._text_encoder` on a fixed set of records
+(:class:`prhsim.worlds.Records`: states with their captions), for a fixed number of steps of B
+training pairs, drawn afresh each step from the records. A task (:data:`TEXT_TASKS`) is what a
+step draws:
 
-* ``good``: a record, two different captions of it (of independent wording), one span of each;
-* ``bad``: a record, one caption, two independent spans of it (the wording is shared);
+* ``good`` (the JEPA learner on good views): a record, two different captions of it (of
+  independent wording), one span of each;
+* ``bad`` (the JEPA learner on bad views): a record, one caption, two independent spans of it
+  (the wording is shared);
 * ``ntp``: a record, one caption, a prefix of length t uniform on ``1..T−1`` and its next token.
 
 JEPA learners minimise the objectives of this package on the two spans' embeddings:
@@ -57,7 +61,7 @@ DATA_STREAM = 3
 EMBED_CHUNK = 8192
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TextConfig(Optimiser):
     """Hyperparameters of :func:`train_text` (validated on construction): an :class:`prhsim.learners.Optimiser`
     (steps, lr, warmup, end_lr, weight_decay, clip, checked there) and what the text learners add.
@@ -94,6 +98,9 @@ class TextConfig(Optimiser):
 
     def __post_init__(self) -> None:
         if self.learner in ("good", "bad"):
+            if self.views not in ("good", self.learner):
+                raise ValueError(f"learner={self.learner!r} (the old spelling of learner='jepa', "
+                                 f"views={self.learner!r}) contradicts views={self.views!r}")
             warnings.warn(f"TextConfig(learner={self.learner!r}) is deprecated (a view is not a learner): use "
                           f"learner='jepa', views={self.learner!r}, or TextConfig.for_task({self.learner!r})",
                           DeprecationWarning, stacklevel=3)
@@ -123,6 +130,11 @@ class TextConfig(Optimiser):
     def task(self) -> TextTask:
         """What this learner trains on: "good" or "bad" views (the JEPA learner), or "ntp"."""
         return "ntp" if self.learner == "ntp" else self.views
+
+    @property
+    def label(self) -> str:
+        """The task in a few words: "good views", "bad views" or "next-token prediction"."""
+        return "next-token prediction" if self.learner == "ntp" else f"{self.views} views"
 
     @property
     def spans(self) -> SpanLaw:
@@ -271,7 +283,7 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
     need = config.captions_needed
     for r in records:
         if r.captions < need or r.tokens.shape[2] != law.length:
-            raise ValueError(f"{config.task} views need records of at least {need} caption(s) of "
+            raise ValueError(f"{config.label} need records of at least {need} caption(s) of "
                              f"{law.length} tokens, got {r.tokens.shape[1:]}")
     key = _Key(config.task, config.objective, Optimiser.of(config), float(config.lam))
     init_state, run, loss_of = _runner(key)
@@ -322,7 +334,7 @@ def _check_finite(values: np.ndarray, first: int, seeds: tuple[int, ...], config
     bad = np.argwhere(~np.isfinite(values))
     if bad.size:
         s, t = bad[0]
-        raise ValueError(f"{config.task} training diverged: the loss is not finite at step {first + t} "
+        raise ValueError(f"{config.label}: training diverged, the loss is not finite at step {first + t} "
                          f"for seed {seeds[s]} (lr={config.lr:g})")
 
 

@@ -48,7 +48,6 @@ from prhsim.learners._learn_jax import (
     representation,
 )
 from prhsim.learners._learned import trace_covariance
-from prhsim.learners._optimiser import Optimiser
 from prhsim.learners._learner import Representation
 from prhsim.objectives import draw_directions
 from prhsim.worlds import World, pair_sampler
@@ -61,7 +60,7 @@ EPS = 1e-8
 def learning_rate(config: TrainConfig, t: int) -> float:
     """The learning rate of the torch loop at step t: :meth:`prhsim.learners.Optimiser.rate`, optax's
     schedule with its rounding (so the two loops stay on one trajectory)."""
-    return Optimiser.of(config).rate(t)
+    return config.rate(t)
 
 
 def train_torch(world: World, k: int, config: TrainConfig | None = None, *, seeds: Sequence[int] = (0,),

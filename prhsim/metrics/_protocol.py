@@ -28,48 +28,49 @@ from typing import Any, Callable, Literal, NamedTuple
 
 import numpy as np
 
+from prhsim._moved import renamed_keyword
 from prhsim.metrics._cka import as_array, check_finite, linear_cka, rbf_cka, unbiased_cka
 from prhsim.metrics._svcca import svcca
 
 
-def _mutual_knn(a: Any, b: Any, *, k: int) -> float:
+def _mutual_knn(a: Any, b: Any, *, knn_k: int) -> float:
     from prhsim.metrics._knn import mutual_knn
 
-    return float(mutual_knn(a, b, knn_k=k))
+    return float(mutual_knn(a, b, knn_k=knn_k))
 
 
-def _cycle_knn(a: Any, b: Any, *, k: int) -> float:
+def _cycle_knn(a: Any, b: Any, *, knn_k: int) -> float:
     from prhsim.metrics._knn import cycle_knn
 
-    return float(cycle_knn(a, b, knn_k=k))
+    return float(cycle_knn(a, b, knn_k=knn_k))
 
 
-def _cknna(a: Any, b: Any, *, k: int) -> float:
+def _cknna(a: Any, b: Any, *, knn_k: int) -> float:
     from prhsim.metrics._cknna import cknna
 
-    return float(cknna(a, b, knn_k=k))
+    return float(cknna(a, b, knn_k=knn_k))
 
 
-def _linear_cka(a: Any, b: Any, *, k: int) -> float:
+def _linear_cka(a: Any, b: Any, *, knn_k: int) -> float:
     return linear_cka(a, b)
 
 
-def _unbiased_cka(a: Any, b: Any, *, k: int) -> float:
+def _unbiased_cka(a: Any, b: Any, *, knn_k: int) -> float:
     return unbiased_cka(a, b)
 
 
-def _rbf_cka(a: Any, b: Any, *, k: int) -> float:
+def _rbf_cka(a: Any, b: Any, *, knn_k: int) -> float:
     return rbf_cka(a, b)
 
 
-def _svcca(a: Any, b: Any, *, k: int) -> float:
+def _svcca(a: Any, b: Any, *, knn_k: int) -> float:
     return svcca(a, b)
 
 
-def _knn_chance(n: int, k: int) -> float:
+def _knn_chance(n: int, knn_k: int) -> float:
     from prhsim.metrics._knn import knn_chance
 
-    return float(knn_chance(n, k))
+    return float(knn_chance(n, knn_k))
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,9 @@ class Metric:
 
     Attributes:
         name: its name (``prhsim prh --metric NAME``).
-        score: ``(a, b, *, k) -> float`` on two (N, d) samples.
-        neighbours: whether k is a number of neighbours (the kNN metrics; the others ignore it).
-        chance: ``(N, k) -> float``, the expected score of independent representations, where known.
+        score: ``(a, b, *, knn_k) -> float`` on two (N, d) samples.
+        neighbours: whether the metric reads ``knn_k``, its neighbours (the kNN metrics; the others ignore it).
+        chance: ``(N, knn_k) -> float``, the expected score of independent representations, where known.
     """
 
     name: str
@@ -88,8 +89,8 @@ class Metric:
     neighbours: bool = False
     chance: Callable[[int, int], float] | None = None
 
-    def __call__(self, a: Any, b: Any, *, k: int) -> float:
-        return self.score(a, b, k=k)
+    def __call__(self, a: Any, b: Any, *, knn_k: int) -> float:
+        return self.score(a, b, knn_k=knn_k)
 
 
 #: Metric name -> its :class:`Metric` (each scores two (N, d) samples).
@@ -113,7 +114,7 @@ class ProtocolScore(NamedTuple):
         best: the largest score over all layer pairs.
         layers: its layer pair ``(i, j)`` (layer i of a, layer j of b).
         table: every score, a float64 numpy array (L_a x L_b).
-        chance: the metric's chance level (mutual_knn: ``knn_chance(N, k)``), else None.
+        chance: the metric's chance level (mutual_knn: ``knn_chance(N, knn_k)``), else None.
     """
 
     best: float
@@ -158,7 +159,8 @@ def _prepare(name: str, x: Any, quantile: float | None, scope: ClipScope) -> tup
     return xp, x / xp.where(norm > 0, norm, xp.ones_like(norm))
 
 
-def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", k: int = 10,
+@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
+def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_k: int = 10,
                  clip_quantile: float | None = 0.95, clip_scope: ClipScope = "tensor") -> ProtocolScore:
     """Score every layer pair of two models and return the best (see the module docstring).
 
@@ -166,7 +168,7 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", k: i
         feats_a: (N, L_a, D_a) stack, one representation per layer (numpy, torch or JAX).
         feats_b: (N, L_b, D_b) stack of the same N inputs, same library.
         metric: a name in :data:`METRICS`.
-        k: neighbours for the kNN metrics (ignored by the others).
+        knn_k: neighbours for the kNN metrics (ignored by the others; ``k``: its deprecated spelling).
         clip_quantile: the quantile of |x| each stack is clipped at; None: no clip.
         clip_scope: "tensor" (one quantile of the whole stack) or "sample_mean".
 
@@ -191,9 +193,9 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", k: i
     for i in range(A.shape[1]):
         for j in range(B.shape[1]):
             try:
-                table[i, j] = score(A[:, i, :], B[:, j, :], k=k)
+                table[i, j] = score(A[:, i, :], B[:, j, :], knn_k=knn_k)
             except ValueError as err:
                 raise ValueError(f"layer pair ({i}, {j}): {err}") from None
     i, j = np.unravel_index(int(np.argmax(table)), table.shape)
-    chance = None if score.chance is None else score.chance(A.shape[0], k)
+    chance = None if score.chance is None else score.chance(A.shape[0], knn_k)
     return ProtocolScore(float(table[i, j]), (int(i), int(j)), table, chance)

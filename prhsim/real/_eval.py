@@ -123,7 +123,7 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     n = len(test)
     k = min(knn_k, n - 1)
     result = {
-        "run": str(run), "step": state.step, "learner": settings.learner, "views": settings.views, "label": settings.label, "model": settings.model,
+        "run": str(run), "step": state.step, "learner": settings.learner, "views": settings.views_used, "label": settings.label, "model": settings.model,
         "data": str(json_path), "features": str(feats_path), "n_fit": len(val), "n_test": n,
         "r1_text_to_image": recall.a_to_b[1], "r5_text_to_image": recall.a_to_b[5],
         "r1_image_to_text": recall.b_to_a[1], "r5_image_to_text": recall.b_to_a[5],

@@ -124,6 +124,18 @@ class RealTrainSettings(Settings):
             data = {**{k: v for k, v in data.items() if k != "views"}, "learner": "ntp"}
         return data
 
+    @model_validator(mode="after")
+    def _views_belong_to_jepa(self) -> "RealTrainSettings":
+        if self.learner == "ntp" and self.views != "good":
+            raise ValueError(f"views={self.views!r} applies to the jepa learner; next-token prediction (learner='ntp') "
+                             "has no views")
+        return self
+
+    @property
+    def views_used(self) -> str | None:
+        """The views the run trains on: ``views`` for the JEPA learner, None for next-token prediction."""
+        return None if self.learner == "ntp" else self.views
+
     @property
     def task(self) -> Literal["good", "bad", "ntp"]:
         """What a batch holds: pairs of good or of bad views (the JEPA learner), or captions (next-token prediction)."""

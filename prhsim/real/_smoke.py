@@ -217,7 +217,7 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     result = evaluate_run(run, features=data / FEATURES_NAME, n_fit=1000)
     report = {
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-        "images": images, "captions": captions, "model": model, "learner": settings.learner, "views": settings.views, "label": settings.label,
+        "images": images, "captions": captions, "model": model, "learner": settings.learner, "views": settings.views_used, "label": settings.label,
         "batch_size": batch_size,
         "steps": steps, "export_s": export_s,
         "features": {"images_per_s": pipeline, "model_alone_images_per_s": alone, "share": pipeline / alone,

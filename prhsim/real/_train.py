@@ -428,7 +428,7 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
 
         save_png(run_figure(out / METRICS_NAME, f"{settings.label}, {settings.model}, {step} steps"),
                  out / FIGURE_NAME)
-        write_text_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "learner": settings.learner, "views": settings.views,
+        write_text_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "learner": settings.learner, "views": settings.views_used,
                                                      "model": settings.model}))
     return summary
 

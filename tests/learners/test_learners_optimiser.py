@@ -30,9 +30,11 @@ def test_every_learner_config_is_checked_by_the_one_record(record, fields, messa
 
 def test_a_config_s_optimiser_is_its_fields():
     config = TextConfig(steps=40, lr=0.2, warmup=0.1, end_lr=0.5, weight_decay=0.01, clip=2.0)
-    assert Optimiser.of(config) == Optimiser(40, 0.2, 0.1, 0.5, 0.01, 2.0)
-    assert Optimiser.of(config).warmup_steps == 4 and hash(Optimiser.of(config)) == hash(Optimiser(40, 0.2, 0.1, 0.5,
-                                                                                                    0.01, 2.0))
+    same = Optimiser(steps=40, lr=0.2, warmup=0.1, end_lr=0.5, weight_decay=0.01, clip=2.0)
+    assert Optimiser.of(config) == same and hash(Optimiser.of(config)) == hash(same)
+    assert Optimiser.of(config).warmup_steps == 4 and config.rate(7) == same.rate(7)
+    with pytest.raises(TypeError):
+        DecoderConfig(1000, 64)  # keyword-only: a positional value cannot land in another field
 
 
 @pytest.mark.parametrize("optimiser", [Optimiser(steps=30, lr=0.1, warmup=0.2, end_lr=0.1, weight_decay=0.01, clip=0.5),

@@ -14,7 +14,7 @@ from prhsim.config import resolve_run_config
 from prhsim.experiments import build, render_report, rotation_uniqueness, solve
 from prhsim.learners import ClosedFormLearner, Representation
 from prhsim.optima import FEATURE_LIMIT, FactorFeatures
-from prhsim.worlds import bad, codebook, good, path, view_world
+from prhsim.worlds import Modality, bad, codebook, good, path, view_world
 
 
 class RotatedClosedForm:
@@ -186,3 +186,28 @@ def test_the_run_s_learner_choices_come_from_the_registry():
     assert not LEARNERS["sigreg"].covered and LEARNERS["whiten"].covered
     help_text = CliRunner().invoke(main, ["run", "--help"]).output
     assert all(name in help_text for name in LEARNER_CHOICES)
+
+
+def test_a_representation_pickles_and_copies_whole():
+    import copy
+    import pickle
+
+    world = view_world(path(9), Modality("m", [0.25, 0.75]), good())  # renderer-free: the world pickles too
+    reps = (ClosedFormLearner()(world, 2), ClosedFormLearner(tables=True)(world, 2))
+    assert reps[0].factor is not None and reps[1].factor is None
+    for rep in reps:
+        rep.features  # materialised once: the copy keeps the table beside the factors
+        for again in (pickle.loads(pickle.dumps(rep)), copy.deepcopy(rep)):
+            assert again.learner == rep.learner and again.k == rep.k and (again.factor is None) == (rep.factor is None)
+            np.testing.assert_array_equal(again.features, rep.features)
+            assert not again.features.flags.writeable
+            with pytest.raises(AttributeError, match="immutable"):
+                again.learner = "x"
+
+
+def test_a_run_with_tables_takes_a_learner_of_its_own():
+    """solve() with training tables set and a learner given: the learner decides (no refusal of tables=True)."""
+    config = resolve_run_config({}, {"figures": False}, ["world.kind=ring", "world.n=16", "k=2", "modalities=2",
+                                                        "tables=true"])
+    result = solve(config, build(config), learner=RotatedClosedForm())
+    assert [m.learner for m in result.modalities] == ["rotated", "rotated"]

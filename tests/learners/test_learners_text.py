@@ -203,9 +203,12 @@ def test_a_text_learner_is_jepa_or_ntp_and_a_jepa_learner_takes_a_view():
     assert TextConfig().task == "good" and TextConfig(views="bad").task == "bad"
     assert TextConfig(learner="ntp").task == "ntp" and TextConfig(learner="ntp").captions_needed == 1
     assert [TextConfig.for_task(t).task for t in TEXT_TASKS] == list(TEXT_TASKS)
-    with pytest.warns(DeprecationWarning, match=r"learner='jepa', views='bad'"):
+    with pytest.warns(DeprecationWarning, match=r"learner='jepa', views='bad'") as caught:
         old = TextConfig(learner="bad", steps=30)
-    assert old == TextConfig(views="bad", steps=30)
+    assert caught[0].filename == __file__  # the warning names the caller's line
+    assert old == TextConfig(views="bad", steps=30) and old.label == "bad views"
+    with pytest.raises(ValueError, match="contradicts views='bad'"):
+        TextConfig(learner="good", views="bad")
     with pytest.raises(ValueError, match="views must be one of"):
         TextConfig(views="ntp")
     with pytest.raises(ValueError, match="task must be one of"):

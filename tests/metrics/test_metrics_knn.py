@@ -929,8 +929,9 @@ def test_neighbours_are_knn_k_and_the_old_keyword_k_warns(name):
     x = np.random.default_rng(0).normal(size=(12, 3))
     args = (12,) if name == "knn_chance" else (x,) if name == "knn_indices" else (x, 2 * x + 0.1)
     want = fn(*args, knn_k=3)
-    with pytest.warns(DeprecationWarning, match=rf"{name}\(k=\.\.\.\) is deprecated.*use knn_k="):
+    with pytest.warns(DeprecationWarning, match=rf"{name}\(k=\.\.\.\) is deprecated.*use knn_k=") as caught:
         got = fn(*args, k=3)
+    assert caught[0].filename == __file__
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     with pytest.raises(TypeError, match="both knn_k and its deprecated spelling k"):
         fn(*args, k=3, knn_k=3)

@@ -309,11 +309,11 @@ def test_registry_names_and_unknown_metric():
 def test_protocol_knn_metrics_and_chance():
     knn = pytest.importorskip("prhsim.metrics._knn")
     A, B = _stacks(np.random.default_rng(29), n=30)
-    score = prh_protocol(A, B, metric="mutual_knn", k=5, clip_quantile=None)
+    score = prh_protocol(A, B, metric="mutual_knn", knn_k=5, clip_quantile=None)
     assert score.layers == (2, 1) and score.chance == knn.knn_chance(30, 5)
     unit = [X / np.linalg.norm(X, axis=-1, keepdims=True) for X in (A, B)]
     assert_close(score.table[0, 2], knn.mutual_knn(unit[0][:, 0], unit[1][:, 2], knn_k=5))
-    cycle = prh_protocol(A, B, metric="cycle_knn", k=5, clip_quantile=None)
+    cycle = prh_protocol(A, B, metric="cycle_knn", knn_k=5, clip_quantile=None)
     assert cycle.chance is None and cycle.table.shape == (4, 3)
     assert_close(cycle.table[3, 0], knn.cycle_knn(unit[0][:, 3], unit[1][:, 0], knn_k=5))
 
@@ -321,7 +321,7 @@ def test_protocol_knn_metrics_and_chance():
 def test_protocol_cknna():
     cknna_module = pytest.importorskip("prhsim.metrics._cknna")
     A, B = _stacks(np.random.default_rng(31), n=30)
-    score = prh_protocol(A, B, metric="cknna", k=5, clip_quantile=None)
+    score = prh_protocol(A, B, metric="cknna", knn_k=5, clip_quantile=None)
     unit = [X / np.linalg.norm(X, axis=-1, keepdims=True) for X in (A, B)]
     assert score.chance is None and score.table.shape == (4, 3) and score.layers == (2, 1)
     assert_close(score.table[3, 0], cknna_module.cknna(unit[0][:, 3], unit[1][:, 0], knn_k=5))
@@ -376,3 +376,14 @@ def test_other_argument_errors():
     A[:, 1, :] = 1.0  # a constant layer: rows are equal after normalisation
     _one_line_error(lambda: prh_protocol(A, rng.normal(size=(10, 2, 3)), metric="linear_cka"),
                     r"^layer pair \(1, 0\): a has zero variance")
+
+
+def test_the_protocol_takes_neighbours_as_knn_k():
+    gen = np.random.default_rng(3)
+    A, B = gen.normal(size=(30, 2, 4)), gen.normal(size=(30, 2, 5))
+    want = prh_protocol(A, B, metric="mutual_knn", knn_k=4)
+    with pytest.warns(DeprecationWarning, match=r"prh_protocol\(k=\.\.\.\) is deprecated.*use knn_k=") as caught:
+        got = prh_protocol(A, B, metric="mutual_knn", k=4)
+    assert caught[0].filename == __file__
+    assert got.best == want.best and got.chance == want.chance == 4 / 29
+    np.testing.assert_array_equal(got.table, want.table)

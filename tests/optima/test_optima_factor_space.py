@@ -2,7 +2,7 @@
 
 The twins are the table path's own functions (coupled_comparison, alignment_loss,
 whitening_error, nuisance_free_dimension) applied to the full feature table over every
-modal state, which :func:`modal_table` forms from the definition ``f_i(x) = s_i Π_f T_f[x_f, t_if]``.
+modal state, which :meth:`FactorFeatures.table` forms from the definition ``f_i(x) = s_i Π_f T_f[x_f, t_if]``.
 """
 
 from __future__ import annotations
