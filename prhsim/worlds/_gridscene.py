@@ -306,7 +306,12 @@ def symbolic(scene: GridScene, *, rng: RngLike = None) -> Modality:
             parts += [attrs["col"][:, o:o + 1] / (G - 1), attrs["row"][:, o:o + 1] / (G - 1),
                       np.eye(S)[attrs["shape"][:, o]], np.eye(C)[attrs["colour"][:, o]]]
         v = np.concatenate(parts, axis=1)
-        return np.einsum("sij,sj->si", maps[n], v) + offsets[n]
+        n = np.broadcast_to(np.asarray(n), (v.shape[0],))
+        out = np.empty_like(v)
+        for j in range(len(q)):  # one map at a time: no (states x dim x dim) stack of maps
+            rows = n == j  # the same sums, in the same order, as einsum("sij,sj->si", maps[n], v)
+            out[rows] = np.einsum("ij,sj->si", maps[j], v[rows]) + offsets[j]
+        return out
 
     return Modality("symbolic", q, render, "attribute vector through a random affine map; nuisance: which map",
                     n_states=scene.n,

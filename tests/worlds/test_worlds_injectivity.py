@@ -524,8 +524,9 @@ def test_gridscene_renders_bitwise_as_before(size, objects, shapes, colours, see
 
 def test_default_gridscene_renders_every_state_as_before():
     scene = gridscene()
-    pixels, caption, _ = scene.modalities(rng=0)
-    for m, old in ((pixels, frozen_pixels(scene)), (caption, frozen_caption(scene))):
+    pixels, caption, symbolic = scene.modalities(rng=0)
+    for m, old in ((pixels, frozen_pixels(scene)), (caption, frozen_caption(scene)),
+                   (symbolic, frozen_symbolic(scene, 0))):
         states = np.arange(scene.n * m.n_nuisance)
         z, n = states // m.n_nuisance, states % m.n_nuisance
         for i in range(0, states.size, 40_000):
