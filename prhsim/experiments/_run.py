@@ -35,7 +35,14 @@ from prhsim.experiments._results import (
 )
 from prhsim.experiments._rotation import ModalityOutcome, rotation_uniqueness
 from prhsim.learners import Learner
-from prhsim.optima import FactorFeatures, alignment_loss, describe_tie, factor_comparison, top_eigenpairs
+from prhsim.optima import (
+    FactorFeatures,
+    alignment_loss,
+    describe_tie,
+    factor_comparison,
+    solver_threads,
+    top_eigenpairs,
+)
 from prhsim.metrics import principal_angles
 from prhsim.worlds import Modality, View, World, bad, good
 
@@ -126,7 +133,9 @@ def run(config: RunConfig, *, progress: Progress | None = None) -> RunResult:
         WorldBuildError: the world's settings admit no world.
     """
     plan = plan_run(config)
-    with memory_limit(plan.limit):
+    # the BLAS threads of prhsim's solvers for the whole run (optima.solver_threads): a run's other BLAS calls
+    # (comparisons, sample metrics, the injectivity check) are small, and idle pool threads only spin
+    with memory_limit(plan.limit), solver_threads(max(plan.n_states, *plan.modal_states.values())):
         (progress or (lambda message: None))("building the world")
         return solve(config, build(config), progress=progress)
 

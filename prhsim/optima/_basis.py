@@ -39,7 +39,8 @@ _controller = None
 
 @contextmanager
 def solver_threads(rows: int) -> Iterator[None]:
-    """Run a solve on ``rows`` rows with SOLVER_BLAS_THREADS BLAS threads (threadpoolctl).
+    """Run a solve on ``rows`` rows (or a whole ``prhsim run`` whose largest world has ``rows`` states) with
+    SOLVER_BLAS_THREADS BLAS threads (threadpoolctl).
 
     Re-entrant and safe to enter from several Python threads: the first block to enter sets the limit, the
     last to leave restores the pools. The limit is process-wide, so BLAS calls made meanwhile by other
