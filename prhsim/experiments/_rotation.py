@@ -184,7 +184,6 @@ class ModalityOutcome:
         return self.factor.rows(states)
 
 
-
 @dataclass(frozen=True)
 class PairOutcome:
     """One pair of modalities compared through the pairs sharing z."""
