@@ -76,5 +76,5 @@ def test_the_scanned_loop_equals_a_step_by_step_twin():
         m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
         m_hat, v_hat = m / (1 - 0.9 ** (t + 1)), v / (1 - 0.999 ** (t + 1))
         x = x - opt.rate(t) * (m_hat / (np.sqrt(v_hat) + 1e-8) + opt.weight_decay * x)
-    np.testing.assert_allclose(np.asarray(values), want, rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(params["x"]), x, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(values), want, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(params["x"]), x, rtol=1e-12, atol=1e-14)
