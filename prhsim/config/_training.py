@@ -19,7 +19,8 @@ class TrainingSettings(Settings):
     """How each SGD learner is trained (``training.*`` keys; flags --steps, --seeds, --encoder).
 
     Attributes:
-        steps: optimiser steps per learner and modality.
+        steps: the budget: at most this many optimiser steps per learner and modality (a seed
+            stops earlier once it has converged, see ``tol``).
         n_seeds: seeds trained together (``vmap``) per learner and modality; seed s is ``seed + s``.
         encoder: "tabular" (one vector per state, the encoder the theorem assumes) or "mlp"
             (on the rendered observation ``g_m(z, n)``).
@@ -29,7 +30,15 @@ class TrainingSettings(Settings):
             direction: up to ``exact_sigreg_work`` = n²·num_directions per step), minibatches
             otherwise.
         batch_size: pairs per minibatch; also the N that scales SIGReg's exact regulariser.
-        lr: peak learning rate (unset: 0.1 for an exact table, 0.01 otherwise).
+        method: "precond" (heavy-ball steps on the covariance-preconditioned gradient, for a table
+            on the exact whitened loss), "adamw", or "auto": precond where it applies, AdamW elsewhere.
+        lr: peak learning rate (unset: precond's step from the spectrum, docs/theory.md §1.5;
+            0.1 for AdamW on an exact table, 0.01 otherwise).
+        momentum: precond's heavy-ball momentum (unset: from the spectrum).
+        tol: stop a seed once converged: hard whitening on exact data when the Davis–Kahan bound on
+            its s_Θ to the optimum is at most ``tol``; any other learner when its loss has plateaued
+            (``plateau``). null: take every step of the budget.
+        plateau: the relative change of the mean loss between two windows below which a loss has plateaued.
         lam: SIGReg's weight λ.
         convention: "lejepa" ``λ·SIGReg + (1 − λ)·invariance`` or "additive" ``invariance + λ·SIGReg``.
         invariance_dims: SIGReg's invariance summed over the k coordinates ("sum", unbiased for the
@@ -45,17 +54,25 @@ class TrainingSettings(Settings):
     encoder: Literal["tabular", "mlp"] = "tabular"
     data: Literal["auto", "exact", "minibatch"] = "auto"
     batch_size: int = Field(256, ge=2, le=1_000_000)
+    method: Literal["auto", "adamw", "precond"] = "auto"
     lr: float | None = Field(None, gt=0, le=10)
+    momentum: float | None = Field(None, ge=0, lt=1)
+    tol: float | None = Field(1e-4, gt=0, lt=1)
+    plateau: float = Field(1e-5, gt=0, lt=1)
     lam: float = Field(0.02, ge=0)
     convention: Literal["lejepa", "additive"] = "lejepa"
     invariance_dims: Literal["sum", "mean"] = "sum"
     num_directions: int = Field(64, ge=1, le=65_536)
     exact_sigreg_work: int = Field(2**18, ge=1)
 
-
     @model_validator(mode="after")
     def _lam_fits_the_convention(self) -> "TrainingSettings":
         if self.convention == "lejepa" and self.lam >= 1:
             raise ValueError(f"training.lam must be below 1 in the lejepa convention (lam·SIGReg + (1 − lam)·invariance), "
                              f"got {self.lam}; use training.convention=\"additive\" for larger weights")
+        if self.method == "precond" and (self.encoder != "tabular" or self.data == "minibatch"):
+            raise ValueError("training.method=\"precond\" preconditions a table on exact data: it needs "
+                             "training.encoder=\"tabular\" and training.data \"exact\" or \"auto\"")
+        if self.momentum is not None and self.method == "adamw":
+            raise ValueError("training.momentum is precond's heavy-ball momentum; AdamW keeps its own moments")
         return self

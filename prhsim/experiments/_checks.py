@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from prhsim.experiments._results import Check, LearnerSummary, ModalitySummary, PairSummary
+from prhsim.experiments._results import Check, LearnedModality, LearnerSummary, ModalitySummary, PairSummary
 from prhsim.optima import GAP_TOL
 
 #: ρ_P below this counts as "equal up to rotation"; predictions must match within it (closed forms).
@@ -42,6 +42,31 @@ def _rho(x: float) -> str:
 
 def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
+
+
+def _convergence_check(m: LearnedModality, claim: str, subject: str) -> Check:
+    predicted = "yes (unique optimum at a gap)"
+    values = [v for v in m.s_theta if v is not None]
+    if not values:
+        return Check(claim=claim, subject=subject, predicted=predicted, observed="every seed collapsed",
+                     verdict="FAIL")
+    seeds = [(s, c, t, r, pr) for s, c, t, r, pr in zip(m.s_theta, m.converged, m.stopped_at, m.reason, m.progress)
+             if s is not None]
+    elsewhere = [(s, t, r) for s, c, t, r, _ in seeds if c and s >= CONVERGED_S_THETA]
+    if elsewhere or len(values) < len(m.s_theta):
+        worst = max(elsewhere) if elsewhere else None
+        observed = ("a seed collapsed" if worst is None else
+                    f"converged elsewhere: s_Theta {worst[0]:.2g} when it stopped at step {worst[1]} ({worst[2]})")
+        return Check(claim=claim, subject=subject, predicted=predicted, observed=observed, verdict="FAIL")
+    short = [(s, t, pr) for s, c, t, r, pr in seeds if not c and s >= CONVERGED_S_THETA]
+    if short:
+        s, t, pr = max(short, key=lambda item: item[0])
+        observed = f"not converged in {t} steps (s_Theta {s:.2g}" + (f"; {pr})" if pr else ")")
+        return Check(claim=claim, subject=subject, predicted=predicted, observed=observed, verdict="UNCONVERGED")
+    stops = sorted({t for _, _, t, _, _ in seeds})
+    observed = (f"max s_Theta {max(values):.2g} over {len(values)} seed(s), "
+                f"stopped at step {stops[0]}" + (f"-{stops[-1]}" if len(stops) > 1 else ""))
+    return Check(claim=claim, subject=subject, predicted=predicted, observed=observed, verdict="PASS")
 
 
 def modality_checks(m: ModalitySummary, k: int) -> list[Check]:
@@ -137,9 +162,13 @@ def platonic_check(pairs: list[PairSummary], tol: float = RHO_ATOL) -> Check:
 
 def learned_checks(summary: LearnerSummary, unique: dict[str, bool] | None = None) -> list[Check]:
     """Per learned modality: Ky Fan (the whitened alignment loss of every seed is at least L*), and, for
-    hard whitening (the objective the theorem covers), whether SGD reached the closed form
-    (every seed's s_Θ below :data:`CONVERGED_S_THETA`; FAIL means "not converged in these steps").
+    hard whitening (the objective the theorem covers), whether SGD reached the closed form.
 
+    The convergence verdict tells apart the two ways of missing the optimum: PASS when every seed
+    converged (its own stopping rule, :class:`prhsim.learners.StopReport`) with s_Θ below
+    :data:`CONVERGED_S_THETA`; FAIL when a seed converged somewhere else (what would contradict
+    the theorem); UNCONVERGED when a seed ran out of its budget first (the observation says how
+    fast its s_Θ still falls and how many steps it would still need).
     A seed that collapsed has no whitened loss; a modality whose seeds all collapsed gets N/A, and
     so does convergence where the closed form is not unique (``unique[name]`` False: a tie at k).
     """
@@ -147,15 +176,12 @@ def learned_checks(summary: LearnerSummary, unique: dict[str, bool] | None = Non
     if summary.learner == "whiten":
         for m in summary.modalities:
             claim = f"SGD reaches the closed form (s_Theta < {CONVERGED_S_THETA:g})"
+            subject = f"whiten: {m.name}"
             if unique is not None and not unique.get(m.name, True):
-                checks.append(Check(claim=claim, subject=f"whiten: {m.name}", predicted="no unique optimum (tie at k)",
+                checks.append(Check(claim=claim, subject=subject, predicted="no unique optimum (tie at k)",
                                     observed="not compared", verdict="N/A"))
                 continue
-            values = [v for v in m.s_theta if v is not None]
-            observed = "every seed collapsed" if not values else f"max s_Theta {max(values):.2g} over {len(values)} seed(s)"
-            checks.append(Check(claim=claim, subject=f"whiten: {m.name}", predicted="yes (unique optimum at a gap)",
-                                observed=observed, verdict=_verdict(bool(values) and max(values) < CONVERGED_S_THETA
-                                                                    and len(values) == len(m.s_theta))))
+            checks.append(_convergence_check(m, claim, subject))
     for m in summary.modalities:
         ratios = [r for r in m.alignment_ratio if r is not None]
         subject = f"{summary.learner}: {m.name}"

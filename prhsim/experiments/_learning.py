@@ -25,15 +25,17 @@ from prhsim._types import Progress
 from prhsim.config import RunConfig, TrainingSettings
 from prhsim.experiments._results import LearnedModality, LearnedPair, LearnerSummary
 from prhsim.experiments._rotation import RotationUniqueness
-from prhsim.learners import evaluate_learned, seed_spread
+from prhsim.learners import evaluate_learned, curve_rate, seed_spread
 from prhsim.metrics import coupled_comparison, whiten
 from prhsim.worlds import World
 
 #: Modality i trains the seeds ``seed + s + MODALITY_SEED_STRIDE·i``: its own init and data stream, so the
 #: modalities' SGD noise is independent (a shared pair stream would correlate them).
 MODALITY_SEED_STRIDE = 1000
-#: Default peak learning rates: an exact table tolerates a large one.
+#: Default peak learning rates of AdamW: an exact table tolerates a large one.
 EXACT_TABLE_LR, DEFAULT_LR = 0.1, 1e-2
+#: The s_Θ an unconverged seed's remaining steps are estimated to (a tenth of the check's threshold).
+CONVERGED_TARGET = 1e-3
 
 
 class LearnerError(ValueError):
@@ -60,16 +62,33 @@ def data_mode(objective: str, world: World, k: int, training: TrainingSettings) 
     return "exact"
 
 
-def sgd_learner(objective: str, data: str, training: TrainingSettings):
-    """The :class:`prhsim.learners.SGDLearner` that ``training`` describes for one objective and data mode."""
+def method(objective: str, data: str, training: TrainingSettings) -> str:
+    """The optimiser method ``training.method`` resolves to: "precond" for a table on the exact whitened
+    loss under "auto", else "adamw"."""
+    if training.method != "auto":
+        return training.method
+    precond = (objective, data, training.encoder) == ("whiten", "exact", "tabular")
+    return "precond" if precond else "adamw"
+
+
+def sgd_learner(objective: str, data: str, training: TrainingSettings, spectrum: Sequence[float] | None = None):
+    """The :class:`prhsim.learners.SGDLearner` that ``training`` describes for one objective and data mode.
+
+    ``spectrum`` (the modality's ``μ_1 … μ_{k+1}``, e.g. its closed form's eigenvalues) sets
+    precond's step and momentum (:meth:`prhsim.learners.TrainConfig.preconditioned`) unless
+    ``training.lr`` / ``training.momentum`` are given.
+    """
     from prhsim.learners import SGDLearner, TrainConfig
 
+    fields = dict(objective=objective, encoder=training.encoder, data=data, steps=training.steps,
+                  batch_size=training.batch_size, log_every=max(1, training.steps // 50),
+                  lam=training.lam, convention=training.convention, invariance_dims=training.invariance_dims,
+                  num_directions=training.num_directions, tol=training.tol, plateau=training.plateau)
+    if method(objective, data, training) == "precond":
+        given = {name: getattr(training, name) for name in ("lr", "momentum") if getattr(training, name) is not None}
+        return SGDLearner(TrainConfig.preconditioned(spectrum, **fields, **given))
     lr = training.lr or (EXACT_TABLE_LR if data == "exact" and training.encoder == "tabular" else DEFAULT_LR)
-    return SGDLearner(TrainConfig(objective=objective, encoder=training.encoder, data=data, steps=training.steps,
-                                  batch_size=training.batch_size, lr=lr, log_every=max(1, training.steps // 50),
-                                  lam=training.lam, convention=training.convention,
-                                  invariance_dims=training.invariance_dims,
-                                  num_directions=training.num_directions))
+    return SGDLearner(TrainConfig(lr=lr, **fields))
 
 
 def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[str], *,
@@ -86,11 +105,12 @@ def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[s
         modalities, whitened = [], {}
         for i, o in enumerate(outcome.modalities):
             data = data_mode(objective, o.world, k, training)
-            say(f"learner {objective}: {o.name} ({data}, {training.encoder}, {training.n_seeds} seed(s), "
-                f"{training.steps} steps)")
+            learner = sgd_learner(objective, data, training, o.optimum.eigenvalues)
+            say(f"learner {objective}: {o.name} ({data}, {training.encoder}, {learner.config.method}, "
+                f"{training.n_seeds} seed(s), up to {training.steps} steps)")
             try:
-                result = sgd_learner(objective, data, training).fit(
-                    o.world, k, centred=outcome.centred, seeds=modality_seeds(seeds, i), reference=o.optimum)
+                result = learner.fit(o.world, k, centred=outcome.centred, seeds=modality_seeds(seeds, i),
+                                     reference=o.optimum)
             except ResourceError:
                 raise
             except ValueError as exc:  # divergence, or exact data this world cannot list
@@ -143,8 +163,26 @@ def _modality(name: str, data: str, result, world: World, optimum, centred: bool
     def per_seed(field: str) -> list[float | None]:
         return [None if e is None else float(getattr(e, field)) for e in evaluations]
 
+    stop = result.stop
+    config = result.config
+    bound = None if stop.bound is None else [[None if not np.isfinite(b) else float(b) for b in row]
+                                             for row in stop.bound]
+    progress = []
+    for s, converged in enumerate(stop.converged):
+        if converged or result.distance is None:
+            progress.append(None)
+            continue
+        status = curve_rate(result.logged, result.distance[s], CONVERGED_TARGET)
+        progress.append(None if status is None else status.describe("s_Theta"))
+    predicted = None
+    if config.method == "precond":
+        predicted = float(np.sqrt(config.momentum) ** 100) if config.momentum else None
     return LearnedModality(
-        name=name, data=data, lr=result.config.lr, s_theta=per_seed("s_theta"), rho_p=per_seed("rho_p"),
+        name=name, data=data, lr=config.lr, method=config.method, momentum=config.momentum,
+        batch_size=config.batch_size if data == "minibatch" else None,
+        converged=[bool(c) for c in stop.converged], stopped_at=[int(t) for t in stop.at],
+        reason=list(stop.reason), bound=bound, progress=progress, predicted_rate=predicted,
+        s_theta=per_seed("s_theta"), rho_p=per_seed("rho_p"),
         cov_error=per_seed("cov_error"), alignment_ratio=per_seed("alignment_ratio"),
         trace_cov=[float(t) for t in result.trace_cov],
         collapsed=[bool(c) or e is None for c, e in zip(result.collapsed, evaluations)],

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from prhsim.learners import SGD_OBJECTIVES
 
-Verdict = Literal["PASS", "FAIL", "N/A"]
+Verdict = Literal["PASS", "FAIL", "N/A", "UNCONVERGED"]
 
 
 class _Record(BaseModel):
@@ -84,12 +84,30 @@ class LearnedModality(_Record):
     """One modality learned by SGD, per seed, against its closed form (None where a seed collapsed).
 
     ``distance[s][j]`` is seed s's ``s_Θ`` to the closed form after ``logged[j]`` steps, and
-    ``loss[s][j]`` its training loss there.
+    ``loss[s][j]`` its training loss there. How each seed stopped: ``converged[s]``, the step
+    ``stopped_at[s]`` (the budget when it did not converge) and ``reason[s]`` ("residual":
+    its bound on s_Θ met ``tol``; "plateau": its loss stopped moving; "budget": the steps ran
+    out), with ``bound[s][j]`` the Davis–Kahan bound on s_Θ at the logged steps (hard
+    whitening on exact data, docs/theory.md §1.5) and, for a seed that ran out of steps,
+    ``progress[s]``: how fast its s_Θ still falls and the steps it would still need.
+    ``predicted_rate``: the factor per 100 steps by which the theory's linear rate shrinks
+    s_Θ near the optimum (heavy ball: ``√β``), or None. A minibatch learner's
+    ``batch_size`` sets its bias: batch whitening's expected loss is not the population
+    loss, so s_Θ stops at a floor that shrinks with the batch.
     """
 
     name: str
     data: Literal["exact", "minibatch"]
     lr: float
+    method: Literal["adamw", "precond"]
+    momentum: float
+    batch_size: int | None
+    converged: list[bool]
+    stopped_at: list[int]
+    reason: list[Literal["residual", "plateau", "budget"]]
+    bound: list[list[float | None]] | None
+    progress: list[str | None]
+    predicted_rate: float | None
     s_theta: list[float | None]
     rho_p: list[float | None]
     cov_error: list[float | None]

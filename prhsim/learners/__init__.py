@@ -25,6 +25,14 @@ from prhsim.learners._learned import (
     seed_spread as seed_spread,
 )
 from prhsim.learners._optimiser import Optimiser as Optimiser
+from prhsim.learners._convergence import (
+    CurveRate as CurveRate,
+    EigenResidual as EigenResidual,
+    StopReport as StopReport,
+    curve_rate as curve_rate,
+    eigen_residual as eigen_residual,
+    heavy_ball as heavy_ball,
+)
 from prhsim.learners._learner import (
     ClosedFormLearner as ClosedFormLearner,
     Learner as Learner,
@@ -60,6 +68,12 @@ __all__ = [
     "train_caption_decoder",
     "exact_law",
     "ClosedFormLearner",
+    "CurveRate",
+    "EigenResidual",
+    "StopReport",
+    "curve_rate",
+    "eigen_residual",
+    "heavy_ball",
     "Encoder",
     "LearnedEvaluation",
     "Learner",

@@ -66,6 +66,9 @@ class DecoderConfig(Optimiser):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
+        if self.method != "adamw":
+            raise ValueError("the caption decoder trains with method='adamw'; 'precond' preconditions a table on the exact "
+                             "whitened loss")
         positive_int("batch_size", self.batch_size)
         hidden = tuple(self.hidden)
         if not hidden or any(isinstance(h, bool) or int(h) != h or h < 1 for h in hidden):

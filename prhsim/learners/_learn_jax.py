@@ -25,6 +25,7 @@ jax and optax are imported when :func:`train` runs, never at module import.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Sequence
@@ -39,6 +40,15 @@ from prhsim.objectives import LAMBDA, Convention
 from prhsim.learners._learned import subspace_distance, trace_covariance
 from prhsim.learners._learner import Representation
 from prhsim.objectives import draw_directions
+from prhsim.learners._convergence import (
+    PLATEAU_PATIENCE,
+    PLATEAU_STEPS,
+    LawOperator,
+    StopReport,
+    heavy_ball,
+    plateaued,
+    residual_of,
+)
 from prhsim.learners._losses import Data, FactorLaw, Objective, exact_law, exact_tables
 from prhsim.learners._optimiser import Optimiser, positive_int
 from prhsim.learners._train_jax import Spec, runner
@@ -78,6 +88,19 @@ class TrainConfig(Optimiser):
         hidden: the MLP's hidden widths.
         init_scale: standard deviation of the table's initial entries.
         collapse_tol: a seed is *collapsed* when ``tr Cov_p f < collapse_tol · k`` at the end.
+        tol: stop on convergence (None: take every step of the budget ``steps``). Hard whitening
+            on exact data stops a seed when the Davis–Kahan bound on its ``s_Θ`` to the optimum
+            (:mod:`prhsim.learners._convergence`; with ``μ_{k+1}`` from ``train``'s ``spectrum`` or
+            reference) is at most ``tol``, or, with no spectrum, when its residual ``r/√k`` is;
+            every other objective or data mode when its loss plateaus (``plateau``).
+        plateau: the relative change of the mean loss between two windows (whole logging chunks
+            of at least :data:`~prhsim.learners._convergence.PLATEAU_STEPS` steps) below which (or
+            within twice its standard error) a loss has plateaued, for
+            :data:`~prhsim.learners._convergence.PLATEAU_PATIENCE` windows in a row.
+
+    ``method="precond"`` (heavy-ball steps on the covariance-preconditioned gradient,
+    docs/theory.md §1.5) trains a table on the exact whitened loss; :meth:`preconditioned` picks
+    its step and momentum from the spectrum.
     """
 
     steps: int = 2000
@@ -95,6 +118,8 @@ class TrainConfig(Optimiser):
     hidden: tuple[int, ...] = (128, 128)
     init_scale: float = 1.0
     collapse_tol: float = 1e-2
+    tol: float | None = None
+    plateau: float = 1e-5
 
     def __post_init__(self) -> None:
         for name, allowed in (("objective", SGD_OBJECTIVES), ("encoder", ("tabular", "mlp")),
@@ -115,7 +140,34 @@ class TrainConfig(Optimiser):
             raise ValueError(f"lam must be below 1 in the lejepa convention (lam·SIGReg + (1 − lam)·inv), got {self.lam}")
         if self.objective == "whiten" and self.data == "minibatch" and self.batch_size < 2:
             raise ValueError("whitening a minibatch needs batch_size >= 2")
+        if self.method == "precond" and (self.encoder, self.objective, self.data) != ("tabular", "whiten", "exact"):
+            raise ValueError("method='precond' preconditions a table on the exact whitened loss: it needs "
+                             "encoder='tabular', objective='whiten', data='exact'")
+        if self.tol is not None and not 0 < self.tol < 1:
+            raise ValueError(f"tol must lie in (0, 1) (or be None: the whole budget), got {self.tol!r}")
+        if not 0 < self.plateau < 1:
+            raise ValueError(f"plateau must lie in (0, 1), got {self.plateau!r}")
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+
+    @classmethod
+    def preconditioned(cls, spectrum: Sequence[float] | None = None, **fields: Any) -> "TrainConfig":
+        """An exact table trained by ``method="precond"``, its step η and momentum β from ``spectrum``.
+
+        ``spectrum``: the eigenvalues ``μ_1 ≥ … ≥ μ_{k+1}`` of the world's pair operator (centred
+        when the training is; e.g. an optimum's ``eigenvalues``); with them η, β are
+        :func:`prhsim.learners._convergence.heavy_ball` of ``gap = μ_k − μ_{k+1}`` and
+        ``spread = μ_1 + 1`` (every eigenvalue is at least −1); without, η = 1 and β = 0 (one
+        step of subspace iteration per step). ``fields`` set any other field (an ``lr`` or
+        ``momentum`` given there wins).
+        """
+        lr, momentum = 1.0, 0.0
+        if spectrum is not None:
+            mu = [float(v) for v in spectrum]
+            if len(mu) >= 2 and mu[-2] - mu[-1] > 0:
+                lr, momentum = heavy_ball(mu[-2] - mu[-1], mu[0] + 1.0)
+        values = {"encoder": "tabular", "objective": "whiten", "data": "exact", "lr": lr, "momentum": momentum,
+                  "warmup": 0.0, "method": "precond", **fields}
+        return cls(**values)
 
     def spec(self, factor_shape: tuple[int, ...] | None = None) -> Spec:
         """The compiled loop's key; ``factor_shape`` when the exact loss applies π factor by factor."""
@@ -141,6 +193,8 @@ class TrainResult:
         trace_cov: ``tr Cov_p f`` at the end, (S,).
         collapsed: ``trace_cov < collapse_tol · k``, (S,): report collapse, not success.
         seconds: wall time of the whole call (compilation included).
+        stop: how each seed stopped (:class:`prhsim.learners._convergence.StopReport`: converged,
+            the step, the reason, the residual and its bound at the logged steps).
     """
 
     config: TrainConfig
@@ -154,6 +208,7 @@ class TrainResult:
     trace_cov: np.ndarray
     collapsed: np.ndarray
     seconds: float
+    stop: StopReport | None = None
 
     def __post_init__(self) -> None:
         for name in ("features", "logged", "loss", "distance", "trace_cov", "collapsed"):
@@ -181,7 +236,7 @@ def build_encoder(world: World, k: int, config: TrainConfig, inputs: np.ndarray 
 
 def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Sequence[int] = (0,),
           reference: Optimum | None = None, init_params: Any = None, inputs: np.ndarray | None = None,
-          **overrides: Any) -> TrainResult:
+          spectrum: Sequence[float] | None = None, **overrides: Any) -> TrainResult:
     """Train an encoder of k features on ``world`` for every seed at once (see the module docstring).
 
     Args:
@@ -195,6 +250,13 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
             stacked on a leading seed axis (e.g. ``TrainResult.params``; a table is ``{"table": (S, n, k)}``).
         inputs: the MLP's input of every state, (n, d), instead of :func:`observation_inputs`
             (e.g. the token one-hots of a span world, :func:`prhsim.learners.token_one_hot`).
+        spectrum: the eigenvalues ``μ_1 ≥ … ≥ μ_{k+1}`` of the world's pair operator (centred when
+            the training is): ``μ_{k+1}`` turns the residual into a bound on ``s_Θ`` (default: the
+            reference's eigenvalues). Values only: no learner reads an eigenvector.
+
+    Hard whitening on exact data logs the eigen-residual of every seed (and its bound) at the
+    logged steps; with ``config.tol`` each seed stops on convergence (see :class:`TrainConfig`)
+    and is frozen there while the others go on; the call ends when every seed has stopped.
 
     Raises:
         ValueError: on a bad argument, or when the loss or the parameters stop being finite:
@@ -239,39 +301,158 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     params = _initial_params(encoder, seeds, init_params, dtype)
     state = run.init_state(params)
     reference_F = reference.features() if reference is not None else None
+    residual_rule = config.objective == "whiten" and law is not None
+    watch = _Watch(config, k, p, LawOperator(law, world.n) if residual_rule else None,
+                   _next_eigenvalue(spectrum, reference, k), len(seeds))
     logged, losses, distances = [], [], []
     chunks = [np.arange(first, min(config.steps, first + config.log_every))
               for first in range(0, config.steps, config.log_every)]
     final_step = np.array([config.steps])
     drawn = host_data(chunks[0])
+    stop_step = config.steps
     for i, chunk in enumerate(chunks):
-        if reference_F is not None:
-            distances.append(_distances(run.embed(params, shared["inputs"]), p, reference_F, reference.centred))
+        features = None
+        if reference_F is not None or residual_rule:
+            features = np.asarray(run.embed(params, shared["inputs"]), dtype=np.float64)
+        if residual_rule:
+            watch.residual_at(int(chunk[0]), features)
+        if not watch.active.any():  # every seed stopped at this step: it is the last one logged
+            stop_step = int(chunk[0])
+            break
+        if features is not None and reference_F is not None:
+            distances.append(_distances(features, p, reference_F, reference.centred))
+        watch.keep_measures()
+        frozen = not watch.active.all()
+        before = (params, state)
         params, state, values = run.run(params, state, device_data(drawn), shared)
+        if frozen:  # a stopped seed keeps its parameters: its result does not depend on the other seeds
+            params, state = _keep(watch.active, (params, state), before)
         # the next chunk's data (after the last chunk, the final step's) is drawn while this chunk runs
         drawn = host_data(chunks[i + 1] if i + 1 < len(chunks) else final_step)
         values = np.asarray(values)
-        _check_finite(values, chunk, seeds, config.lr)
+        _check_finite(values[watch.active], chunk, tuple(np.asarray(seeds)[watch.active]), config.lr)
         logged.append(int(chunk[0]))
         losses.append(values[:, 0])
+        if not residual_rule:
+            watch.plateau_after(int(chunk[-1]) + 1, values)
+    # the data of step stop_step: the first step of the chunk not run, or the final step's draw
     last = device_data({key: value[0] if key == "t" else value[:, 0] for key, value in drawn.items()})
     final = np.asarray(run.loss(params, last, shared))
-    _check_finite(final[:, None], final_step, seeds, config.lr)
+    _check_finite(final[:, None], np.array([stop_step]), seeds, config.lr)
     features = np.asarray(run.embed(params, shared["inputs"]), dtype=np.float64)
     if not np.all(np.isfinite(features)):
         s, z = np.argwhere(~np.isfinite(features))[0][:2]
-        raise ValueError(f"training diverged: features of state {z} are not finite after step {config.steps} "
+        raise ValueError(f"training diverged: features of state {z} are not finite after step {stop_step} "
                          f"for seed {seeds[s]} (lr={config.lr:g})")
     if reference_F is not None:
         distances.append(_distances(features, p, reference_F, reference.centred))
-    logged.append(config.steps)
+    if residual_rule and stop_step == config.steps:
+        watch.residual_at(config.steps, features)
+    watch.keep_measures()
+    logged.append(stop_step)
     losses.append(final)
     trace = np.array([trace_covariance(F, p) for F in features])
     return TrainResult(
         config=config, k=k, seeds=seeds, params=jax.tree.map(np.asarray, params), features=features,
         logged=np.array(logged), loss=np.stack(losses, axis=1),
         distance=np.stack(distances, axis=1) if distances else None,
-        trace_cov=trace, collapsed=trace < config.collapse_tol * k, seconds=time.perf_counter() - start)
+        trace_cov=trace, collapsed=trace < config.collapse_tol * k, seconds=time.perf_counter() - start,
+        stop=watch.report())
+
+
+class _Watch:
+    """Each seed's stopping rule along one training call (see :class:`TrainConfig`'s ``tol``)."""
+
+    def __init__(self, config: TrainConfig, k: int, p: np.ndarray, operator: LawOperator | None,
+                 next_eigenvalue: float | None, n_seeds: int) -> None:
+        self.config, self.k, self.p, self.operator, self.next_mu = config, k, p, operator, next_eigenvalue
+        self.active = np.ones(n_seeds, dtype=bool)
+        self.at = np.full(n_seeds, config.steps, dtype=np.int64)
+        self.reason = ["budget"] * n_seeds
+        self.calm = np.zeros(n_seeds, dtype=np.int64)
+        self.previous: np.ndarray | None = None
+        self.window: list[np.ndarray] = []
+        self.pending: tuple[np.ndarray, np.ndarray] | None = None
+        self.residuals: list[np.ndarray] = []
+        self.bounds: list[np.ndarray] = []
+
+    def residual_at(self, step: int, features: np.ndarray) -> None:
+        """Measure every seed's residual at ``step``; an active seed whose measure meets ``tol`` stops here."""
+        r = np.full(len(features), np.inf)
+        bound = np.full(len(features), np.inf)
+        for s, F in enumerate(features):
+            try:
+                res = residual_of(F, self.p, self.operator, centred=self.config.centred)
+            except ValueError:  # collapsed: no residual
+                continue
+            r[s] = res.norm
+            if self.next_mu is not None:
+                bound[s] = res.bound(self.next_mu)
+        self.pending = (r, bound)
+        measure = bound if self.next_mu is not None else r / np.sqrt(self.k)
+        if self.config.tol is not None:
+            done = self.active & (measure <= self.config.tol)
+            self._stop(done, step, "residual")
+
+    def keep_measures(self) -> None:
+        """Log the measures of the last :meth:`residual_at` (a step the run goes on from, or the last one)."""
+        if self.pending is not None:
+            self.residuals.append(self.pending[0])
+            self.bounds.append(self.pending[1])
+            self.pending = None
+
+    def plateau_after(self, step: int, values: np.ndarray) -> None:
+        """Add a chunk's losses (S, W) to the window; a full window (:data:`PLATEAU_STEPS` steps or more) is
+        compared with the previous one, and seeds calm for long enough stop at ``step``."""
+        self.window.append(values)
+        if sum(v.shape[1] for v in self.window) < PLATEAU_STEPS:
+            return
+        current, self.window = np.concatenate(self.window, axis=1), []
+        if self.previous is not None and self.config.tol is not None:
+            calm = np.array([plateaued(a, b, self.config.plateau) for a, b in zip(self.previous, current)])
+            self.calm = np.where(calm, self.calm + 1, 0)
+            self._stop(self.active & (self.calm >= PLATEAU_PATIENCE), step, "plateau")
+        self.previous = current
+
+    def _stop(self, done: np.ndarray, step: int, reason: str) -> None:
+        for s in np.flatnonzero(done):
+            self.active[s], self.at[s], self.reason[s] = False, step, reason
+
+    def report(self) -> StopReport:
+        residual_rule = self.operator is not None
+        return StopReport(
+            rule="residual" if residual_rule else "plateau", tol=self.config.tol,
+            converged=np.array([r != "budget" for r in self.reason]), at=self.at.copy(), reason=tuple(self.reason),
+            residual=np.stack(self.residuals, axis=1) if residual_rule else None,
+            bound=np.stack(self.bounds, axis=1) if residual_rule and self.next_mu is not None else None)
+
+
+def _next_eigenvalue(spectrum: Sequence[float] | None, reference: Optimum | None, k: int) -> float | None:
+    """``μ_{k+1}`` from the spectrum given, else from the reference's eigenvalues (None when neither has it)."""
+    values = spectrum if spectrum is not None else (None if reference is None else reference.eigenvalues)
+    if values is None:
+        return None
+    values = np.asarray(values, dtype=np.float64)
+    if values.size < k + 1:
+        raise ValueError(f"spectrum must hold mu_1 .. mu_(k+1) ({k + 1} values), got {values.size}")
+    return float(values[k])
+
+
+def _keep(active: np.ndarray, new: Any, old: Any) -> Any:
+    """``new`` for the active seeds and ``old`` for the stopped ones (pytrees with a leading seed axis)."""
+    return _select_seeds()(np.asarray(active), new, old)
+
+
+@functools.cache
+def _select_seeds() -> Any:
+    """The jitted seed selection of :func:`_keep` (one compilation per parameter shapes)."""
+    import jax
+    import jax.numpy as jnp
+
+    def select(mask: Any, new: Any, old: Any) -> Any:
+        return jax.tree.map(lambda a, b: jnp.where(mask.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, old)
+
+    return jax.jit(select)
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,27 @@ def exact_tables(law: PairList | FactorLaw) -> dict[str, Any]:
     return {"mats": law.mats}
 
 
+def covariance_precondition(centred: bool) -> Callable[[Any, Any, Any], Any]:
+    """``precondition(grads, params, shared)`` for a table on the exact whitened loss (docs/theory.md §1.5).
+
+    The gradient of ``2 tr(C⁻¹(C − A))`` in the table F is ``∇ = −4(J X C⁻¹ − P X C⁻¹AC⁻¹)``
+    (X = F − 1pᵀF when centred); the preconditioned gradient ``¼ P⁻¹ ∇ C = −(TX − X C⁻¹A)``
+    (T = P⁻¹J) is minus the eigen-residual, so a step of size 1 is one step of subspace
+    iteration and heavy-ball momentum accelerates it. States with p = 0 get no step.
+    """
+
+    def precondition(grads: Any, params: Any, shared: Any) -> Any:
+        F = params["table"]
+        xp = array_namespace(F)
+        p = shared["p"]
+        X = F - p @ F if centred else F
+        C = xp.matrix_transpose(X) @ (p[:, None] * X)
+        inv_p = xp.where(p > 0, 1.0 / xp.where(p > 0, p, 1.0), 0.0)
+        return {"table": 0.25 * (inv_p[:, None] * grads["table"]) @ C}
+
+    return precondition
+
+
 def combine(inv: Any, reg: Any, lam: Any, convention: Convention) -> Any:
     """``λ·reg + (1 − λ)·inv`` ("lejepa") or ``inv + λ·reg`` ("additive"), as :func:`prhsim.objectives.lejepa_loss`."""
     return lam * reg + (1.0 - lam) * inv if convention == "lejepa" else inv + lam * reg

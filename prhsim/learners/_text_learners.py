@@ -111,6 +111,9 @@ class TextConfig(Optimiser):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         super().__post_init__()  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
+        if self.method != "adamw":
+            raise ValueError("the text learners train with method='adamw'; 'precond' preconditions a table on the exact "
+                             "whitened loss")
         for name in ("batch_size", "min_span", "num_directions", "log_every"):
             positive_int(name, getattr(self, name))
         if not 0 <= self.lam < 1:

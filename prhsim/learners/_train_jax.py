@@ -4,8 +4,9 @@ The losses are :func:`prhsim.learners._losses.make_loss` (shared with the torch 
 what each objective computes is stated there) called on JAX arrays.
 
 The loop: the learners' one optimiser and step loop (:class:`prhsim.learners._optimiser.Optimiser`,
-:func:`~prhsim.learners._optimiser.scan_steps`: clipped AdamW on a warmup-cosine schedule, one
-``lax.scan`` over a chunk of steps), ``vmap`` over the seeds (params, optimiser
+:func:`~prhsim.learners._optimiser.scan_steps`: clipped AdamW on a warmup-cosine schedule, or
+heavy-ball SGD on the covariance-preconditioned gradient of a table,
+:func:`prhsim.learners._losses.covariance_precondition`; one ``lax.scan`` over a chunk of steps), ``vmap`` over the seeds (params, optimiser
 state, data and directions stacked on a leading seed axis; every seed clips its
 own gradient), ``jit`` over the whole; compiled runners are cached per
 configuration, so equal shapes never compile twice.
@@ -71,7 +72,8 @@ def runner(spec: Spec) -> Runner:
 
     loss = make_loss(spec)
     opt = spec.optimiser.build()
-    run = scan_steps(loss, opt)  # run(params, state, chunk, shared)
+    precondition = losses.covariance_precondition(spec.centred) if spec.optimiser.method == "precond" else None
+    run = scan_steps(loss, opt, precondition)  # run(params, state, chunk, shared)
     axes = step_axes(spec)
     apply = tabular_apply if spec.encoder == "tabular" else mlp_apply
     return Runner(

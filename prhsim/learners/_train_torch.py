@@ -87,6 +87,9 @@ def train_torch(world: World, k: int, config: TrainConfig | None = None, *, seed
 
     start = time.perf_counter()
     config, seeds, k = check_request(world, k, config, seeds, reference, overrides)
+    if config.method != "adamw" or config.tol is not None:
+        raise ValueError("the torch loop takes every step of the budget with AdamW (tol=None, method='adamw'); "
+                         "stopping on convergence and method='precond' run in prhsim.learners.train")
     dtype = torch.float32 if dtype is None else dtype
     device = torch.device(device)
     encoder = build_encoder(world, k, config)

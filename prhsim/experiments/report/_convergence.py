@@ -4,7 +4,9 @@ One panel per modality; in each, one curve per learner (the median ``s_Θ`` over
 seeds) with a band from the smallest to the largest seed. ``s_Θ`` is the subspace
 distance between the learned features, centred and whitened under p, and the
 modality's closed-form optimum (docs/theory.md §2). A log scale, floored at 1e-16
-(an exact run reaches rounding).
+(an exact run reaches rounding). A marker shows where each seed stopped on
+convergence, and a dashed line the theory's rate for the preconditioned heavy-ball
+method (``√β`` per step, docs/theory.md §1.5), drawn through the median's last point.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazi
 LEARNER_COLOURS = {"whiten": "tab:blue", "sigreg": "tab:orange"}
 #: Floor of the log axis.
 FLOOR = 1e-16
-#: gid prefix by which tests find each learner's median curve ("convergence-<learner>-<modality>").
+#: gid prefix by which tests find each learner's median curve ("convergence-<learner>-<modality>"),
+#: its stopping markers ("<prefix>-stop-…") and its predicted rate ("<prefix>-rate-…").
 CURVE_GID = "convergence"
+#: The predicted rate is drawn over this fraction of the logged steps, ending at the last one.
+RATE_SPAN = 0.5
 
 
 def convergence_figure(result: RunResult) -> Figure:
@@ -42,8 +47,20 @@ def convergence_figure(result: RunResult) -> Figure:
             colour = LEARNER_COLOURS.get(summary.learner, "tab:gray")
             label = summary.learner if summary.lam is None else f"{summary.learner} (lam {summary.lam:g})"
             ax.fill_between(steps, d.min(axis=0), d.max(axis=0), color=colour, alpha=0.2, linewidth=0)
-            ax.plot(steps, np.median(d, axis=0), color=colour, label=f"{label}, {m.data}",
+            median = np.median(d, axis=0)
+            ax.plot(steps, median, color=colour, label=f"{label}, {m.data}, {m.method}",
                     gid=f"{CURVE_GID}-{summary.learner}-{name}")
+            stops = [(t, d[s, list(steps).index(t)]) for s, t in enumerate(m.stopped_at)
+                     if m.converged[s] and t in steps]
+            if stops:
+                ax.plot(*zip(*stops), linestyle="none", marker="o", markersize=5, markerfacecolor="none",
+                        color=colour, gid=f"{CURVE_GID}-stop-{summary.learner}-{name}")
+            if m.predicted_rate is not None and steps.size > 1:
+                t = np.linspace(steps[-1] - RATE_SPAN * (steps[-1] - steps[0]), steps[-1], 20)
+                rate = m.predicted_rate ** ((t - steps[-1]) / 100.0) * median[-1]
+                ax.plot(t, np.maximum(rate, FLOOR), linestyle="--", linewidth=1, color=colour,
+                        label=f"predicted rate ({m.predicted_rate:.2g} per 100 steps)",
+                        gid=f"{CURVE_GID}-rate-{summary.learner}-{name}")
         ax.set_yscale("log")
         ax.set_title(name)
         ax.set_xlabel("step")
@@ -51,5 +68,6 @@ def convergence_figure(result: RunResult) -> Figure:
         ax.legend(fontsize="small")
     axes[0].set_ylabel(r"$s_\Theta$ to the closed form")
     seeds = len(result.learned[0].seeds)
-    fig.suptitle(f"learned vs closed form: median over {seeds} seed(s), band min-max", fontsize="medium")
+    fig.suptitle(f"learned vs closed form: median over {seeds} seed(s), band min-max, "
+                 "o where a seed stopped on convergence", fontsize="medium")
     return fig

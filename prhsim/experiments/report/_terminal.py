@@ -9,7 +9,7 @@ from rich.table import Table
 
 from prhsim.experiments._results import RunResult
 
-_VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "N/A": "yellow"}
+_VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "N/A": "yellow", "UNCONVERGED": "bold magenta"}
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
