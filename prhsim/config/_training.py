@@ -35,9 +35,10 @@ class TrainingSettings(Settings):
         lr: peak learning rate (unset: precond's step from the spectrum, docs/theory.md §1.5;
             0.1 for AdamW on an exact table, 0.01 otherwise).
         momentum: precond's heavy-ball momentum (unset: from the spectrum).
-        tol: stop a seed once converged: hard whitening on exact data when the Davis–Kahan bound on
-            its s_Θ to the optimum is at most ``tol``; any other learner when its loss has plateaued
-            (``plateau``). null: take every step of the budget.
+        stop: stop each seed once it has converged (false: take every step of the budget).
+        tol: hard whitening on exact data has converged when the Davis–Kahan bound on its s_Θ to
+            the optimum is at most ``tol`` (docs/theory.md §1.5); any other learner when its loss
+            has plateaued (``plateau``).
         plateau: the relative change of the mean loss between two windows below which a loss has plateaued.
         lam: SIGReg's weight λ.
         convention: "lejepa" ``λ·SIGReg + (1 − λ)·invariance`` or "additive" ``invariance + λ·SIGReg``.
@@ -57,7 +58,8 @@ class TrainingSettings(Settings):
     method: Literal["auto", "adamw", "precond"] = "auto"
     lr: float | None = Field(None, gt=0, le=10)
     momentum: float | None = Field(None, ge=0, lt=1)
-    tol: float | None = Field(1e-4, gt=0, lt=1)
+    stop: bool = True
+    tol: float = Field(1e-4, gt=0, lt=1)
     plateau: float = Field(1e-5, gt=0, lt=1)
     lam: float = Field(0.02, ge=0)
     convention: Literal["lejepa", "additive"] = "lejepa"

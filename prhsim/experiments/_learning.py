@@ -83,7 +83,8 @@ def sgd_learner(objective: str, data: str, training: TrainingSettings, spectrum:
     fields = dict(objective=objective, encoder=training.encoder, data=data, steps=training.steps,
                   batch_size=training.batch_size, log_every=max(1, training.steps // 50),
                   lam=training.lam, convention=training.convention, invariance_dims=training.invariance_dims,
-                  num_directions=training.num_directions, tol=training.tol, plateau=training.plateau)
+                  num_directions=training.num_directions, tol=training.tol if training.stop else None,
+                  plateau=training.plateau)
     if method(objective, data, training) == "precond":
         given = {name: getattr(training, name) for name in ("lr", "momentum") if getattr(training, name) is not None}
         return SGDLearner(TrainConfig.preconditioned(spectrum, **fields, **given))

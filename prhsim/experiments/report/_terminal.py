@@ -28,18 +28,28 @@ def _spread(values: list[float | None], digits: int = 3) -> str:
     return text + (f" [red]({missing} collapsed)[/]" if missing else "")
 
 
+def _stops(m) -> str:
+    """The steps the seeds stopped at, and how many ran out of their budget."""
+    stops = sorted(set(m.stopped_at))
+    text = str(stops[0]) if len(stops) == 1 else f"{stops[0]}-{stops[-1]}"
+    short = sum(not c for c in m.converged)
+    return text + (f" [magenta]({short} unconverged)[/]" if short else "")
+
+
 def render_learned(result: RunResult, console: Console) -> None:
     """The "learned vs closed form" section: per learner and modality, medians [min, max] over seeds."""
     table = Table(title="learned vs closed form (median \\[min, max] over seeds)", title_justify="left")
-    for col in ("learner", "modality", "data", "s_Theta", "rho_P", "||Cov - I||", "loss / L*", "seed rho_P", "time"):
+    for col in ("learner", "modality", "data", "s_Theta", "rho_P", "||Cov - I||", "loss / L*", "seed rho_P",
+                "stopped at", "time"):
         table.add_column(col, justify="left" if col in ("learner", "modality", "data") else "right")
     for summary in result.learned:
         label = summary.learner if summary.lam is None else f"{summary.learner} (lam {summary.lam:g})"
         for m in summary.modalities:
             cov = "n/a" if summary.learner == "whiten" else _spread(m.cov_error)  # whitening's loss is affine-blind
-            table.add_row(label, escape(m.name), f"{m.data}, {summary.encoder}", _spread(m.s_theta),
+            data = f"{m.data}" + (f" (B = {m.batch_size})" if m.batch_size else "") + f", {summary.encoder}, {m.method}"
+            table.add_row(label, escape(m.name), data, _spread(m.s_theta),
                           _spread(m.rho_p), cov, _spread(m.alignment_ratio, 5),
-                          _fmt(m.seed_rho_p_max, 3), f"{m.seconds:.1f} s")
+                          _fmt(m.seed_rho_p_max, 3), _stops(m), f"{m.seconds:.1f} s")
     console.print(table)
     pairs = Table(title="learned cross-modal rho_P (median \\[min, max] over seeds)", title_justify="left")
     for col in ("learner", "pair", "learned", "closed form", "predicted"):
@@ -51,7 +61,8 @@ def render_learned(result: RunResult, console: Console) -> None:
     if any(summary.pairs for summary in result.learned):
         console.print(pairs)
     steps = {s.steps for s in result.learned}
-    console.print(f"{'/'.join(map(str, sorted(steps)))} steps; s_Theta and rho_P after whitening under p; "
+    console.print(f"budget {'/'.join(map(str, sorted(steps)))} steps (a seed stops once converged: its bound on "
+                  "s_Theta, or its loss's plateau); s_Theta and rho_P after whitening under p; "
                   "loss / L* >= 1 by Ky Fan, = 1 on the optimal orbit\n", highlight=False)
 
 
@@ -125,5 +136,8 @@ def render_report(result: RunResult, console: Console) -> None:
     n_pass = sum(c.verdict == "PASS" for c in result.checks)
     summary = (f"[bold green]all {n_pass} checks agree with the theory[/]" if not n_fail
                else f"[bold red]{n_fail} check(s) disagree with the theory[/] ({n_pass} agree)")
-    console.print(f"{summary}; {sum(c.verdict == 'N/A' for c in result.checks)} without a prediction; "
+    n_short = sum(c.verdict == "UNCONVERGED" for c in result.checks)
+    short = (f"; [bold magenta]{n_short} learned modality(ies) did not converge in the budget[/] (raise --steps)"
+             if n_short else "")
+    console.print(f"{summary}{short}; {sum(c.verdict == 'N/A' for c in result.checks)} without a prediction; "
                   f"{result.seconds:.2f} s")
