@@ -59,8 +59,13 @@ def sinkhorn_worlds(draw, min_n: int = 3, max_n: int = 14) -> FiniteWorld:
     (0: an indefinite kernel); for n > 3 sometimes a sparse random graph of drawn degree (possibly disconnected)."""
     n = draw(st.integers(min_n, max_n))
     degree = draw(st.one_of(st.none(), st.integers(1, n - 1))) if n > 3 else None
-    return random_world(n, degree=degree, concentration=draw(st.sampled_from([0.3, 2.0, 20.0])),
-                        self_loop=draw(st.sampled_from([0.0, 0.5, 3.0])), rng=draw(seeds()))
+    try:
+        return random_world(n, degree=degree, concentration=draw(st.sampled_from([0.3, 2.0, 20.0])),
+                            self_loop=draw(st.sampled_from([0.0, 0.5, 3.0])), rng=draw(seeds()))
+    except ValueError as exc:  # a rare affinity whose Sinkhorn scaling stalls just above its tolerance
+        if "Sinkhorn" not in str(exc):
+            raise
+        reject()
 
 
 @st.composite
@@ -79,7 +84,12 @@ def scaled_worlds(draw, min_n: int = 3, max_n: int = 14) -> FiniteWorld:
     A = rng.uniform(size=(n, n)) ** draw(st.sampled_from([1, 3, 6]))
     A = (A + A.T) / 2
     np.fill_diagonal(A, np.diag(A) * diagonal)
-    return sinkhorn_world(A, p)
+    try:
+        return sinkhorn_world(A, p)
+    except ValueError as exc:  # a rare affinity whose Sinkhorn scaling stalls just above its tolerance
+        if "Sinkhorn" not in str(exc):
+            raise
+        reject()
 
 
 def _shapes(min_size: int, max_size: int) -> st.SearchStrategy[list[int]]:

@@ -71,10 +71,13 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_
 @click.option("--learner", type=click.Choice(LEARNER_CHOICES), default=None,
               help="closed: the closed form only (default); whiten, sigreg, all: also train by SGD and "
                    "compare with it (training.* settings; see docs/learning.md).")
-@click.option("--steps", type=int, default=None, help="SGD steps per learner and modality (training.steps, default 1000).")
+@click.option("--steps", type=int, default=None,
+              help="SGD budget: at most this many steps per learner and modality; a seed stops once converged "
+                   "(training.steps, default 1000).")
 @click.option("--seeds", type=int, default=None, help="SGD seeds per learner and modality (training.n_seeds, default 2).")
-@click.option("--encoder", type=click.Choice(["tabular", "mlp"]), default=None,
-              help="SGD encoder: one vector per state, or an MLP on the observation (training.encoder).")
+@click.option("--encoder", type=click.Choice(["auto", "tabular", "mlp"]), default=None,
+              help="SGD encoder: one vector per state, or an MLP on the observation; auto (default): a table "
+                   "unless a modal world exceeds 5,000,000 states (training.encoder).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Any setting, e.g. --set world.laziness=0.3 (values as in TOML; repeatable).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,

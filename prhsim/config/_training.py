@@ -22,8 +22,10 @@ class TrainingSettings(Settings):
         steps: the budget: at most this many optimiser steps per learner and modality (a seed
             stops earlier once it has converged, see ``tol``).
         n_seeds: seeds trained together (``vmap``) per learner and modality; seed s is ``seed + s``.
-        encoder: "tabular" (one vector per state, the encoder the theorem assumes) or "mlp"
-            (on the rendered observation ``g_m(z, n)``).
+        encoder: "tabular" (one vector per state, the encoder the theorem assumes), "mlp" (on the
+            rendered observation ``g_m(z, n)``; above 5,000,000 modal states rendered batch by batch
+            and evaluated on a sample of states drawn from p), or "auto": tabular, unless a modal
+            world has more states than a feature table holds (5,000,000), then mlp.
         data: "exact" (every pair of π, full batch), "minibatch" (``batch_size`` sampled pairs
             per step), or "auto": exact for hard whitening when π can be applied, and for
             SIGReg when its exact regulariser is cheap enough (it costs n² per
@@ -52,7 +54,7 @@ class TrainingSettings(Settings):
 
     steps: int = Field(1000, ge=1, le=1_000_000)
     n_seeds: int = Field(2, ge=1, le=64)
-    encoder: Literal["tabular", "mlp"] = "tabular"
+    encoder: Literal["auto", "tabular", "mlp"] = "auto"
     data: Literal["auto", "exact", "minibatch"] = "auto"
     batch_size: int = Field(256, ge=2, le=1_000_000)
     method: Literal["auto", "adamw", "precond"] = "auto"
@@ -72,7 +74,7 @@ class TrainingSettings(Settings):
         if self.convention == "lejepa" and self.lam >= 1:
             raise ValueError(f"training.lam must be below 1 in the lejepa convention (lam·SIGReg + (1 − lam)·invariance), "
                              f"got {self.lam}; use training.convention=\"additive\" for larger weights")
-        if self.method == "precond" and (self.encoder != "tabular" or self.data == "minibatch"):
+        if self.method == "precond" and (self.encoder == "mlp" or self.data == "minibatch"):
             raise ValueError("training.method=\"precond\" preconditions a table on exact data: it needs "
                              "training.encoder=\"tabular\" and training.data \"exact\" or \"auto\"")
         if self.momentum is not None and self.method == "adamw":

@@ -44,8 +44,9 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def _convergence_check(m: LearnedModality, claim: str, subject: str) -> Check:
+def _convergence_check(m: LearnedModality, claim: str, subject: str, encoder: str) -> Check:
     predicted = "yes (unique optimum at a gap)"
+    premises = m.data == "exact" and encoder == "tabular"
     values = [v for v in m.s_theta if v is not None]
     if not values:
         return Check(claim=claim, subject=subject, predicted=predicted, observed="every seed collapsed",
@@ -53,6 +54,11 @@ def _convergence_check(m: LearnedModality, claim: str, subject: str) -> Check:
     seeds = [(s, c, t, r, pr) for s, c, t, r, pr in zip(m.s_theta, m.converged, m.stopped_at, m.reason, m.progress)
              if s is not None]
     elsewhere = [(s, t, r) for s, c, t, r, _ in seeds if c and s >= CONVERGED_S_THETA]
+    if elsewhere and not premises:  # a stall outside the theorem's premises contradicts nothing
+        s, t, r = max(elsewhere)
+        observed = (f"stalled at s_Theta {s:.2g} ({r} at step {t}); {m.data} data and a {encoder} encoder are "
+                    "outside the theorem's premises (the population loss, a universal encoder)")
+        return Check(claim=claim, subject=subject, predicted=predicted, observed=observed, verdict="UNCONVERGED")
     if elsewhere or len(values) < len(m.s_theta):
         worst = max(elsewhere) if elsewhere else None
         observed = ("a seed collapsed" if worst is None else
@@ -166,9 +172,10 @@ def learned_checks(summary: LearnerSummary, unique: dict[str, bool] | None = Non
 
     The convergence verdict tells apart the two ways of missing the optimum: PASS when every seed
     converged (its own stopping rule, :class:`prhsim.learners.StopReport`) with s_Θ below
-    :data:`CONVERGED_S_THETA`; FAIL when a seed converged somewhere else (what would contradict
-    the theorem); UNCONVERGED when a seed ran out of its budget first (the observation says how
-    fast its s_Θ still falls and how many steps it would still need).
+    :data:`CONVERGED_S_THETA`; FAIL when a table on exact data (the theorem's premises) converged
+    somewhere else (what would contradict the theorem); UNCONVERGED when a seed ran out of its
+    budget first (the observation says how fast its s_Θ still falls and how many steps it would
+    still need), or stalled on minibatches or with an MLP, outside the premises.
     A seed that collapsed has no whitened loss; a modality whose seeds all collapsed gets N/A, and
     so does convergence where the closed form is not unique (``unique[name]`` False: a tie at k).
     """
@@ -181,11 +188,16 @@ def learned_checks(summary: LearnerSummary, unique: dict[str, bool] | None = Non
                 checks.append(Check(claim=claim, subject=subject, predicted="no unique optimum (tie at k)",
                                     observed="not compared", verdict="N/A"))
                 continue
-            checks.append(_convergence_check(m, claim, subject))
+            checks.append(_convergence_check(m, claim, subject, summary.encoder))
     for m in summary.modalities:
         ratios = [r for r in m.alignment_ratio if r is not None]
         subject = f"{summary.learner}: {m.name}"
         claim = "Ky Fan: learned loss >= L*"
+        if m.evaluated_on is not None:
+            checks.append(Check(claim=claim, subject=subject, predicted="ratio >= 1",
+                                observed=f"not measured (evaluated on {m.evaluated_on:,} sampled states)",
+                                verdict="N/A"))
+            continue
         if not ratios:
             checks.append(Check(claim=claim, subject=subject, predicted="ratio >= 1",
                                 observed="every seed collapsed", verdict="N/A"))

@@ -25,7 +25,7 @@ from prhsim._types import Progress
 from prhsim.config import RunConfig, TrainingSettings
 from prhsim.experiments._results import LearnedModality, LearnedPair, LearnerSummary
 from prhsim.experiments._rotation import RotationUniqueness
-from prhsim.learners import evaluate_learned, curve_rate, seed_spread
+from prhsim.learners import curve_rate, evaluate_learned, evaluate_sampled, seed_spread
 from prhsim.metrics import coupled_comparison, whiten
 from prhsim.worlds import World
 
@@ -47,10 +47,25 @@ def modality_seeds(seeds: Sequence[int], index: int) -> tuple[int, ...]:
     return tuple(s + MODALITY_SEED_STRIDE * index for s in seeds)
 
 
-def data_mode(objective: str, world: World, k: int, training: TrainingSettings) -> str:
-    """The data mode ``training.data`` resolves to for this objective and world ("exact" or "minibatch")."""
+def encoder_for(training: TrainingSettings, worlds: Sequence[World]) -> str:
+    """The encoder ``training.encoder`` resolves to: "auto" is a table unless a modal world holds more
+    states than a feature table (:data:`prhsim.optima.FEATURE_LIMIT`), then an MLP on rendered observations."""
+    if training.encoder != "auto":
+        return training.encoder
+    from prhsim.optima import FEATURE_LIMIT
+
+    return "mlp" if any(w.n > FEATURE_LIMIT for w in worlds) else "tabular"
+
+
+def data_mode(objective: str, world: World, k: int, training: TrainingSettings, encoder: str = "tabular") -> str:
+    """The data mode ``training.data`` resolves to for this objective and world ("exact" or "minibatch");
+    an MLP on a world above a feature table's size trains on minibatches of rendered observations."""
     if training.data != "auto":
         return training.data
+    from prhsim.optima import FEATURE_LIMIT
+
+    if encoder == "mlp" and world.n > FEATURE_LIMIT:
+        return "minibatch"
     if objective == "sigreg":
         return "exact" if world.n**2 * training.num_directions <= training.exact_sigreg_work else "minibatch"
     from prhsim.learners import exact_law
@@ -62,16 +77,17 @@ def data_mode(objective: str, world: World, k: int, training: TrainingSettings) 
     return "exact"
 
 
-def method(objective: str, data: str, training: TrainingSettings) -> str:
+def method(objective: str, data: str, training: TrainingSettings, encoder: str = "tabular") -> str:
     """The optimiser method ``training.method`` resolves to: "precond" for a table on the exact whitened
     loss under "auto", else "adamw"."""
     if training.method != "auto":
         return training.method
-    precond = (objective, data, training.encoder) == ("whiten", "exact", "tabular")
+    precond = (objective, data, encoder) == ("whiten", "exact", "tabular")
     return "precond" if precond else "adamw"
 
 
-def sgd_learner(objective: str, data: str, training: TrainingSettings, spectrum: Sequence[float] | None = None):
+def sgd_learner(objective: str, data: str, training: TrainingSettings, spectrum: Sequence[float] | None = None,
+                encoder: str | None = None):
     """The :class:`prhsim.learners.SGDLearner` that ``training`` describes for one objective and data mode.
 
     ``spectrum`` (the modality's ``μ_1 … μ_{k+1}``, e.g. its closed form's eigenvalues) sets
@@ -80,15 +96,16 @@ def sgd_learner(objective: str, data: str, training: TrainingSettings, spectrum:
     """
     from prhsim.learners import SGDLearner, TrainConfig
 
-    fields = dict(objective=objective, encoder=training.encoder, data=data, steps=training.steps,
+    encoder = encoder or ("tabular" if training.encoder == "auto" else training.encoder)
+    fields = dict(objective=objective, encoder=encoder, data=data, steps=training.steps,
                   batch_size=training.batch_size, log_every=max(1, training.steps // 50),
                   lam=training.lam, convention=training.convention, invariance_dims=training.invariance_dims,
                   num_directions=training.num_directions, tol=training.tol if training.stop else None,
                   plateau=training.plateau)
-    if method(objective, data, training) == "precond":
+    if method(objective, data, training, encoder) == "precond":
         given = {name: getattr(training, name) for name in ("lr", "momentum") if getattr(training, name) is not None}
         return SGDLearner(TrainConfig.preconditioned(spectrum, **fields, **given))
-    lr = training.lr or (EXACT_TABLE_LR if data == "exact" and training.encoder == "tabular" else DEFAULT_LR)
+    lr = training.lr or (EXACT_TABLE_LR if data == "exact" and encoder == "tabular" else DEFAULT_LR)
     return SGDLearner(TrainConfig(lr=lr, **fields))
 
 
@@ -100,14 +117,15 @@ def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[s
     training = config.training
     seeds = tuple(config.seed + s for s in range(training.n_seeds))
     k = outcome.k
+    encoder = encoder_for(training, [o.world for o in outcome.modalities])
     summaries = []
     for objective in objectives:
         start = time.perf_counter()
         modalities, whitened = [], {}
         for i, o in enumerate(outcome.modalities):
-            data = data_mode(objective, o.world, k, training)
-            learner = sgd_learner(objective, data, training, o.optimum.eigenvalues)
-            say(f"learner {objective}: {o.name} ({data}, {training.encoder}, {learner.config.method}, "
+            data = data_mode(objective, o.world, k, training, encoder)
+            learner = sgd_learner(objective, data, training, o.optimum.eigenvalues, encoder)
+            say(f"learner {objective}: {o.name} ({data}, {encoder}, {learner.config.method}, "
                 f"{training.n_seeds} seed(s), up to {training.steps} steps)")
             try:
                 result = learner.fit(o.world, k, centred=outcome.centred, seeds=modality_seeds(seeds, i),
@@ -117,7 +135,8 @@ def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[s
             except ValueError as exc:  # divergence, or exact data this world cannot list
                 raise LearnerError(f"learner {objective} on {o.name}: {exc}") from None
             modalities.append(_modality(o.name, data, result, o.world, o.optimum, outcome.centred))
-            whitened[o.name] = _whitened(result.features, result.collapsed, o.world.p, outcome.centred)
+            whitened[o.name] = ([None] * len(seeds) if result.states is not None else
+                                _whitened(result.features, result.collapsed, o.world.p, outcome.centred))
         pairs = []
         closed_pairs = {(p.a, p.b): p for p in outcome.pairs}
         by_name = {o.name: o for o in outcome.modalities}
@@ -130,7 +149,7 @@ def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[s
             pairs.append(LearnedPair(a=a, b=b, rho_p=rho, predicted_rho_p=closed_pairs[(a, b)].predicted_rho,
                                      closed_form_rho_p=closed_pairs[(a, b)].comparison.rho_p))
         summaries.append(LearnerSummary(
-            learner=objective, encoder=training.encoder, steps=training.steps, seeds=list(seeds),
+            learner=objective, encoder=encoder, steps=training.steps, seeds=list(seeds),
             lam=training.lam if objective == "sigreg" else None,
             convention=training.convention if objective == "sigreg" else None,
             modalities=modalities, pairs=pairs, seconds=time.perf_counter() - start))
@@ -152,17 +171,25 @@ def _whitened(features: np.ndarray, collapsed: np.ndarray, p: np.ndarray, centre
 
 
 def _modality(name: str, data: str, result, world: World, optimum, centred: bool) -> LearnedModality:
+    sampled = result.states is not None
+    reference = optimum.features(result.states) if sampled else None
     evaluations = []
     for F, collapsed in zip(result.features, result.collapsed):
         try:
-            evaluations.append(None if collapsed else evaluate_learned(F, world, optimum, ep=False))
+            if collapsed:
+                evaluations.append(None)
+            elif sampled:
+                evaluations.append(evaluate_sampled(F, reference, centred=centred))
+            else:
+                evaluations.append(evaluate_learned(F, world, optimum, ep=False))
         except ValueError:  # cannot be whitened: collapsed
             evaluations.append(None)
     whole = [e for e in evaluations if e is not None]
-    spread = seed_spread(result.features, world.p, centred=centred) if len(whole) == len(evaluations) > 1 else None
+    spread = seed_spread(result.features, world.p, centred=centred) \
+        if not sampled and len(whole) == len(evaluations) > 1 else None
 
     def per_seed(field: str) -> list[float | None]:
-        return [None if e is None else float(getattr(e, field)) for e in evaluations]
+        return [None if e is None or not hasattr(e, field) else float(getattr(e, field)) for e in evaluations]
 
     stop = result.stop
     config = result.config
@@ -183,6 +210,8 @@ def _modality(name: str, data: str, result, world: World, optimum, centred: bool
         batch_size=config.batch_size if data == "minibatch" else None,
         converged=[bool(c) for c in stop.converged], stopped_at=[int(t) for t in stop.at],
         reason=list(stop.reason), bound=bound, progress=progress, predicted_rate=predicted,
+        evaluated_on=int(result.states.size) if sampled else None,
+        s_theta_se=per_seed("s_theta_se") if sampled else None,
         s_theta=per_seed("s_theta"), rho_p=per_seed("rho_p"),
         cov_error=per_seed("cov_error"), alignment_ratio=per_seed("alignment_ratio"),
         trace_cov=[float(t) for t in result.trace_cov],

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from prhsim._budget import FLOAT, ResourceError, current_memory_limit, format_bytes
 from prhsim.config import ConfigError, GridSceneWorld, RandomWorld, RunConfig
 from prhsim.experiments._pair_metrics import SAMPLES as PAIR_SAMPLES
+from prhsim.learners import EVAL_SAMPLE
 from prhsim.optima import AUTO_K_MAX, DENSE_UP_TO, FEATURE_LIMIT
 from prhsim.worlds import FULL_CHECK_LIMIT
 
@@ -165,6 +166,12 @@ def _learner_cost(config: RunConfig, objective: str, n_m: int, k: int, obs_bytes
                   factors: int) -> tuple[float, float]:
     """Peak bytes and float operations of one SGD learner on one modal world (rough, for refusals and the time class)."""
     t = config.training
+    if _renders(config, n_m):  # an MLP on rendered minibatches, evaluated on a sample: no table of every state
+        chunk = max(1, t.steps // 50)  # the steps whose minibatches are rendered at once (the run's log_every)
+        nbytes = 3 * FLOAT * float(EVAL_SAMPLE) * (obs_bytes + k * (t.n_seeds + 1)) \
+            + 3 * FLOAT * float(t.n_seeds) * chunk * t.batch_size * 2 * obs_bytes
+        per_step = WHITEN_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * (obs_bytes * 128 + 128 * 128 + 128 * k)
+        return nbytes, per_step * t.steps * t.n_seeds
     nbytes = LEARNER_TABLE_COPIES * FLOAT * float(t.n_seeds) * n_m * k
     if t.encoder == "mlp":
         nbytes += 3 * FLOAT * float(n_m) * obs_bytes
@@ -179,6 +186,13 @@ def _learner_cost(config: RunConfig, objective: str, n_m: int, k: int, obs_bytes
     else:
         per_step = WHITEN_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * k * k
     return nbytes, per_step * t.steps * t.n_seeds
+
+
+def _renders(config: RunConfig, n_m: int) -> bool:
+    """Whether the learners on a modal world of ``n_m`` states render minibatches of observations
+    (an MLP above a feature table's size, :func:`prhsim.experiments._learning.encoder_for`)."""
+    t = config.training
+    return t.encoder in ("auto", "mlp") and n_m > FEATURE_LIMIT and t.data != "exact"
 
 
 def plan_run(config: RunConfig) -> RunPlan:
@@ -212,7 +226,8 @@ def plan_run(config: RunConfig) -> RunPlan:
     table_hint = f"{w.hint()}, or lower --k" if config.k != "auto" else w.hint()
     stages = [_world_stage(config, n, m)]
     seconds = 0.0
-    tables = config.tables or bool(config.sgd_learners)
+    rendering = bool(config.sgd_learners) and any(_renders(config, n_m) for n_m in modal.values())
+    tables = config.tables or (bool(config.sgd_learners) and not rendering)
     if not tables:  # factor space: p_Z and the sampled rows of the PRH metrics, never a modal table
         stages.append(Stage(f"factor space: the law of Z ({n:,} states) and Gram matrices of {m} features",
                             FACTOR_SPACE_COPIES * FLOAT * float(n) + GRAM_COPIES * FLOAT * (2.0 * m) ** 2

@@ -93,7 +93,10 @@ class LearnedModality(_Record):
     ``predicted_rate``: the factor per 100 steps by which the theory's linear rate shrinks
     s_Θ near the optimum (heavy ball: ``√β``), or None. A minibatch learner's
     ``batch_size`` sets its bias: batch whitening's expected loss is not the population
-    loss, so s_Θ stops at a floor that shrinks with the batch.
+    loss, so s_Θ stops at a floor that shrinks with the batch. ``evaluated_on``: None when the
+    seeds were compared with the closed form on every state; an MLP on rendered observations
+    of a world too large for a feature table is compared on that many states drawn from p,
+    with ``s_theta_se`` the bootstrap standard error of each seed's s_Θ (no loss / L* then).
     """
 
     name: str
@@ -108,6 +111,8 @@ class LearnedModality(_Record):
     bound: list[list[float | None]] | None
     progress: list[str | None]
     predicted_rate: float | None
+    evaluated_on: int | None = None
+    s_theta_se: list[float | None] | None = None
     s_theta: list[float | None]
     rho_p: list[float | None]
     cov_error: list[float | None]
@@ -139,7 +144,7 @@ class LearnerSummary(_Record):
     """
 
     learner: Literal[SGD_OBJECTIVES]  # type: ignore[valid-type]
-    encoder: Literal["tabular", "mlp"]
+    encoder: Literal["tabular", "mlp"]  # training.encoder, resolved
     steps: int
     seeds: list[int]
     lam: float | None

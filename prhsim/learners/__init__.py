@@ -13,6 +13,7 @@ from prhsim.learners._encoders import (
     tabular_encoder as tabular_encoder,
 )
 from prhsim.learners._learn_jax import (
+    EVAL_SAMPLE as EVAL_SAMPLE,
     SGDLearner as SGDLearner,
     TrainConfig as TrainConfig,
     TrainResult as TrainResult,
@@ -20,8 +21,10 @@ from prhsim.learners._learn_jax import (
 )
 from prhsim.learners._learned import (
     LearnedEvaluation as LearnedEvaluation,
+    SampledEvaluation as SampledEvaluation,
     SeedSpread as SeedSpread,
     evaluate_learned as evaluate_learned,
+    evaluate_sampled as evaluate_sampled,
     seed_spread as seed_spread,
 )
 from prhsim.learners._optimiser import Optimiser as Optimiser
@@ -59,6 +62,7 @@ from prhsim.learners._caption_decoder import CaptionDecoder as CaptionDecoder, D
 
 from prhsim.learners._registry import LEARNERS as LEARNERS, SGD_OBJECTIVES as SGD_OBJECTIVES, LearnerKind as LearnerKind
 __all__ = [
+    "EVAL_SAMPLE",
     "LEARNERS",
     "SGD_OBJECTIVES",
     "LearnerKind",
@@ -76,6 +80,8 @@ __all__ = [
     "heavy_ball",
     "Encoder",
     "LearnedEvaluation",
+    "SampledEvaluation",
+    "evaluate_sampled",
     "Learner",
     "LogBilinearFit",
     "Optimiser",

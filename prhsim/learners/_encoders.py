@@ -190,6 +190,85 @@ def observation_inputs(world: World, modality: Modality | None = None) -> np.nda
     return X
 
 
+def rendered_encoder(rendered: "RenderedInputs", k: int, *, hidden: tuple[int, ...] = (128, 128)) -> Encoder:
+    """:func:`mlp_encoder` on inputs rendered batch by batch (:class:`RenderedInputs`): no table of every
+    state; ``inputs`` is empty (0, d) and the learner renders what each step needs."""
+    k = _positive("k", k)
+    hidden = tuple(_positive("hidden width", h) for h in hidden)
+    d = rendered.d
+
+    def init(key: Any) -> Any:
+        return mlp_init(key, d, k, hidden)
+
+    return Encoder("mlp", k, np.zeros((0, d)), init, mlp_apply, hidden)
+
+
+class RenderedInputs:
+    """The MLP inputs of a modal world rendered on demand: ``inputs(states)`` -> standardised observations (s, d).
+
+    The same inputs :func:`observation_inputs` tabulates, for worlds whose table would not fit:
+    each batch of modal states is rendered (``modality.render_states``, or the one-hots of (z, n)
+    for a renderer-free modality, left unstandardised), flattened, centred by ``mean`` and divided by ``scale``.
+    """
+
+    def __init__(self, modality: Modality, n_states: int, mean: np.ndarray, scale: np.ndarray, exact: bool) -> None:
+        self.modality, self.n_states, self.mean, self.scale, self.exact = modality, n_states, mean, scale, exact
+        self.d = int(mean.size)
+
+    def raw(self, states: np.ndarray) -> np.ndarray:
+        """The flattened, unstandardised observations of modal states, float64 (s, d)."""
+        states = np.asarray(states, dtype=np.int64).ravel()
+        m = self.modality
+        if m.renderer_free:
+            n_z = self.n_states // m.n_nuisance
+            out = np.zeros((states.size, n_z + m.n_nuisance))
+            z, nu = np.divmod(states, m.n_nuisance)
+            out[np.arange(states.size), z] = 1.0
+            out[np.arange(states.size), n_z + nu] = 1.0
+            return out
+        return np.asarray(m.render_states(states), dtype=np.float64).reshape(states.size, -1)
+
+    def __call__(self, states: np.ndarray) -> np.ndarray:
+        shape = np.shape(states)
+        X = self.raw(states)
+        X -= self.mean
+        X /= self.scale
+        return X.reshape(*shape, self.d)
+
+
+#: States drawn from p to standardise rendered inputs of a world above :data:`prhsim.optima.FEATURE_LIMIT` states.
+STANDARDISE_SAMPLE = 65_536
+
+
+def rendered_inputs(world: ModalWorld, *, exact: bool | None = None, rng: int = 0) -> RenderedInputs:
+    """:class:`RenderedInputs` of a modal world, standardised by the p-weighted moments of every state
+    (``exact``; the default up to :data:`prhsim.optima.FEATURE_LIMIT` states, chunk by chunk) or by the
+    moments of :data:`STANDARDISE_SAMPLE` states drawn from p (seeded by ``rng``; above it)."""
+    from prhsim.optima import FEATURE_LIMIT
+    from prhsim.worlds import pair_sampler
+
+    if not isinstance(world, ModalWorld):
+        raise ValueError(f"rendered inputs need a modal world (from view_world), got {type(world).__name__}")
+    modality = world.modality
+    exact = world.n <= FEATURE_LIMIT if exact is None else exact
+    probe = RenderedInputs(modality, world.n, np.zeros(1), np.ones(1), exact)
+    if modality.renderer_free:  # the one-hots of (z, n), unstandardised (as observation_inputs gives them)
+        d = world.n // modality.n_nuisance + modality.n_nuisance
+        return RenderedInputs(modality, world.n, np.zeros(d), np.ones(d), exact)
+    if exact:
+        p = np.asarray(world.p, dtype=np.float64)
+        chunks = [np.arange(start, min(world.n, start + CHUNK)) for start in range(0, world.n, CHUNK)]
+        mean = sum(p[c] @ probe.raw(c) for c in chunks)
+        var = sum(p[c] @ (probe.raw(c) - mean) ** 2 for c in chunks)
+    else:
+        states = pair_sampler(world).pairs(STANDARDISE_SAMPLE, rng=np.random.default_rng([rng, 2]))[0]
+        X = probe.raw(states)
+        mean = X.mean(axis=0)
+        var = ((X - mean) ** 2).mean(axis=0)
+    std = np.sqrt(var)
+    return RenderedInputs(modality, world.n, mean, np.where(std > STD_FLOOR, std, 1.0), exact)
+
+
 def _positive(name: str, value: Any) -> int:
     if isinstance(value, bool) or int(value) != value or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")

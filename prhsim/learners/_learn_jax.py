@@ -35,7 +35,15 @@ import numpy as np
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim.optima import Optimum
-from prhsim.learners._encoders import Encoder, mlp_encoder, observation_inputs, tabular_encoder
+from prhsim.learners._encoders import (
+    Encoder,
+    RenderedInputs,
+    mlp_encoder,
+    observation_inputs,
+    rendered_encoder,
+    rendered_inputs,
+    tabular_encoder,
+)
 from prhsim.objectives import LAMBDA, Convention
 from prhsim.learners._learned import subspace_distance, trace_covariance
 from prhsim.learners._learner import Representation
@@ -52,13 +60,18 @@ from prhsim.learners._convergence import (
 from prhsim.learners._losses import Data, FactorLaw, Objective, exact_law, exact_tables
 from prhsim.learners._optimiser import Optimiser, positive_int
 from prhsim.learners._train_jax import Spec, runner
-from prhsim.worlds import PairSampler, World, pair_sampler
+from prhsim.optima import FEATURE_LIMIT
+from prhsim.worlds import ModalWorld, PairSampler, World, pair_sampler
 from prhsim.learners._registry import SGD_OBJECTIVES
 
 #: Float arrays of n² x M that reverse-mode autodiff of the exact SIGReg keeps per seed (differences, exponentials).
 EXACT_SIGREG_COPIES = 3
 #: Stream tag of the minibatch pairs: one generator ``default_rng([seed, DATA_STREAM])`` per seed.
 DATA_STREAM = 1
+#: States drawn from p (one sample for every seed) that a learner on rendered observations is evaluated on.
+EVAL_SAMPLE = 16_384
+#: Stream tag of that sample: ``default_rng([EVAL_STREAM])``.
+EVAL_STREAM = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +110,11 @@ class TrainConfig(Optimiser):
             of at least :data:`~prhsim.learners._convergence.PLATEAU_STEPS` steps) below which (or
             within twice its standard error) a loss has plateaued, for
             :data:`~prhsim.learners._convergence.PLATEAU_PATIENCE` windows in a row.
+        observations: the MLP's inputs as a table of every state ("table", :func:`observation_inputs`),
+            or rendered batch by batch ("rendered", :func:`prhsim.learners._encoders.rendered_inputs`:
+            minibatches of a modal world, with the features evaluated on a sample of
+            :data:`EVAL_SAMPLE` states drawn from p); "auto": rendered above
+            :data:`prhsim.optima.FEATURE_LIMIT` states.
 
     ``method="precond"`` (heavy-ball steps on the covariance-preconditioned gradient,
     docs/theory.md §1.5) trains a table on the exact whitened loss; :meth:`preconditioned` picks
@@ -120,6 +138,7 @@ class TrainConfig(Optimiser):
     collapse_tol: float = 1e-2
     tol: float | None = None
     plateau: float = 1e-5
+    observations: Literal["auto", "table", "rendered"] = "auto"
 
     def __post_init__(self) -> None:
         for name, allowed in (("objective", SGD_OBJECTIVES), ("encoder", ("tabular", "mlp")),
@@ -143,6 +162,11 @@ class TrainConfig(Optimiser):
         if self.method == "precond" and (self.encoder, self.objective, self.data) != ("tabular", "whiten", "exact"):
             raise ValueError("method='precond' preconditions a table on the exact whitened loss: it needs "
                              "encoder='tabular', objective='whiten', data='exact'")
+        if self.observations not in ("auto", "table", "rendered"):
+            raise ValueError(f"observations must be 'auto', 'table' or 'rendered', got {self.observations!r}")
+        if self.observations == "rendered" and (self.encoder, self.data) != ("mlp", "minibatch"):
+            raise ValueError("observations='rendered' feeds an MLP minibatch by minibatch: it needs encoder='mlp', "
+                             "data='minibatch'")
         if self.tol is not None and not 0 < self.tol < 1:
             raise ValueError(f"tol must lie in (0, 1) (or be None: the whole budget), got {self.tol!r}")
         if not 0 < self.plateau < 1:
@@ -169,10 +193,18 @@ class TrainConfig(Optimiser):
                   "warmup": 0.0, "method": "precond", **fields}
         return cls(**values)
 
-    def spec(self, factor_shape: tuple[int, ...] | None = None) -> Spec:
-        """The compiled loop's key; ``factor_shape`` when the exact loss applies π factor by factor."""
+    def spec(self, factor_shape: tuple[int, ...] | None = None, rendered: bool = False) -> Spec:
+        """The compiled loop's key; ``factor_shape`` when the exact loss applies π factor by factor,
+        ``rendered`` when the minibatches carry their inputs."""
         return Spec(self.objective, self.data, self.encoder, bool(self.centred), self.convention,
-                    Optimiser.of(self), factor_shape, self.invariance_dims)
+                    Optimiser.of(self), factor_shape, self.invariance_dims, rendered)
+
+    def renders(self, world: World) -> bool:
+        """Whether training on ``world`` renders the MLP's inputs batch by batch (see ``observations``)."""
+        if self.observations == "rendered":
+            return True
+        return (self.observations == "auto" and (self.encoder, self.data) == ("mlp", "minibatch")
+                and isinstance(world, ModalWorld) and world.n > FEATURE_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -184,7 +216,7 @@ class TrainResult:
         k: number of features.
         seeds: the seeds, in the order of the leading axis.
         params: the final parameters (a pytree of numpy arrays, leading axis = seed).
-        features: ``f(z)`` of every state at the end, (S, n, k).
+        features: ``f(z)`` of every state at the end, (S, n, k), or of the sampled ``states`` (S, M, k).
         logged: the logged steps (L,): 0, log_every, 2·log_every, …, steps (the last one is
             the final parameters); the loss at step t is that of the parameters after t updates.
         loss: the training loss at the logged steps, (S, L) (a minibatch loss on that step's batch).
@@ -195,6 +227,9 @@ class TrainResult:
         seconds: wall time of the whole call (compilation included).
         stop: how each seed stopped (:class:`prhsim.learners._convergence.StopReport`: converged,
             the step, the reason, the residual and its bound at the logged steps).
+        states: None when ``features`` (and ``distance``, ``trace_cov``) cover every state; with
+            rendered observations, the :data:`EVAL_SAMPLE` states drawn from p they were evaluated on
+            (each state weighs 1/M there).
     """
 
     config: TrainConfig
@@ -209,6 +244,7 @@ class TrainResult:
     collapsed: np.ndarray
     seconds: float
     stop: StopReport | None = None
+    states: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in ("features", "logged", "loss", "distance", "trace_cov", "collapsed"):
@@ -268,13 +304,21 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     start = time.perf_counter()
     config, seeds, k = check_request(world, k, config, seeds, reference, overrides)
     law = exact_law(world, k) if config.data == "exact" else None
-    spec = config.spec(law.shape if isinstance(law, FactorLaw) else None)
+    rendered = _rendered(world, config, inputs)
+    spec = config.spec(law.shape if isinstance(law, FactorLaw) else None, rendered is not None)
     run = runner(spec)
-    encoder = build_encoder(world, k, config, inputs)
+    encoder = build_encoder(world, k, config, inputs) if rendered is None else \
+        rendered_encoder(rendered, k, hidden=config.hidden)
     dtype = jnp.zeros(()).dtype  # float64 when jax_enable_x64, else float32
-    p = np.asarray(world.p)
     shared: dict[str, Any] = {"inputs": jnp.asarray(encoder.inputs, dtype=None if encoder.kind == "tabular" else dtype),
                               "lam": jnp.asarray(config.lam, dtype=dtype)}
+    if rendered is None:
+        p = np.asarray(world.p)
+        eval_states, eval_inputs = None, shared["inputs"]
+    else:  # a sample of states drawn from p stands for every state (each weighs 1/M)
+        eval_states = pair_sampler(world).pairs(EVAL_SAMPLE, rng=np.random.default_rng([EVAL_STREAM]))[0]
+        eval_inputs = jnp.asarray(rendered(eval_states), dtype=dtype)
+        p = np.full(eval_states.size, 1.0 / eval_states.size)
     if law is not None:
         shared.update(jax.tree.map(lambda a: jnp.asarray(a) if a.dtype.kind == "i" else jnp.asarray(a, dtype=dtype),
                                    exact_tables(law)))
@@ -290,17 +334,20 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
         data: dict[str, np.ndarray] = {"t": steps}
         if sampler is not None:
             data["z"], data["z2"] = draw_pairs(sampler, config.batch_size, len(steps), gens)
+            if rendered is not None:  # the observations of the drawn states, (S, L, B, d)
+                data["x"], data["x2"] = rendered(data.pop("z")), rendered(data.pop("z2"))
         if sigreg:  # (S, L, k, M): step t's directions of each seed (step 0's when fixed)
             data["dirs"] = np.array([[draw_directions(k, config.num_directions, seed=s, step=int(t) if resample else 0)
                                       for t in steps] for s in seeds])
         return data
 
     def device_data(data: dict[str, np.ndarray]) -> dict[str, Any]:
-        return {key: jnp.asarray(value, dtype=dtype if key == "dirs" else None) for key, value in data.items()}
+        return {key: jnp.asarray(value, dtype=dtype if key in ("dirs", "x", "x2") else None)
+                for key, value in data.items()}
 
     params = _initial_params(encoder, seeds, init_params, dtype)
     state = run.init_state(params)
-    reference_F = reference.features() if reference is not None else None
+    reference_F = None if reference is None else reference.features(eval_states)
     residual_rule = config.objective == "whiten" and law is not None
     watch = _Watch(config, k, p, LawOperator(law, world.n) if residual_rule else None,
                    _next_eigenvalue(spectrum, reference, k), len(seeds))
@@ -313,7 +360,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     for i, chunk in enumerate(chunks):
         features = None
         if reference_F is not None or residual_rule:
-            features = np.asarray(run.embed(params, shared["inputs"]), dtype=np.float64)
+            features = np.asarray(run.embed(params, eval_inputs), dtype=np.float64)
         if residual_rule:
             watch.residual_at(int(chunk[0]), features)
         if not watch.active.any():  # every seed stopped at this step: it is the last one logged
@@ -339,7 +386,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     last = device_data({key: value[0] if key == "t" else value[:, 0] for key, value in drawn.items()})
     final = np.asarray(run.loss(params, last, shared))
     _check_finite(final[:, None], np.array([stop_step]), seeds, config.lr)
-    features = np.asarray(run.embed(params, shared["inputs"]), dtype=np.float64)
+    features = np.asarray(run.embed(params, eval_inputs), dtype=np.float64)
     if not np.all(np.isfinite(features)):
         s, z = np.argwhere(~np.isfinite(features))[0][:2]
         raise ValueError(f"training diverged: features of state {z} are not finite after step {stop_step} "
@@ -357,7 +404,18 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
         logged=np.array(logged), loss=np.stack(losses, axis=1),
         distance=np.stack(distances, axis=1) if distances else None,
         trace_cov=trace, collapsed=trace < config.collapse_tol * k, seconds=time.perf_counter() - start,
-        stop=watch.report())
+        stop=watch.report(), states=eval_states)
+
+
+def _rendered(world: World, config: TrainConfig, inputs: np.ndarray | None) -> RenderedInputs | None:
+    """The rendered inputs of an MLP trained batch by batch (``config.observations``), or None."""
+    if not config.renders(world):
+        return None
+    if inputs is not None:
+        raise ValueError("inputs are a table of every state; observations='rendered' renders them batch by batch")
+    if not isinstance(world, ModalWorld):
+        raise ValueError(f"observations='rendered' renders a modal world (from view_world), got {type(world).__name__}")
+    return rendered_inputs(world)
 
 
 class _Watch:

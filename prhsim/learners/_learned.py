@@ -177,3 +177,62 @@ def seed_spread(features: np.ndarray, p: np.ndarray, *, centred: bool = True) ->
             rho[i, j] = rho[j, i] = procrustes(W[i], W[j], p).rho
             sin[i, j] = sin[j, i] = principal_angles(W[i], W[j], p).s_theta
     return SeedSpread(rho, sin)
+
+
+#: Bootstrap resamples behind a sampled evaluation's standard errors.
+BOOTSTRAP = 64
+
+
+@dataclass(frozen=True)
+class SampledEvaluation:
+    """A learned representation against the closed form on M states drawn from p (each weighs 1/M).
+
+    The estimates are those of :class:`LearnedEvaluation` with the sample's empirical law for p;
+    ``*_se`` are their bootstrap standard errors (:data:`BOOTSTRAP` resamples of the M states).
+    The whitened alignment loss needs π, not p, and is not estimated here.
+
+    Attributes:
+        samples: M.
+        s_theta, s_theta_se: ``‖sinΘ‖_F / √k`` between the whitened features and the optimum, and its error.
+        rho_p, rho_p_se: the Procrustes distance after whitening, and its error.
+        cov_error: ``‖Cov f − I‖_F`` before whitening.
+        trace_cov: ``tr Cov f`` (the collapse indicator).
+    """
+
+    samples: int
+    s_theta: float
+    s_theta_se: float
+    rho_p: float
+    rho_p_se: float
+    cov_error: float
+    trace_cov: float
+
+
+def evaluate_sampled(F: np.ndarray, reference: np.ndarray, *, centred: bool = True, seed: int = 0) -> SampledEvaluation:
+    """Learned features F (M, k) and the closed form's ``reference`` (M, k) at the same M states drawn from p.
+
+    Raises:
+        ValueError: on shapes that differ, fewer than 2k states, or features that cannot be whitened.
+    """
+    F, R = np.asarray(F, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    if F.shape != R.shape or F.ndim != 2 or F.shape[0] < 2 * F.shape[1]:
+        raise ValueError(f"F and the reference must both be (M, k) with M >= 2k, got {F.shape} and {R.shape}")
+    m = F.shape[0]
+
+    def measures(rows: np.ndarray) -> tuple[float, float]:
+        q = np.full(rows.size, 1.0 / rows.size)
+        a = whiten(F[rows], q, centre=centred)
+        b = whiten(R[rows], q, centre=centred)
+        return float(principal_angles(a, b, q).s_theta), float(procrustes(a, b, q).rho)
+
+    every = np.arange(m)
+    s_theta, rho_p = measures(every)
+    rng = np.random.default_rng([seed, m])
+    boot = np.array([measures(rng.integers(0, m, size=m)) for _ in range(BOOTSTRAP)])
+    q = np.full(m, 1.0 / m)
+    X = F - q @ F if centred else F
+    cov = X.T @ (q[:, None] * X)
+    return SampledEvaluation(samples=m, s_theta=s_theta, s_theta_se=float(boot[:, 0].std(ddof=1)), rho_p=rho_p,
+                             rho_p_se=float(boot[:, 1].std(ddof=1)),
+                             cov_error=float(np.linalg.norm(cov - np.eye(F.shape[1]))),
+                             trace_cov=float(np.trace(cov)))

@@ -178,14 +178,16 @@ def combine(inv: Any, reg: Any, lam: Any, convention: Convention) -> Any:
 
 def make_loss(objective: Objective, data: Data, *, centred: bool, convention: Convention,
               apply: Callable[[Any, Any], Any], factor_shape: tuple[int, ...] | None = None,
-              dims: Dims = "sum") -> Callable[[Any, Any, Any], Any]:
+              dims: Dims = "sum", rendered: bool = False) -> Callable[[Any, Any, Any], Any]:
     """``loss(params, step, shared) -> scalar`` for one seed (see the module docstring).
 
     ``shared`` holds the inputs of every state ("inputs"), λ ("lam") and, in exact mode,
     the law p ("p"), the nominal batch size ("nominal_n") and π (:func:`exact_tables`;
     for a factor law, its shape is ``factor_shape``, static under jit); ``step`` holds the step's sampled
     states ("z", "z2") in minibatch mode and its SIGReg directions ("dirs"). ``dims`` is SIGReg's
-    invariance convention ("mean" divides the squared norm by k, as LeJEPA's code does).
+    invariance convention ("mean" divides the squared norm by k, as LeJEPA's code does). ``rendered``:
+    the minibatch's inputs come with the step ("x", "x2": the observations of "z" and "z2"), not
+    from a table of every state.
     """
     if objective not in SGD_OBJECTIVES or data not in ("exact", "minibatch") or dims not in ("sum", "mean"):
         raise ValueError(f"unknown objective, data mode or dims: {objective!r}, {data!r}, {dims!r}")
@@ -203,8 +205,11 @@ def make_loss(objective: Objective, data: Data, *, centred: bool, convention: Co
         return combine(inv, reg, shared["lam"], convention)
 
     def minibatch(params: Any, step: Any, shared: Any) -> Any:
-        inputs = shared["inputs"]
-        a, b = apply(params, inputs[step["z"]]), apply(params, inputs[step["z2"]])
+        if rendered:
+            a, b = apply(params, step["x"]), apply(params, step["x2"])
+        else:
+            inputs = shared["inputs"]
+            a, b = apply(params, inputs[step["z"]]), apply(params, inputs[step["z2"]])
         if objective == "sigreg":
             xp = array_namespace(a)
             return lejepa_loss(xp.stack([a, b]), step["dirs"], lam=shared["lam"], convention=convention, dims=dims)

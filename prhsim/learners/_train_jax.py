@@ -37,13 +37,14 @@ class Spec:
     optimiser: Optimiser
     factor_shape: tuple[int, ...] | None = None
     dims: Literal["sum", "mean"] = "sum"
+    rendered: bool = False
 
 
 def make_loss(spec: Spec):
     """``loss(params, step_data, shared) -> scalar`` for one seed, on JAX arrays."""
     apply = tabular_apply if spec.encoder == "tabular" else mlp_apply
     return losses.make_loss(spec.objective, spec.data, centred=spec.centred, convention=spec.convention,
-                            apply=apply, factor_shape=spec.factor_shape, dims=spec.dims)
+                            apply=apply, factor_shape=spec.factor_shape, dims=spec.dims, rendered=spec.rendered)
 
 
 class Runner(NamedTuple):
@@ -59,7 +60,7 @@ def step_axes(spec: Spec) -> dict[str, int]:
     """vmap axes of the per-step data: the step index is shared, sampled pairs and directions are per seed."""
     axes = {"t": None}
     if spec.data == "minibatch":
-        axes.update(z=0, z2=0)
+        axes.update(x=0, x2=0) if spec.rendered else axes.update(z=0, z2=0)
     if spec.objective == "sigreg":
         axes["dirs"] = 0
     return axes

@@ -44,7 +44,7 @@ def refused(args: list[str], out: Path):
 @pytest.mark.parametrize("args, names", [
     (["--k", "20734"], ["k = 20734", "Gram matrices of 20735 features", "110 GB", "limit", "lower --k"]),
     (["--objects", "3", "--tables"], ["11,943,936 modal states", "world.objects"]),  # factor space admits it
-    (["--size", "10", "--modalities", "2", "--learner", "whiten"],
+    (["--size", "10", "--modalities", "2", "--learner", "whiten", "--encoder", "tabular"],  # auto: an MLP streams
      ["6,480,000 modal states for caption", "SGD learners", "world.size", "--modalities"]),
     (["--world", "ring", "--n", "1000000000"], ["world.n", "2500000"]),
     (["--world", "random", "--n", "10000000"], ["world.n", "2500000"]),

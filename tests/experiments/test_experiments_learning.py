@@ -198,3 +198,32 @@ def test_lam_of_one_or_more_is_refused_in_the_lejepa_convention(tmp_path):
     assert result.exit_code == 2 and "training.lam must be below 1 in the lejepa convention" in result.output
     ok = RunConfig.model_validate({"training": {"lam": 1.5, "convention": "additive"}})
     assert ok.training.lam == 1.5
+
+
+@pytest.mark.slow
+def test_a_world_above_a_feature_table_trains_an_mlp_on_rendered_minibatches(monkeypatch):
+    """Modal worlds larger than a feature table (the limit lowered here to 100 states): encoder auto is an MLP
+    on rendered minibatches, evaluated on states drawn from p with bootstrap errors; no loss / L* (Ky Fan
+    N/A), and a stall on minibatches is UNCONVERGED, not a contradiction of the theorem."""
+    import prhsim.experiments._plan as plan
+    import prhsim.learners._learn_jax as learn_jax
+    import prhsim.optima as optima
+    from prhsim.learners import EVAL_SAMPLE
+
+    for module in (optima, plan, learn_jax):
+        monkeypatch.setattr(module, "FEATURE_LIMIT", 100)
+    config = RunConfig.model_validate({"world": {"kind": "gridscene", "size": 2, "objects": 1}, "modalities": 2,
+                                       "learner": "whiten", "training": {"steps": 100, "n_seeds": 1}})
+    assert not any("F of" in s.what for s in plan_run(config).stages)  # no feature table is planned
+    result = run_experiment(config)
+    (summary,) = result.learned
+    assert summary.encoder == "mlp"
+    for m in summary.modalities:
+        assert m.data == "minibatch" and m.evaluated_on == EVAL_SAMPLE and m.method == "adamw"
+        assert all(0 < e < 0.05 for e in m.s_theta_se) and all(v is not None for v in m.s_theta)
+        assert m.alignment_ratio == [None] and m.seed_rho_p_max is None
+    kyfan = [c for c in result.checks if c.claim.startswith("Ky Fan: learned")]
+    assert kyfan and all(c.verdict == "N/A" and "sampled states" in c.observed for c in kyfan)
+    converged = [c for c in result.checks if c.claim.startswith("SGD reaches")]
+    assert converged and all(c.verdict in ("PASS", "UNCONVERGED") for c in converged)
+    assert all(p.rho_p == [None] for p in summary.pairs)

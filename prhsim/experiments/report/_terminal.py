@@ -47,8 +47,12 @@ def render_learned(result: RunResult, console: Console) -> None:
         for m in summary.modalities:
             cov = "n/a" if summary.learner == "whiten" else _spread(m.cov_error)  # whitening's loss is affine-blind
             data = f"{m.data}" + (f" (B = {m.batch_size})" if m.batch_size else "") + f", {summary.encoder}, {m.method}"
-            table.add_row(label, escape(m.name), data, _spread(m.s_theta),
-                          _spread(m.rho_p), cov, _spread(m.alignment_ratio, 5),
+            s_theta = _spread(m.s_theta)
+            if m.evaluated_on is not None:  # sampled: the largest bootstrap error of a seed
+                errors = [e for e in (m.s_theta_se or []) if e is not None]
+                s_theta += f" ± {max(errors):.2g}" if errors else ""
+            ratio = "n/a (sample)" if m.evaluated_on is not None else _spread(m.alignment_ratio, 5)
+            table.add_row(label, escape(m.name), data, s_theta, _spread(m.rho_p), cov, ratio,
                           _fmt(m.seed_rho_p_max, 3), _stops(m), f"{m.seconds:.1f} s")
     console.print(table)
     pairs = Table(title="learned cross-modal rho_P (median \\[min, max] over seeds)", title_justify="left")
@@ -61,9 +65,12 @@ def render_learned(result: RunResult, console: Console) -> None:
     if any(summary.pairs for summary in result.learned):
         console.print(pairs)
     steps = {s.steps for s in result.learned}
+    sampled = sorted({m.evaluated_on for s in result.learned for m in s.modalities if m.evaluated_on})
+    note = (f"; rendered minibatches evaluated on {sampled[0]:,} states drawn from p (± the largest bootstrap "
+            "standard error of a seed)" if sampled else "")
     console.print(f"budget {'/'.join(map(str, sorted(steps)))} steps (a seed stops once converged: its bound on "
                   "s_Theta, or its loss's plateau); s_Theta and rho_P after whitening under p; "
-                  "loss / L* >= 1 by Ky Fan, = 1 on the optimal orbit\n", highlight=False)
+                  f"loss / L* >= 1 by Ky Fan, = 1 on the optimal orbit{note}\n", highlight=False)
 
 
 def render_report(result: RunResult, console: Console) -> None:

@@ -50,7 +50,7 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
                  Flag("steps", "training.steps", "SGD steps per lam and modality (default 1000).", metavar="STEPS",
                       type=int),
                  Flag("seeds", "training.n_seeds", "Seeds per lam and modality (default 2).", metavar="S", type=int),
-                 Flag("encoder", "training.encoder", "tabular or mlp.", metavar="ENCODER"),
+                 Flag("encoder", "training.encoder", "auto, tabular or mlp.", metavar="ENCODER"),
                  Flag("memory-limit", "memory_limit_gb", "Refuse a sweep whose estimated peak memory exceeds GB.",
                       metavar="GB", type=float)),
           figure_file="sigreg_weight.png"),
