@@ -14,7 +14,10 @@ A = XᵀJX:
   ``s_Θ = ‖sinΘ‖_F/√k ≤ r / ((θ_k − μ_{k+1})·√k)`` whenever ``θ_k > μ_{k+1}``.
 
 Every other objective or data mode (SIGReg, minibatches) stops on a plateau of its loss:
-the mean loss of a window of steps against the previous window's, within their noise.
+the mean loss of a window of steps against the previous window's, within their noise. A
+noisy loss (minibatches, or SIGReg's directions drawn anew every step) hovers at a floor
+set by the step size, so its plateau counts only once the schedule has brought the
+learning rate down to :data:`PLATEAU_LR_FRACTION` of its peak.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ Reason = Literal["residual", "plateau", "budget"]
 PLATEAU_PATIENCE = 2
 #: A plateau window holds at least this many steps' losses (whole logging chunks).
 PLATEAU_STEPS = 50
+#: A noisy loss (minibatches, resampled SIGReg directions) may plateau only once the schedule's
+#: learning rate has fallen to this fraction of its peak: SGD's noise floor falls with the step.
+PLATEAU_LR_FRACTION = 0.1
 #: Logged points the rate of a curve is fitted on.
 RATE_POINTS = 3
 #: A curve that shrinks by less than this factor every 100 steps is no longer falling.

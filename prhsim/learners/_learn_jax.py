@@ -49,6 +49,7 @@ from prhsim.learners._learned import subspace_distance, trace_covariance
 from prhsim.learners._learner import Representation
 from prhsim.objectives import draw_directions
 from prhsim.learners._convergence import (
+    PLATEAU_LR_FRACTION,
     PLATEAU_PATIENCE,
     PLATEAU_STEPS,
     LawOperator,
@@ -466,7 +467,10 @@ class _Watch:
         if sum(v.shape[1] for v in self.window) < PLATEAU_STEPS:
             return
         current, self.window = np.concatenate(self.window, axis=1), []
-        if self.previous is not None and self.config.tol is not None:
+        config = self.config
+        noisy = config.data == "minibatch" or (config.objective == "sigreg" and config.directions == "resample")
+        settled = not noisy or config.rate(step) <= PLATEAU_LR_FRACTION * config.lr
+        if self.previous is not None and config.tol is not None and settled:
             calm = np.array([plateaued(a, b, self.config.plateau) for a, b in zip(self.previous, current)])
             self.calm = np.where(calm, self.calm + 1, 0)
             self._stop(self.active & (self.calm >= PLATEAU_PATIENCE), step, "plateau")

@@ -89,6 +89,13 @@ def test_the_convergence_figure_draws_the_median_over_seeds():
         expected = np.median(np.maximum(np.asarray(m.distance), FLOOR), axis=0)
         np.testing.assert_allclose(line.get_ydata(), expected, rtol=0, atol=0)
         np.testing.assert_array_equal(line.get_xdata(), m.logged)
+        lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.get_lines()}
+        stops = lines[f"{CURVE_GID}-stop-whiten-{m.name}"]  # one marker per seed that stopped on convergence
+        assert sorted(stops.get_xdata()) == sorted(t for t, c in zip(m.stopped_at, m.converged) if c)
+        rate = lines[f"{CURVE_GID}-rate-whiten-{m.name}"]  # the predicted √β per step through the last point
+        x, y = np.asarray(rate.get_xdata()), np.asarray(rate.get_ydata())
+        assert x[-1] == m.logged[-1] and y[-1] == pytest.approx(expected[-1], rel=1e-12)
+        assert y[0] / y[-1] == pytest.approx(m.predicted_rate ** ((x[0] - x[-1]) / 100), rel=1e-9)
     closed = run_experiment(RunConfig.model_validate(RING))
     with pytest.raises(ValueError, match="trained no learner"):
         convergence_figure(closed)
