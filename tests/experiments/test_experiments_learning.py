@@ -234,3 +234,47 @@ def test_a_world_above_a_feature_table_trains_an_mlp_on_rendered_minibatches(mon
     converged = [c for c in result.checks if c.claim.startswith("SGD reaches")]
     assert converged and all(c.verdict in ("PASS", "UNCONVERGED") for c in converged)
     assert all(p.rho_p == [None] for p in summary.pairs)
+
+
+def _documented_learner_examples() -> set[str]:
+    """Every ``prhsim run … --learner …`` command in the README, docs/learning.md and ``prhsim run --help``."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    help_text = CliRunner().invoke(main, ["run", "--help"]).output
+    texts = [(root / "README.md").read_text(), (root / "docs" / "learning.md").read_text(), help_text]
+    found = set()
+    for text in texts:
+        for match in re.finditer(r"prhsim run ([^`|#\n]*--learner[^`|#\n]*)", text):
+            example = " ".join(match.group(1).split())
+            if example != "--learner":  # a mention of the flag, not an example
+                found.add(example)
+    return found
+
+
+@pytest.mark.slow
+def test_every_documented_learner_example_passes_its_checks(tmp_path):
+    """The ring examples run here with their default settings and agree with the theory on every check
+    (no FAIL, no UNCONVERGED); the longer ones are the cases of benchmarks/bench_convergence.py; two
+    examples illustrate a verdict other than PASS on purpose."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_convergence.py"
+    spec = importlib.util.spec_from_file_location("bench_convergence", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    benchmarked = {" ".join(args) for args in bench.CASES.values()}
+    illustrations = {"--world ring --n 16 --learner whiten --steps 20 --set training.method=adamw",  # UNCONVERGED
+                     "--world gridscene --objects 3 --size 4 --learner whiten --no-figures"}  # outside the premises
+    here = {"--world ring --n 16 --modalities 2 --learner all",
+            "--world ring --n 16 --modalities 2 --learner all --steps 1000 --seeds 2"}
+    examples = _documented_learner_examples()
+    assert examples <= benchmarked | illustrations | here, examples - benchmarked - illustrations - here
+    for i, example in enumerate(sorted(here & examples)):
+        out = tmp_path / str(i)
+        result = CliRunner().invoke(main, ["run", *example.split(), "--no-figures", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        verdicts = {c["verdict"] for c in json.loads((out / "results.json").read_text())["checks"]}
+        assert verdicts <= {"PASS", "N/A"}, (example, verdicts)
