@@ -210,8 +210,9 @@ def _kth_largest(xp: Any, s: Any, k: int) -> tuple[Any, tuple[Any, Any] | None]:
     """The k-th largest value of each row (k < width), and the top-k lists when no row ties at the boundary.
 
     The second item is None when the library has no partial selection with
-    indices (numpy: the values come from ``np.partition``) or when some row's
-    (k+1)-th value equals its k-th (the tie rule then decides membership).
+    indices or when some row's (k+1)-th value equals its k-th (the tie rule then
+    decides membership). numpy selects with one ``np.argpartition`` of the row's
+    top k + 1 (the values are read from the tile, so they are the tile's own).
     """
     width = s.shape[1]
     if is_torch_array(s):
@@ -223,7 +224,12 @@ def _kth_largest(xp: Any, s: Any, k: int) -> tuple[Any, tuple[Any, Any] | None]:
             return kth, (vals[:, :k], idx[:, :k])
         return kth, None
     if is_numpy_array(s):
-        return np.partition(s, width - k, axis=1)[:, width - k].copy(), None
+        idx = np.argpartition(s, width - k - 1, axis=1)[:, width - k - 1:]  # column 0: the (k+1)-th largest
+        vals = np.take_along_axis(s, idx, axis=1)
+        kth = vals[:, 1:].min(axis=1)
+        if not np.any(vals[:, 0] == kth):
+            return kth, (vals[:, 1:], idx[:, 1:])
+        return kth, None
     return xp.sort(s, axis=1)[:, width - k], None
 
 
