@@ -35,6 +35,7 @@ from prhsim.metrics._protocol import (
     prh_protocol as prh_protocol,
 )
 from prhsim.metrics._retrieval import Retrieval as Retrieval, chance_recall as chance_recall, retrieval as retrieval
+from prhsim.metrics._calibrate import Calibration as Calibration, calibrate as calibrate
 from prhsim.metrics._svcca import svcca as svcca
 from prhsim.metrics._pair_free import (
     PairFreeMap as PairFreeMap,
@@ -54,6 +55,8 @@ __all__ = [
     "canonical_correlations",
     "chamfer_distance",
     "chance_recall",
+    "Calibration",
+    "calibrate",
     "cknna",
     "clip_stack",
     "Comparison",

@@ -53,7 +53,7 @@ registered metric exactly; the CKA paths compute in float64.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any, Literal
@@ -76,7 +76,7 @@ BLOCK = 2**22
 MASK_ENTRIES = 2**26
 #: One gathered Gram entry costs about this many multiply-adds of a matrix product (CPU, numpy):
 #: the Gram route is taken when N² · GATHER_COST < N · d_a · d_b.
-GATHER_COST = 100
+GATHER_COST = 64
 #: Permutations per top-level chunk: about this many permuted labels at once.
 CHUNK_ENTRIES = 2**20
 
@@ -94,6 +94,8 @@ class Calibration:
         alpha: the level α.
         permutations: K, the number of null scores.
         null: the K null scores s_j in the order of the permutations (float64, read-only).
+
+    Records compare by identity (``eq=False``: they hold an array).
     """
 
     metric: str
@@ -112,7 +114,7 @@ class Calibration:
         return float(np.quantile(self.null, float(q)))
 
 
-def calibrate(metric: str, a: Any, b: Any, *, permutations: int | Any = 1000, alpha: float = 0.05,
+def calibrate(metric: str, a: Any, b: Any, *, permutations: int | np.ndarray = 1000, alpha: float = 0.05,
               rng: RngLike = None, aggregate: Aggregate | None = None, knn_k: int = 10) -> Calibration:
     """Calibrate ``metric(a, b)`` against K random re-pairings of the rows (module docstring).
 
@@ -136,7 +138,8 @@ def calibrate(metric: str, a: Any, b: Any, *, permutations: int | Any = 1000, al
         ValueError: an unknown metric, alpha outside (0, 1), arrays that are not 2-D, hold
             NaN/inf or differ in N, N < 2, K < 1, an array of permutations of the wrong
             shape or with a row that is not a permutation, a missing or unknown aggregate
-            for sequences (or one given for two arrays), or the metric's own errors.
+            for sequences (or one given for two arrays), knn_k outside [1, N) for a k-NN
+            metric, or the metric's own errors (zero rows, zero variance, ...).
 
     >>> x = np.random.default_rng(0).normal(size=(40, 3))
     >>> cal = calibrate("linear_cka", x, 2 * x, permutations=99)
@@ -148,6 +151,8 @@ def calibrate(metric: str, a: Any, b: Any, *, permutations: int | Any = 1000, al
     layers_a, layers_b, layered = _layers(a, b)
     statistic = _aggregator(aggregate, layered)
     n = layers_a[0][1].shape[0]
+    if record.neighbours:
+        _check_knn_k(knn_k, n)
     count, chunks = _permutation_chunks(permutations, n, rng, max(1, CHUNK_ENTRIES // n))
     scorer = _scorer(record, layers_a, layers_b, knn_k)
     parts, raw = [], None
@@ -180,6 +185,11 @@ def _check_alpha(alpha: Any) -> float:
     if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0.0 < float(alpha) < 1.0:
         raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}")
     return float(alpha)
+
+
+def _check_knn_k(knn_k: Any, n: int) -> None:
+    if isinstance(knn_k, bool) or not isinstance(knn_k, Integral) or not 1 <= int(knn_k) < n:
+        raise ValueError(f"knn_k must be an integer with 1 <= knn_k < N = {n}, got {knn_k!r}")
 
 
 def _rank(alpha: float, count: int) -> int:
@@ -577,9 +587,10 @@ def _kernel_scorer(kind: str, layers_a: Layers, layers_b: Layers) -> Scorer:
                 for c, p in enumerate(perms):
                     np.take(kb, p, axis=0, out=rows, mode="clip")  # rows are permutations: no index is clipped
                     np.take(rows, p, axis=1, out=both, mode="clip")
+                    # einsum, not BLAS: a threaded ddot of one long vector is slow on a busy machine
                     flat = both.reshape(-1)
-                    for l, g in zip(by_gram, grams):
-                        cross[c, l] = g @ flat
+                    for l, g in zip(by_gram, grams, strict=True):
+                        cross[c, l] = np.einsum("j,j->", g, flat)
             for l, sa in enumerate(sides_a):
                 if l not in by_gram:
                     cross[:, l] = _cross_features(sa.x, sb.x, perms)
