@@ -34,7 +34,7 @@ KNN_METRICS = tuple(name for name, metric in PRH_METRICS.items() if metric.neigh
 
 
 def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, k: int, clip: float | None,
-           clip_scope: str):
+           clip_scope: str, permutations: int | None = None, alpha: float = 0.05):
     from prhsim.metrics import prh_protocol
 
     if a.shape[0] != b.shape[0]:
@@ -43,7 +43,8 @@ def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, 
     if metric in KNN_METRICS and not 1 <= k < a.shape[0]:
         raise UsageProblem(f"--knn-k must be in 1..{a.shape[0] - 1} for {a.shape[0]:,} samples, got {k}")
     try:
-        return prh_protocol(a, b, metric=metric, knn_k=k, clip_quantile=clip, clip_scope=clip_scope)
+        return prh_protocol(a, b, metric=metric, knn_k=k, clip_quantile=clip, clip_scope=clip_scope,
+                            permutations=permutations, alpha=alpha)
     except ValueError as exc:
         raise UsageProblem(f"{name_a} vs {name_b}: {exc}") from None
 
@@ -91,23 +92,33 @@ def _clip(fn):
 @_metric
 @_k
 @_clip
+@click.option("--calibrate", "permutations", type=click.IntRange(1, 1_000_000), default=None, metavar="K",
+              help="Also score the best layer pair against K row permutations of B (a permutation null of the "
+                   "max over every layer pair): p-value, critical value and calibrated score.")
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="Level of the calibration's critical value.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print the result as JSON.")
 def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float, no_clip: bool, clip_scope: str,
-          as_json: bool) -> None:
+          permutations: int | None, alpha: float, as_json: bool) -> None:
     """Best layer-pair score of two feature files, its layer pair and the chance level.
 
     \b
     Example:
-      prhsim prh score llama.pt dinov2.npy --metric mutual_knn --knn-k 10
+      prhsim prh score llama.pt dinov2.npy --metric mutual_knn --knn-k 10 --calibrate 1000
     """
     k = k if old_k is None else old_k
     fa, fb = _load(a), _load(b)
-    result = _score(fa, fb, str(a), str(b), metric, k, None if no_clip else clip, clip_scope)
+    result = _score(fa, fb, str(a), str(b), metric, k, None if no_clip else clip, clip_scope, permutations, alpha)
+    cal = result.calibration
     doc = {"a": str(a), "b": str(b), "metric": metric, "clip": None if no_clip else clip, "clip_scope": clip_scope, "k": k if metric in KNN_METRICS else None,
            "n": int(fa.shape[0]), "layers_a": int(fa.shape[1]), "layers_b": int(fb.shape[1]),
            "best": float(result.best), "layer_pair": [int(i) for i in result.layers],
            "chance": None if result.chance is None else float(result.chance),
-           "table": np.asarray(result.table, dtype=float).tolist()}
+           "table": np.asarray(result.table, dtype=float).tolist(),
+           "calibration": None if cal is None else {
+               "permutations": cal.permutations, "alpha": cal.alpha, "p_value": cal.p_value, "tau": cal.tau,
+               "calibrated": cal.calibrated, "null_median": cal.quantile(0.5), "null_q95": cal.quantile(0.95),
+               "aggregate": "max"}}
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
@@ -115,6 +126,10 @@ def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float,
     chance = "" if result.chance is None else f" (chance {result.chance:.4g})"
     out.print(f"{escape(metric)} = {result.best:.4f}{chance} at layers {result.layers[0]} (A) x {result.layers[1]} (B); "
               f"N = {fa.shape[0]:,}, layers {fa.shape[1]} x {fb.shape[1]}", highlight=False)
+    if cal is not None:
+        out.print(f"calibrated {cal.calibrated:.4f} (raw {cal.raw:.4f}, critical value tau {cal.tau:.4f} at alpha "
+                  f"{cal.alpha:g}, p = {cal.p_value:.3g} over {cal.permutations:,} permutations of B's rows; the null "
+                  f"is the max over all {fa.shape[1] * fb.shape[1]} layer pairs)", highlight=False)
 
 
 @prh.command()

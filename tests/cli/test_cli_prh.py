@@ -176,3 +176,41 @@ def test_the_metric_choices_are_the_registry_s():
     assert all(name in result.output for name in PRH_METRICS)
     assert {n for n, m in PRH_METRICS.items() if m.neighbours} == {"mutual_knn", "cycle_knn", "cknna"}
     assert PRH_METRICS["mutual_knn"].chance(101, 10) == 0.1 and PRH_METRICS["linear_cka"].chance is None
+
+
+@pytest.mark.parametrize("metric", ["mutual_knn", "linear_cka"])
+def test_the_protocol_s_calibration_is_the_null_of_the_protocol_on_permuted_rows(metric):
+    """The twin: for the same permutations, each null score is the whole protocol (clip, normalise, every layer
+    pair, max) rerun on B with its rows permuted; p-value and tau from their definitions."""
+    import math
+
+    from prhsim.metrics import prh_protocol
+
+    a, b = (x.astype(np.float64) for x in _stacks(1))  # calibrate's CKA computes in float64
+    perms = np.stack([np.random.default_rng(s).permutation(N) for s in range(30)])
+    result = prh_protocol(a, b, metric=metric, permutations=perms, alpha=0.1)
+    cal = result.calibration
+    twin = np.array([prh_protocol(a, b[p], metric=metric).best for p in perms])
+    assert cal.raw == pytest.approx(result.best, abs=1e-12)
+    np.testing.assert_allclose(cal.null, twin, rtol=0, atol=1e-12 if metric == "linear_cka" else 0)
+    assert cal.p_value == (1 + np.sum(twin >= result.best)) / 31
+    tau = np.sort(np.append(twin, result.best))[math.ceil((1 - 0.1) * 31) - 1]
+    assert cal.tau == pytest.approx(tau, abs=1e-12)
+    assert cal.calibrated == pytest.approx(min(max((result.best - tau) / (1 - tau), 0), 1), abs=1e-12)
+
+
+def test_score_calibrate_reports_the_null_beside_the_raw_score(tmp_path):
+    a, b = _stacks()
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    args = ["prh", "score", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--calibrate", "99"]
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    cal = doc["calibration"]
+    assert cal["permutations"] == 99 and cal["alpha"] == 0.05 and cal["aggregate"] == "max"
+    assert cal["p_value"] == 0.01 and 0 < cal["tau"] < doc["best"] and cal["calibrated"] > 0.8
+    text = CliRunner().invoke(main, args)
+    assert text.exit_code == 0 and "calibrated 0." in text.output and "over 99 permutations" in text.output
+    bad = CliRunner().invoke(main, [*args[:-1], "0"])
+    assert bad.exit_code == 2 and "--calibrate" in bad.output
