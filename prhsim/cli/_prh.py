@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import time
 from pathlib import Path
 
@@ -35,7 +36,7 @@ KNN_METRICS = tuple(name for name, metric in PRH_METRICS.items() if metric.neigh
 
 def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, k: int, clip: float | None,
            clip_scope: str, permutations: int | None = None, alpha: float = 0.05):
-    from prhsim.metrics import prh_protocol
+    from prhsim.metrics import calibrated_protocol, prh_protocol
 
     if a.shape[0] != b.shape[0]:
         raise UsageProblem(f"{name_a} has {a.shape[0]:,} samples and {name_b} {b.shape[0]:,}: "
@@ -43,8 +44,10 @@ def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, 
     if metric in KNN_METRICS and not 1 <= k < a.shape[0]:
         raise UsageProblem(f"--knn-k must be in 1..{a.shape[0] - 1} for {a.shape[0]:,} samples, got {k}")
     try:
-        return prh_protocol(a, b, metric=metric, knn_k=k, clip_quantile=clip, clip_scope=clip_scope,
-                            permutations=permutations, alpha=alpha)
+        if permutations:
+            return calibrated_protocol(a, b, permutations=permutations, alpha=alpha, metric=metric, knn_k=k,
+                                       clip_quantile=clip, clip_scope=clip_scope)
+        return prh_protocol(a, b, metric=metric, knn_k=k, clip_quantile=clip, clip_scope=clip_scope)
     except ValueError as exc:
         raise UsageProblem(f"{name_a} vs {name_b}: {exc}") from None
 
@@ -86,17 +89,23 @@ def _clip(fn):
                                                 "per-sample quantile averaged over samples (the PRH code's default).")(fn)
 
 
+def _calibration(fn):
+    """``--calibrate K`` and ``--alpha``: the best layer pair against a permutation null."""
+    fn = click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
+                      show_default=True, help="Level of the calibration's critical value (and of the table's "
+                                              "Holm correction).")(fn)
+    return click.option("--calibrate", "permutations", type=click.IntRange(1, 1_000_000), default=None, metavar="K",
+                        help="Also score the best layer pair against K row permutations of B (a permutation null "
+                             "of the max over every layer pair): p-value, critical value and calibrated score.")(fn)
+
+
 @prh.command()
 @click.argument("a", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("b", type=click.Path(path_type=Path, dir_okay=False))
 @_metric
 @_k
 @_clip
-@click.option("--calibrate", "permutations", type=click.IntRange(1, 1_000_000), default=None, metavar="K",
-              help="Also score the best layer pair against K row permutations of B (a permutation null of the "
-                   "max over every layer pair): p-value, critical value and calibrated score.")
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
-              show_default=True, help="Level of the calibration's critical value.")
+@_calibration
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print the result as JSON.")
 def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float, no_clip: bool, clip_scope: str,
           permutations: int | None, alpha: float, as_json: bool) -> None:
@@ -144,8 +153,10 @@ def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float,
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder holding results.json.")
 @click.option("--no-figures", is_flag=True, default=False, help="Skip the heatmap.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
+@_calibration
 def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int, old_k: int | None, clip: float,
-          no_clip: bool, clip_scope: str, out: Path | None, overwrite: bool, no_figures: bool, quiet: bool) -> None:
+          no_clip: bool, clip_scope: str, out: Path | None, overwrite: bool, no_figures: bool, quiet: bool,
+          permutations: int | None, alpha: float) -> None:
     """Score every row file against every column file of FOLDER; write results.json, table.csv, table.png.
 
     \b
@@ -174,24 +185,37 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
     revision = git_revision()
 
     def compute(say):
-        scores = np.full((len(row_files), len(col_files)), np.nan)
-        pairs = np.zeros((len(row_files), len(col_files), 2), dtype=int)
+        shape = (len(row_files), len(col_files))
+        scores, calibrated, p_values, tau = (np.full(shape, np.nan) for _ in range(4))
+        pairs = np.zeros((*shape, 2), dtype=int)
         chance = None
         for i, r in enumerate(row_files):
             for j, c in enumerate(col_files):
-                say(f"{r.name} vs {c.name}")
+                say(f"{r.name} vs {c.name}" + (f" (calibrating on {permutations:,} permutations)" if permutations else ""))
                 result = _score(features[r], features[c], str(r), str(c), metric, k, None if no_clip else clip,
-                                clip_scope)
+                                clip_scope, permutations, alpha)
                 scores[i, j], pairs[i, j], chance = result.best, result.layers, result.chance
-        return scores, pairs, chance
+                if result.calibration is not None:
+                    cal = result.calibration
+                    calibrated[i, j], p_values[i, j], tau[i, j] = cal.calibrated, cal.p_value, cal.tau
+        calibration = None
+        if permutations:
+            from prhsim.metrics import holm
+
+            calibration = {"permutations": permutations, "alpha": alpha, "aggregate": "max",
+                           "correction": "holm", "calibrated": calibrated.tolist(), "p_values": p_values.tolist(),
+                           "tau": tau.tolist(), "significant": holm(p_values, alpha).tolist()}
+        return scores, pairs, chance, calibration
 
     def write(result, stage):
-        scores, pairs, chance = result
+        scores, pairs, chance, calibration = result
         document = {"git_revision": revision, "folder": str(folder), "metric": metric,
                     "k": k if metric in KNN_METRICS else None,
                     "clip": None if no_clip else clip, "clip_scope": clip_scope,
-                    "rows": names_r, "cols": names_c, "scores": scores.tolist(), "layer_pairs": pairs.tolist(),
-                    "chance": chance}
+                    "rows": names_r, "cols": names_c, "orientation": "scores[i][j]: rows[i] is A, cols[j] is B; "
+                    "layer_pairs[i][j] = (layer of rows[i], layer of cols[j])",
+                    "scores": scores.tolist(), "layer_pairs": pairs.tolist(), "chance": chance,
+                    "calibration": calibration}
         text = io.StringIO()
         writer = csv.writer(text)
         writer.writerow(["", *names_c])
@@ -207,15 +231,35 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
         return document
 
     def report(result, out_console):
-        scores, pairs, chance = result
-        view = Table(title=f"{metric}: best layer pair" + ("" if chance is None else f" (chance {chance:.3g})"),
-                     title_justify="left")
-        view.add_column("")
+        scores, pairs, chance, calibration = result
+        title = f"{metric}: best layer pair" + ("" if chance is None else f" (chance {chance:.3g})")
+        if calibration:
+            title += " / calibrated (n.s.: not significant)"
+        view = Table(title=title, title_justify="left")
+        view.add_column("rows: A \\ cols: B")
         for name in names_c:
             view.add_column(escape(name), justify="right")
-        for name, values, layer_pairs in zip(names_r, scores, pairs):
-            view.add_row(escape(name), *[f"{v:.3f} ({a},{b})" for v, (a, b) in zip(values, layer_pairs)])
+        for i, (name, values, layer_pairs) in enumerate(zip(names_r, scores, pairs)):
+            cells = []
+            for j, (v, (a, b)) in enumerate(zip(values, layer_pairs)):
+                cell = f"{v:.3f} ({a},{b})"
+                if calibration:
+                    mark = "" if calibration["significant"][i][j] else " n.s."
+                    cell += f" / {calibration['calibrated'][i][j]:.3f}{mark}"
+                cells.append(cell)
+            view.add_row(escape(name), *cells)
         out_console.print(view)
+        if calibration:
+            m = scores.size
+            out_console.print(f"calibrated against {calibration['permutations']:,} permutations of B's rows (the null "
+                              f"of the max over every layer pair); n.s.: the p-value does not reach alpha "
+                              f"{calibration['alpha']:g} under Holm's correction for the {m} cells of the table",
+                              highlight=False)
+            needed = math.ceil(m / calibration["alpha"]) - 1
+            if calibration["permutations"] < needed:
+                out_console.print(f"[yellow]note[/]: the smallest p-value K permutations give is 1/(K + 1), so with "
+                                  f"K = {calibration['permutations']:,} no cell can pass Holm's first threshold "
+                                  f"alpha/{m}; use --calibrate {needed:,} or more", highlight=False)
 
     drive("prhsim prh table", out_dir, overwrite=overwrite, quiet=quiet, as_json=False, compute=compute,
           write=write, report=report)

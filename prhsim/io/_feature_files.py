@@ -4,9 +4,9 @@ Formats (by suffix):
 
 * ``.npy``: an array (N, D) (one layer) or (N, L, D);
 * ``.safetensors``: the tensor named "feats", or the file's only tensor (needs ``safetensors``);
-* ``.pt`` / ``.pth``: a dict holding "feats" (N x L x D, as the public PRH code saves it) or a
-  tensor, read with ``torch.load(..., weights_only=True)`` (needs torch; nothing executable
-  is unpickled).
+* ``.pt`` / ``.pth``: a dict holding "feats" (N x L x D, as the public PRH code saves it, or a
+  list of one (N, D) tensor per layer, stacked here), or a tensor, read with
+  ``torch.load(..., weights_only=True)`` (needs torch; nothing executable is unpickled).
 
 Every problem is a :class:`FeatureFileError` naming the file: unreadable, unknown format,
 no "feats", a shape that is not (N, D) or (N, L, D), fewer than 2 rows, NaN or inf.
@@ -77,11 +77,24 @@ def _torch(path: Path) -> np.ndarray:
     data = torch.load(path, map_location="cpu", weights_only=True)
     if isinstance(data, dict):
         data = _pick(path, data)
+    if isinstance(data, (list, tuple)):  # one (N, D) tensor per layer, as the PRH code also accepts
+        data = _stack_layers(path, data, torch)
     if not isinstance(data, torch.Tensor):
         raise FeatureFileError(f"{path}: expected a tensor or a dict with 'feats', got {type(data).__name__}")
     if data.dtype in (torch.bfloat16, torch.float16):
         data = data.float()
     return data.detach().numpy()
+
+
+def _stack_layers(path: Path, layers: list | tuple, torch) -> object:
+    """A list of per-layer (N, D) tensors as one (N, L, D) tensor (every layer must have the same N and D)."""
+    if not layers or not all(isinstance(t, torch.Tensor) for t in layers):
+        raise FeatureFileError(f"{path}: 'feats' as a list must hold one tensor per layer")
+    shapes = sorted({tuple(t.shape) for t in layers})
+    if len(shapes) != 1 or len(shapes[0]) != 2:
+        raise FeatureFileError(f"{path}: the per-layer tensors must all be (N, D) of one shape to stack, "
+                               f"got shapes {', '.join(map(str, shapes))}")
+    return torch.stack([t.float() if t.dtype in (torch.bfloat16, torch.float16) else t for t in layers], dim=1)
 
 
 def _pick(path: Path, tensors: dict) -> object:

@@ -35,7 +35,12 @@ from prhsim.metrics._protocol import (
     prh_protocol as prh_protocol,
 )
 from prhsim.metrics._retrieval import Retrieval as Retrieval, chance_recall as chance_recall, retrieval as retrieval
-from prhsim.metrics._calibrate import Calibration as Calibration, calibrate as calibrate
+from prhsim.metrics._calibrate import (
+    Calibration as Calibration,
+    calibrate as calibrate,
+    calibrated_protocol as calibrated_protocol,
+    holm as holm,
+)
 from prhsim.metrics._svcca import svcca as svcca
 from prhsim.metrics._pair_free import (
     PairFreeMap as PairFreeMap,
@@ -57,6 +62,8 @@ __all__ = [
     "chance_recall",
     "Calibration",
     "calibrate",
+    "calibrated_protocol",
+    "holm",
     "cknna",
     "clip_stack",
     "Comparison",

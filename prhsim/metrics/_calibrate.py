@@ -175,6 +175,47 @@ def calibrate(metric: str, a: Any, b: Any, *, permutations: int | np.ndarray = 1
 # --------------------------------------------------------------------------------------
 # arguments
 # --------------------------------------------------------------------------------------
+def calibrated_protocol(feats_a: Any, feats_b: Any, *, permutations: int | np.ndarray = 1000, alpha: float = 0.05,
+                        rng: RngLike = None, **protocol: Any) -> _protocol.ProtocolScore:
+    """:func:`prhsim.metrics.prh_protocol` (``protocol``: metric, knn_k, clip_quantile, clip_scope) with its best
+    score calibrated (``score.calibration``): the null statistic is the max over every layer pair of the clipped,
+    normalised stacks with B's rows permuted, one permutation for every pair, so the search over layers is part
+    of the null."""
+    score = _protocol.prh_protocol(feats_a, feats_b, **protocol)
+    scope = protocol.get("clip_scope", "tensor")
+    quantile = protocol.get("clip_quantile", 0.95)
+    _, A = _protocol._prepare("feats_a", feats_a, quantile, scope)
+    _, B = _protocol._prepare("feats_b", feats_b, quantile, scope)
+    calibration = calibrate(protocol.get("metric", "mutual_knn"), [A[:, i, :] for i in range(A.shape[1])],
+                            [B[:, j, :] for j in range(B.shape[1])], permutations=permutations, alpha=alpha, rng=rng,
+                            aggregate="max", knn_k=protocol.get("knn_k", 10))
+    return score._replace(calibration=calibration)
+
+
+def holm(p_values: Any, alpha: float = 0.05) -> np.ndarray:
+    """Holm's step-down correction: which of m p-values reach α with the family-wise error held at α.
+
+    Sort the p-values ascending, p_(1) ≤ … ≤ p_(m); reject p_(i) while ``p_(i) <= α / (m − i + 1)``
+    and stop at the first that does not. Returns a boolean array of the input's shape.
+
+    Example:
+        >>> holm([0.01, 0.04, 0.03, 0.2], alpha=0.05).tolist()
+        [True, False, False, False]
+    """
+    alpha = _check_alpha(alpha)
+    p = np.asarray(p_values, dtype=np.float64)
+    flat = p.ravel()
+    if flat.size == 0 or np.any(~np.isfinite(flat)) or np.any((flat < 0) | (flat > 1)):
+        raise ValueError("p_values must be a non-empty array of numbers in [0, 1]")
+    order = np.argsort(flat, kind="stable")
+    m = flat.size
+    passed = flat[order] <= alpha / (m - np.arange(m))
+    keep = np.cumprod(passed).astype(bool)  # up to the first that fails
+    out = np.zeros(m, dtype=bool)
+    out[order] = keep
+    return out.reshape(p.shape)
+
+
 def _record(metric: Any) -> Metric:
     if not isinstance(metric, str) or metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; known: {', '.join(sorted(METRICS))}")

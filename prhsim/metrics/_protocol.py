@@ -115,9 +115,8 @@ class ProtocolScore(NamedTuple):
         layers: its layer pair ``(i, j)`` (layer i of a, layer j of b).
         table: every score, a float64 numpy array (L_a x L_b).
         chance: the metric's chance level (mutual_knn: ``knn_chance(N, knn_k)``), else None.
-        calibration: with ``permutations``, the best score against its permutation null
-            (:func:`prhsim.metrics.calibrate` of the table's max, one permutation of B's rows for
-            every layer pair), else None.
+        calibration: the best score against its permutation null (:func:`prhsim.metrics.calibrated_protocol`),
+            or None.
     """
 
     best: float
@@ -165,8 +164,7 @@ def _prepare(name: str, x: Any, quantile: float | None, scope: ClipScope) -> tup
 
 @renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_k: int = 10,
-                 clip_quantile: float | None = 0.95, clip_scope: ClipScope = "tensor",
-                 permutations: Any = None, alpha: float = 0.05, rng: Any = None) -> ProtocolScore:
+                 clip_quantile: float | None = 0.95, clip_scope: ClipScope = "tensor") -> ProtocolScore:
     """Score every layer pair of two models and return the best (see the module docstring).
 
     Args:
@@ -176,10 +174,6 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_
         knn_k: neighbours for the kNN metrics (ignored by the others; ``k``: its deprecated spelling).
         clip_quantile: the quantile of |x| each stack is clipped at; None: no clip.
         clip_scope: "tensor" (one quantile of the whole stack) or "sample_mean".
-        permutations: calibrate the best score against this many row permutations of B (an int K,
-            or the permutations themselves, (K, N); the
-            null of the max over every layer pair, so the search over layers is accounted for);
-            ``alpha`` its level, ``rng`` the permutations' seed (see :func:`prhsim.metrics.calibrate`).
 
     Returns:
         :class:`ProtocolScore`.
@@ -207,10 +201,4 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_
                 raise ValueError(f"layer pair ({i}, {j}): {err}") from None
     i, j = np.unravel_index(int(np.argmax(table)), table.shape)
     chance = None if score.chance is None else score.chance(A.shape[0], knn_k)
-    calibration = None
-    if permutations is not None:
-        from prhsim.metrics._calibrate import calibrate
-
-        calibration = calibrate(metric, [A[:, a, :] for a in range(A.shape[1])], [B[:, b, :] for b in range(B.shape[1])],
-                                permutations=permutations, alpha=alpha, rng=rng, aggregate="max", knn_k=knn_k)
-    return ProtocolScore(float(table[i, j]), (int(i), int(j)), table, chance, calibration)
+    return ProtocolScore(float(table[i, j]), (int(i), int(j)), table, chance)

@@ -184,11 +184,11 @@ def test_the_protocol_s_calibration_is_the_null_of_the_protocol_on_permuted_rows
     pair, max) rerun on B with its rows permuted; p-value and tau from their definitions."""
     import math
 
-    from prhsim.metrics import prh_protocol
+    from prhsim.metrics import calibrated_protocol, prh_protocol
 
     a, b = (x.astype(np.float64) for x in _stacks(1))  # calibrate's CKA computes in float64
     perms = np.stack([np.random.default_rng(s).permutation(N) for s in range(30)])
-    result = prh_protocol(a, b, metric=metric, permutations=perms, alpha=0.1)
+    result = calibrated_protocol(a, b, metric=metric, permutations=perms, alpha=0.1)
     cal = result.calibration
     twin = np.array([prh_protocol(a, b[p], metric=metric).best for p in perms])
     assert cal.raw == pytest.approx(result.best, abs=1e-12)
@@ -214,3 +214,53 @@ def test_score_calibrate_reports_the_null_beside_the_raw_score(tmp_path):
     assert text.exit_code == 0 and "calibrated 0." in text.output and "over 99 permutations" in text.output
     bad = CliRunner().invoke(main, [*args[:-1], "0"])
     assert bad.exit_code == 2 and "--calibrate" in bad.output
+
+
+def test_table_calibrate_shows_calibrated_scores_and_marks_what_holm_does_not_keep(tmp_path):
+    """rows are A, columns B; the rotated pair is significant, an independent pair is not (Holm over the cells)."""
+    from prhsim.metrics import holm
+
+    a, b = _stacks()
+    folder = tmp_path / "feats"
+    folder.mkdir()
+    np.save(folder / "a.npy", a)
+    np.save(folder / "b.npy", b)
+    np.save(folder / "noise.npy", np.random.default_rng(9).standard_normal((N, 2, D)).astype(np.float32))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["prh", "table", str(folder), "--rows", "a.npy", "--cols", "*.npy",
+                                       "--metric", "linear_cka", "--calibrate", "199", "--out", str(out),
+                                       "--no-figures"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "results.json").read_text())
+    cal = doc["calibration"]
+    assert doc["rows"] == ["a.npy"] and doc["cols"] == ["a.npy", "b.npy", "noise.npy"]
+    assert "rows[i] is A" in doc["orientation"]
+    assert cal["correction"] == "holm" and cal["permutations"] == 199
+    assert cal["significant"] == holm(np.array(cal["p_values"]), 0.05).tolist()
+    assert cal["significant"][0][1] and not cal["significant"][0][2]  # the rotated pair; an independent one
+    assert cal["calibrated"][0][2] == 0.0 and cal["calibrated"][0][1] > 0.8
+    assert "n.s." in result.output and "Holm's correction for the 3 cells" in result.output
+    few = CliRunner().invoke(main, ["prh", "table", str(folder), "--rows", "a.npy", "--metric", "linear_cka",
+                                    "--calibrate", "49", "--out", str(tmp_path / "few"), "--no-figures"])
+    assert few.exit_code == 0 and "use --calibrate 59 or more" in few.output
+
+
+def test_holm_is_the_step_down_rule():
+    from prhsim.metrics import holm
+
+    p = np.array([[0.001, 0.03], [0.013, 0.5]])
+    # sorted: 0.001 <= .05/4, 0.013 <= .05/3, then 0.03 > .05/2: stop there
+    assert holm(p, 0.05).tolist() == [[True, False], [True, False]]
+    assert holm([0.04], 0.05).tolist() == [True]
+    with pytest.raises(ValueError, match="p_values"):
+        holm([1.5])
+
+
+def test_a_per_layer_list_file_reads_as_its_stack(tmp_path):
+    torch = pytest.importorskip("torch")
+    a, _ = _stacks()
+    torch.save({"feats": [torch.from_numpy(a[:, i].copy()) for i in range(L)]}, tmp_path / "list.pt")
+    np.testing.assert_array_equal(load_features(tmp_path / "list.pt"), a)
+    torch.save({"feats": [torch.zeros(N, 3), torch.zeros(N, 4)]}, tmp_path / "ragged.pt")
+    with pytest.raises(FeatureFileError, match=r"ragged.pt: the per-layer tensors must all be \(N, D\) of one shape"):
+        load_features(tmp_path / "ragged.pt")
