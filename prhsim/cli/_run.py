@@ -90,12 +90,15 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_
 @click.option("--no-figures", is_flag=True, default=False, help="Skip the PNG figures.")
 @click.option("--tables", is_flag=True, default=False,
               help="Compute the closed form's checks from full tables over every modal state (slow; small worlds).")
+@click.option("--calibrate", "permutations", type=int, default=None, metavar="K",
+              help="Calibrate the PRH sample metrics against K row permutations (calibrate; default 0: off).")
 @click.option("--json", "as_json", is_flag=True, default=False,
               help="Print the results document to stdout instead of the report.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 if any check disagrees with the theory.")
 def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_states, shape, learner, steps, seeds,
-        encoder, sets, config_file, out, overwrite, memory_gb, no_figures, tables, as_json, quiet, strict) -> None:
+        encoder, sets, config_file, out, overwrite, memory_gb, no_figures, tables, permutations, as_json, quiet,
+        strict) -> None:
     """Solve every modality in closed form and check the theorem's predictions.
 
     \b
@@ -121,7 +124,8 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
     notes: list[str] = []
     flags = {"world": world, "modalities": modalities, "views": views, "eps": eps, "k": k, "seed": seed,
              "out": out, "centred": False if uncentred else None, "figures": False if no_figures else None,
-             "memory_limit_gb": memory_gb, "learner": learner, "tables": True if tables else None}
+             "memory_limit_gb": memory_gb, "learner": learner, "tables": True if tables else None,
+             "calibrate": permutations}
     training_flags = {"steps": steps, "n_seeds": seeds, "encoder": encoder}
     world_flags = {"size": size, "objects": objects, "n": n_states, "shape": shape}
     try:

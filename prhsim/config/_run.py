@@ -38,6 +38,9 @@ class RunConfig(Settings):
         learner: "closed" (the closed form only), or also train by SGD and compare with it:
             "whiten" (hard whitening), "sigreg" (LeJEPA's SIGReg) or "all" (both).
         training: how the SGD learners are trained (:class:`TrainingSettings`).
+        calibrate: calibrate the PRH sample metrics (mutual k-NN, linear CKA) of every pair of
+            modalities against this many row permutations (:func:`prhsim.metrics.calibrate`: p-value
+            and calibrated score beside the raw one); 0: off.
     """
 
     world: WorldConfig = Field(default_factory=GridSceneWorld)
@@ -54,6 +57,7 @@ class RunConfig(Settings):
     memory_limit_gb: float | None = Field(None, gt=0)
     learner: Learners = "closed"
     training: TrainingSettings = Field(default_factory=TrainingSettings)
+    calibrate: int = Field(0, ge=0, le=100_000)
 
     @field_validator("k", mode="before")
     @classmethod

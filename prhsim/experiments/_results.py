@@ -78,6 +78,11 @@ class PairSummary(_Record):
     knn_chance: float | None = None
     linear_cka: float | None = None
     r1: float | None = None
+    permutations: int | None = None
+    mutual_knn_calibrated: float | None = None
+    mutual_knn_p: float | None = None
+    linear_cka_calibrated: float | None = None
+    linear_cka_p: float | None = None
 
 
 class LearnedModality(_Record):

@@ -169,9 +169,11 @@ def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
         say(f"PRH metrics: {p.a} vs {p.b}")
         a, b = by_name[p.a], by_name[p.b]
         sample = None if a.collapsed or b.collapsed else pair_metrics(
-            a.rows, a.world.modality.nuisance, b.rows, b.world.modality.nuisance, setup.base.p, rng=stream)
+            a.rows, a.world.modality.nuisance, b.rows, b.world.modality.nuisance, setup.base.p, rng=stream,
+            permutations=config.calibrate)
         extra = {} if sample is None else {f: getattr(sample, f) for f in (
-            "samples", "knn_k", "mutual_knn", "knn_chance", "linear_cka", "r1")}
+            "samples", "knn_k", "mutual_knn", "knn_chance", "linear_cka", "r1", "permutations",
+            "mutual_knn_calibrated", "mutual_knn_p", "linear_cka_calibrated", "linear_cka_p")}
         pairs.append(PairSummary(a=p.a, b=p.b, rho_p=p.comparison.rho_p, s_theta=p.comparison.s_theta,
                                  mean_correlation=p.comparison.mean_correlation, det_q=p.comparison.det_q,
                                  predicted_rho_p=p.predicted_rho, **extra))

@@ -67,3 +67,43 @@ def test_the_metric_bridge_starts_aligned_and_maps_knn_to_rho():
     assert all(a.rho_p < b.rho_p for a, b in zip(noise, noise[1:]))  # the noise path is monotone in ρ_P
     for table in result.rho_at_mutual_knn.values():
         assert set(table) == {"0.1", "0.2", "0.4", "0.6", "0.8"}
+
+
+def test_calibrated_pair_metrics_are_the_null_of_the_same_rows_and_leave_the_raw_ones_alone():
+    """With permutations K the rows, the raw metrics and every other field are those of K = 0; the calibration is
+    prhsim.metrics.calibrate on the same paired rows (a twin draws them again), with the seed drawn last."""
+    from prhsim.metrics import calibrate
+
+    rng = np.random.default_rng(0)
+    n_z, k = 300, 3
+    p_z = rng.dirichlet(np.ones(n_z))
+    q_a, q_b = np.array([0.5, 0.5]), np.array([0.2, 0.3, 0.5])
+    h = rng.standard_normal((n_z, k))
+    F_a = np.repeat(h, 2, axis=0)
+    F_b = np.repeat(h @ np.linalg.qr(rng.standard_normal((k, k)))[0], 3, axis=0) + 0.3 * rng.standard_normal((n_z * 3, k))
+    plain = pair_metrics(F_a, q_a, F_b, q_b, p_z, rng=np.random.default_rng(7))
+    got = pair_metrics(F_a, q_a, F_b, q_b, p_z, rng=np.random.default_rng(7), permutations=99)
+    for field in ("samples", "knn_k", "mutual_knn", "knn_chance", "linear_cka", "r1"):
+        assert getattr(got, field) == getattr(plain, field)
+    assert plain.permutations is None and got.permutations == 99
+    twin = np.random.default_rng(7)
+    z = np.sort(twin.choice(n_z, size=n_z, replace=False, p=p_z))
+    na, nb = twin.choice(2, size=n_z, p=q_a), twin.choice(3, size=n_z, p=q_b)
+    A, B = F_a[z * 2 + na], F_b[z * 3 + nb]
+    twin.permutation(n_z)  # the retrieval's fit/test split
+    seed = int(twin.integers(2**31))
+    knn = calibrate("mutual_knn", A, B, permutations=99, knn_k=KNN_K, rng=seed)
+    cka = calibrate("linear_cka", A, B, permutations=99, rng=seed)
+    assert knn.raw == pytest.approx(got.mutual_knn, abs=1e-12)
+    assert (got.mutual_knn_calibrated, got.mutual_knn_p) == (knn.calibrated, knn.p_value)
+    assert (got.linear_cka_calibrated, got.linear_cka_p) == (cka.calibrated, cka.p_value)
+    assert got.mutual_knn_p == 0.01 and got.linear_cka_p == 0.01  # aligned rows beat every permutation
+
+
+def test_the_run_reports_calibrated_pair_metrics_when_asked():
+    plain = run_experiment(RunConfig.model_validate(SMALL))
+    calibrated = run_experiment(RunConfig.model_validate({**SMALL, "calibrate": 49}))
+    for p, q in zip(plain.pairs, calibrated.pairs):
+        assert (p.mutual_knn, p.linear_cka, p.r1) == (q.mutual_knn, q.linear_cka, q.r1)
+        assert p.permutations is None and q.permutations == 49 and q.mutual_knn_p == q.linear_cka_p == 0.02
+        assert 0.9 < q.linear_cka_calibrated <= 1.0

@@ -116,10 +116,16 @@ def render_report(result: RunResult, console: Console) -> None:
             for col in ("pair", "states", "mutual k-NN (chance)", "linear CKA", "R@1", "rho_P"):
                 prh.add_column(col, justify="left" if col == "pair" else "right")
             for p in sampled:
-                prh.add_row(escape(f"{p.a} vs {p.b}"), f"{p.samples:,}",
-                            f"{p.mutual_knn:.3f} ({p.knn_chance:.3f}, k={p.knn_k})", f"{p.linear_cka:.3f}",
-                            f"{p.r1:.3f}", f"{p.rho_p:.3g}")
+                knn, cka = f"{p.mutual_knn:.3f} ({p.knn_chance:.3f}, k={p.knn_k})", f"{p.linear_cka:.3f}"
+                if p.permutations:
+                    knn += f" / {p.mutual_knn_calibrated:.3f}, p {p.mutual_knn_p:.2g}"
+                    cka += f" / {p.linear_cka_calibrated:.3f}, p {p.linear_cka_p:.2g}"
+                prh.add_row(escape(f"{p.a} vs {p.b}"), f"{p.samples:,}", knn, cka, f"{p.r1:.3f}", f"{p.rho_p:.3g}")
             console.print(prh)
+            permutations = {p.permutations for p in sampled if p.permutations}
+            if permutations:
+                console.print(f"raw / calibrated against {min(permutations):,} row permutations (p: the add-one "
+                              "permutation p-value)", highlight=False)
 
     if result.learned:
         render_learned(result, console)
