@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from prhsim._budget import FLOAT, ResourceError, current_memory_limit, format_bytes
 from prhsim.config import ConfigError, GridSceneWorld, RandomWorld, RunConfig
 from prhsim.experiments._pair_metrics import SAMPLES as PAIR_SAMPLES
-from prhsim.learners import EVAL_SAMPLE
+from prhsim.learners import EVAL_SAMPLE, TrainConfig
 from prhsim.optima import AUTO_K_MAX, DENSE_UP_TO, FEATURE_LIMIT
 from prhsim.worlds import FULL_CHECK_LIMIT
 
@@ -170,7 +170,8 @@ def _learner_cost(config: RunConfig, objective: str, n_m: int, k: int, obs_bytes
         chunk = max(1, t.steps // 50)  # the steps whose minibatches are rendered at once (the run's log_every)
         nbytes = 3 * FLOAT * float(EVAL_SAMPLE) * (obs_bytes + k * (t.n_seeds + 1)) \
             + 3 * FLOAT * float(t.n_seeds) * chunk * t.batch_size * 2 * obs_bytes
-        per_step = WHITEN_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * (obs_bytes * 128 + 128 * 128 + 128 * k)
+        widths = (obs_bytes, *TrainConfig.hidden, k)  # the MLP's layers (TrainConfig's default widths)
+        per_step = WHITEN_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * sum(a * b for a, b in zip(widths, widths[1:]))
         return nbytes, per_step * t.steps * t.n_seeds
     nbytes = LEARNER_TABLE_COPIES * FLOAT * float(t.n_seeds) * n_m * k
     if t.encoder == "mlp":
