@@ -28,6 +28,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sample_efficiency.py
 	$(BIN)/python benchmarks/bench_knn.py
 	$(BIN)/python benchmarks/bench_knn_gpu.py
+	$(BIN)/python benchmarks/bench_convergence.py
+	$(BIN)/python benchmarks/bench_minibatch_bias.py
+	$(BIN)/python benchmarks/bench_calibrate.py
 	$(BIN)/python benchmarks/bench_real_step.py
 
 clean:

@@ -1,8 +1,8 @@
 """SGD learners to the closed form: today's defaults (stopping on convergence, the preconditioned heavy ball)
 beside the earlier defaults (AdamW at lr 0.1 for a fixed budget of steps), in one process each case.
 
-For each documented `prhsim run --learner` case, both settings run as fresh processes of the installed
-console script (`--no-figures --json`); the table prints the largest s_Θ to the closed form over every
+For each documented `prhsim run --learner` case, both settings run as fresh processes
+(`python -m prhsim run ... --no-figures --json`); the table prints the largest s_Θ to the closed form over every
 modality and seed, the step the seeds stopped at, the convergence verdicts, and the CPU time (user +
 system, from wait4), with the ratio of CPU times.
 
@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -42,7 +43,7 @@ def run(args: list[str]) -> tuple[dict, float]:
     """One `prhsim run` in a fresh process: its JSON results and its CPU time."""
     out = Path(tempfile.mkdtemp(prefix="bench-conv-"))
     try:
-        cmd = [shutil.which("prhsim") or "prhsim", "run", *args, "--no-figures", "--json", "--out", str(out / "run")]
+        cmd = [sys.executable, "-m", "prhsim", "run", *args, "--no-figures", "--json", "--out", str(out / "run")]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         text = proc.stdout.read()
         _, status, usage = os.wait4(proc.pid, 0)
