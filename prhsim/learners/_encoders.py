@@ -155,7 +155,8 @@ def observation_inputs(world: World, modality: Modality | None = None) -> np.nda
     * A renderer-free modality (its observation is (z, n)): the one-hot of z next to the one-hot of n.
     * No modality (a plain world): the one-hot of the state.
 
-    Rendered in chunks of 65,536 states; the table is guarded by the memory limit.
+    Rendered in chunks of 65,536 states, and standardised as :func:`rendered_inputs` does (the same
+    chunked sums); the table is guarded by the memory limit.
     """
     if modality is None and isinstance(world, ModalWorld):
         modality = world.modality
@@ -167,27 +168,36 @@ def observation_inputs(world: World, modality: Modality | None = None) -> np.nda
     if n % n_nuisance:
         raise ValueError(f"a world of {n:,} states is not Z x N for modality {modality.name!r} (|N| = {n_nuisance})")
     n_z = n // n_nuisance
+    raw = RenderedInputs(modality, n, np.zeros(1), np.ones(1), True).raw
     if modality.renderer_free:
         ensure_fits(2 * FLOAT * float(n) * (n_z + n_nuisance), f"one-hot (z, n) inputs of {n:,} states",
                     "use a smaller world")
-        z, nu = np.divmod(np.arange(n), n_nuisance)
-        out = np.zeros((n, n_z + n_nuisance))
-        out[np.arange(n), z] = 1.0
-        out[np.arange(n), n_z + nu] = 1.0
-        return out
+        return raw(np.arange(n))
     d = int(np.prod(modality.render_states(np.zeros(1, dtype=np.int64)).shape[1:], dtype=np.int64))
     ensure_fits(3 * FLOAT * float(n) * d, f"the observations of {n:,} states x {d} values ({modality.name!r})",
                 "use a smaller world, or the tabular encoder")
     X = np.empty((n, d))
-    for start in range(0, n, CHUNK):
-        states = np.arange(start, min(n, start + CHUNK))
-        X[states] = np.asarray(modality.render_states(states), dtype=np.float64).reshape(states.size, d)
-    p = world.p
-    mean = p @ X
+    for c in _chunks(n):
+        X[c] = raw(c)
+    mean, scale = _standardisation(np.asarray(world.p, dtype=np.float64), n, lambda c: X[c])
     X -= mean
-    std = np.sqrt(p @ (X * X))
-    X /= np.where(std > STD_FLOOR, std, 1.0)
+    X /= scale
     return X
+
+
+def _chunks(n: int) -> list[np.ndarray]:
+    """The states 0..n-1 in chunks of :data:`CHUNK`."""
+    return [np.arange(start, min(n, start + CHUNK)) for start in range(0, n, CHUNK)]
+
+
+def _standardisation(p: np.ndarray, n: int, rows: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The p-weighted mean and scale (standard deviation, 1 for a constant coordinate) of the observations
+    ``rows(chunk)``, summed chunk by chunk in one fixed order: the table of :func:`observation_inputs` and
+    :func:`rendered_inputs` standardise by exactly the same numbers."""
+    chunks = _chunks(n)
+    mean = sum(p[c] @ rows(c) for c in chunks)
+    std = np.sqrt(sum(p[c] @ (rows(c) - mean) ** 2 for c in chunks))
+    return mean, np.where(std > STD_FLOOR, std, 1.0)
 
 
 def rendered_encoder(rendered: "RenderedInputs", k: int, *, hidden: tuple[int, ...] = (128, 128)) -> Encoder:
@@ -255,18 +265,15 @@ def rendered_inputs(world: ModalWorld, *, exact: bool | None = None, rng: int = 
     if modality.renderer_free:  # the one-hots of (z, n), unstandardised (as observation_inputs gives them)
         d = world.n // modality.n_nuisance + modality.n_nuisance
         return RenderedInputs(modality, world.n, np.zeros(d), np.ones(d), exact)
-    if exact:
-        p = np.asarray(world.p, dtype=np.float64)
-        chunks = [np.arange(start, min(world.n, start + CHUNK)) for start in range(0, world.n, CHUNK)]
-        mean = sum(p[c] @ probe.raw(c) for c in chunks)
-        var = sum(p[c] @ (probe.raw(c) - mean) ** 2 for c in chunks)
+    if exact:  # every state, rendered twice (the mean, then the spread about it) rather than stored
+        mean, scale = _standardisation(np.asarray(world.p, dtype=np.float64), world.n, probe.raw)
     else:
         states = pair_sampler(world).pairs(STANDARDISE_SAMPLE, rng=np.random.default_rng([rng, 2]))[0]
         X = probe.raw(states)
         mean = X.mean(axis=0)
-        var = ((X - mean) ** 2).mean(axis=0)
-    std = np.sqrt(var)
-    return RenderedInputs(modality, world.n, mean, np.where(std > STD_FLOOR, std, 1.0), exact)
+        std = np.sqrt(((X - mean) ** 2).mean(axis=0))
+        scale = np.where(std > STD_FLOOR, std, 1.0)
+    return RenderedInputs(modality, world.n, mean, scale, exact)
 
 
 def _positive(name: str, value: Any) -> int:

@@ -21,9 +21,14 @@ WORLD = view_world(path(8), codebook(8, 2, rng=0), good())
 MLP = TrainConfig(encoder="mlp", data="minibatch", hidden=(32, 32), steps=300, lr=1e-2, log_every=100)
 
 
-def test_rendered_inputs_are_the_table_s_rows_and_a_sample_standardises_like_p():
+def test_rendered_inputs_are_the_table_s_rows_and_a_sample_standardises_like_p(monkeypatch):
     rendered = rendered_inputs(WORLD)
     np.testing.assert_array_equal(rendered(np.arange(WORLD.n)), observation_inputs(WORLD))
+    import prhsim.learners._encoders as encoders
+
+    monkeypatch.setattr(encoders, "CHUNK", 5)  # many chunks: both paths standardise by the same chunked sums
+    np.testing.assert_array_equal(rendered_inputs(WORLD)(np.arange(WORLD.n)), observation_inputs(WORLD))
+    monkeypatch.undo()
     sampled = rendered_inputs(WORLD, exact=False)  # moments of 65,536 states drawn from p
     np.testing.assert_allclose(sampled.mean, rendered.mean, atol=0.02)
     free = view_world(path(4), Modality("t", [0.5, 0.5]), good())
