@@ -357,9 +357,8 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
               for first in range(0, config.steps, config.log_every)]
     final_step = np.array([config.steps])
     drawn = host_data(chunks[0])
-    stop_step = config.steps
+    stop_step, features = config.steps, None
     for i, chunk in enumerate(chunks):
-        features = None
         if reference_F is not None or residual_rule:
             features = np.asarray(run.embed(params, eval_inputs), dtype=np.float64)
         if residual_rule:
@@ -370,6 +369,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
         if features is not None and reference_F is not None:
             distances.append(_distances(features, p, reference_F, reference.centred))
         watch.keep_measures()
+        features = None  # the parameters move on: what was embedded here is not the end's
         frozen = not watch.active.all()
         before = (params, state)
         params, state, values = run.run(params, state, device_data(drawn), shared)
@@ -387,7 +387,8 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     last = device_data({key: value[0] if key == "t" else value[:, 0] for key, value in drawn.items()})
     final = np.asarray(run.loss(params, last, shared))
     _check_finite(final[:, None], np.array([stop_step]), seeds, config.lr)
-    features = np.asarray(run.embed(params, eval_inputs), dtype=np.float64)
+    if features is None:  # (an early stop has embedded the final parameters already)
+        features = np.asarray(run.embed(params, eval_inputs), dtype=np.float64)
     if not np.all(np.isfinite(features)):
         s, z = np.argwhere(~np.isfinite(features))[0][:2]
         raise ValueError(f"training diverged: features of state {z} are not finite after step {stop_step} "
