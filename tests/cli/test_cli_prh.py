@@ -25,6 +25,17 @@ def _stacks(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+def _feature_folder(tmp_path, a_name: str, b_name: str, noise_name: str, noise_shape: tuple[int, int], seed: int):
+    """A folder of .npy feature files: the two stacks of :func:`_stacks` and one independent noise stack."""
+    a, b = _stacks()
+    folder = tmp_path / "feats"
+    folder.mkdir()
+    np.save(folder / a_name, a)
+    np.save(folder / b_name, b)
+    np.save(folder / noise_name, np.random.default_rng(seed).standard_normal((N, *noise_shape)).astype(np.float32))
+    return folder, a, b
+
+
 def _save_all(tmp_path, x: np.ndarray) -> dict[str, object]:
     torch = pytest.importorskip("torch")
     from safetensors.numpy import save_file
@@ -68,12 +79,7 @@ def test_score_finds_the_rotated_layer_pair(tmp_path):
 
 
 def test_table_writes_csv_json_and_heatmap(tmp_path):
-    a, b = _stacks()
-    folder = tmp_path / "feats"
-    folder.mkdir()
-    np.save(folder / "llm-a.npy", a)
-    np.save(folder / "vit-b.npy", b)
-    np.save(folder / "vit-c.npy", np.random.default_rng(5).standard_normal((N, 1, 7)).astype(np.float32))
+    folder, a, b = _feature_folder(tmp_path, "llm-a.npy", "vit-b.npy", "vit-c.npy", (1, 7), seed=5)
     (folder / "notes.txt").write_text("not a feature file")
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["prh", "table", str(folder), "--rows", "llm-*", "--cols", "vit-*",
@@ -220,12 +226,7 @@ def test_table_calibrate_shows_calibrated_scores_and_marks_what_holm_does_not_ke
     """rows are A, columns B; the rotated pair is significant, an independent pair is not (Holm over the cells)."""
     from prhsim.metrics import holm
 
-    a, b = _stacks()
-    folder = tmp_path / "feats"
-    folder.mkdir()
-    np.save(folder / "a.npy", a)
-    np.save(folder / "b.npy", b)
-    np.save(folder / "noise.npy", np.random.default_rng(9).standard_normal((N, 2, D)).astype(np.float32))
+    folder, _, _ = _feature_folder(tmp_path, "a.npy", "b.npy", "noise.npy", (2, D), seed=9)
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["prh", "table", str(folder), "--rows", "a.npy", "--cols", "*.npy",
                                        "--metric", "linear_cka", "--calibrate", "199", "--out", str(out),
