@@ -150,7 +150,7 @@ def render_report(result: RunResult, console: Console) -> None:
     summary = (f"[bold green]all {n_pass} checks agree with the theory[/]" if not n_fail
                else f"[bold red]{n_fail} check(s) disagree with the theory[/] ({n_pass} agree)")
     n_short = sum(c.verdict == "UNCONVERGED" for c in result.checks)
-    short = (f"; [bold magenta]{n_short} learned modality(ies) did not converge in the budget[/] (raise --steps)"
-             if n_short else "")
+    short = (f"; [bold magenta]{n_short} learned modality(ies) did not reach the closed form[/] (unconverged in "
+             "the budget, or stalled outside the theorem's premises: see the checks)" if n_short else "")
     console.print(f"{summary}{short}; {sum(c.verdict == 'N/A' for c in result.checks)} without a prediction; "
                   f"{result.seconds:.2f} s")
