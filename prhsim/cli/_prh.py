@@ -27,34 +27,48 @@ from prhsim.cli._console import UsageProblem, console
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
 from prhsim.cli._driver import drive
 from prhsim.cli._options import git_revision, parse_out
-from prhsim.metrics import PRH_METRICS
+from prhsim.metrics import CONVENTIONS, PRH_METRICS
 
 #: Metric names of the protocol, and those whose k counts neighbours (from the registry, prhsim.metrics.PRH_METRICS).
 METRIC_NAMES = tuple(PRH_METRICS)
 KNN_METRICS = tuple(name for name, metric in PRH_METRICS.items() if metric.neighbours)
 
 
-def _score(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, metric: str, k: int, clip: float | None,
-           clip_scope: str, permutations: int | None = None, alpha: float = 0.05):
+Features = np.ndarray | list[np.ndarray]
+
+
+def _samples(x: Features) -> int:
+    return int(x[0].shape[0] if isinstance(x, list) else x.shape[0])
+
+
+def _depth(x: Features) -> int:
+    """The number of layers of a stack (N, L, D) or a per-layer list."""
+    return len(x) if isinstance(x, list) else int(x.shape[1])
+
+
+def _score(a: Features, b: Features, name_a: str, name_b: str, metric: str, k: int, clip: float | None,
+           clip_scope: str, permutations: int | None = None, alpha: float = 0.05, convention: str = "prhsim"):
     from prhsim.metrics import calibrated_protocol, prh_protocol
 
-    if a.shape[0] != b.shape[0]:
-        raise UsageProblem(f"{name_a} has {a.shape[0]:,} samples and {name_b} {b.shape[0]:,}: "
+    n = _samples(a)
+    if n != _samples(b):
+        raise UsageProblem(f"{name_a} has {n:,} samples and {name_b} {_samples(b):,}: "
                            "the protocol compares the same samples in both")
-    if metric in KNN_METRICS and not 1 <= k < a.shape[0]:
-        raise UsageProblem(f"--knn-k must be in 1..{a.shape[0] - 1} for {a.shape[0]:,} samples, got {k}")
+    if metric in KNN_METRICS and not 1 <= k < n:
+        raise UsageProblem(f"--knn-k must be in 1..{n - 1} for {n:,} samples, got {k}")
     try:
         if permutations:
             return calibrated_protocol(a, b, permutations=permutations, alpha=alpha, metric=metric, knn_k=k,
-                                       clip_quantile=clip, clip_scope=clip_scope)
-        return prh_protocol(a, b, metric=metric, knn_k=k, clip_quantile=clip, clip_scope=clip_scope)
+                                       clip_quantile=clip, clip_scope=clip_scope, convention=convention)
+        return prh_protocol(a, b, metric=metric, knn_k=k, clip_quantile=clip, clip_scope=clip_scope,
+                            convention=convention)
     except ValueError as exc:
         raise UsageProblem(f"{name_a} vs {name_b}: {exc}") from None
 
 
-def _load(path: Path) -> np.ndarray:
+def _load(path: Path) -> Features:
     try:
-        return load_features(path)
+        return load_features(path, layers=True)
     except FeatureFileError as exc:
         raise UsageProblem(str(exc)) from None
 
@@ -84,9 +98,13 @@ def _clip(fn):
     fn = click.option("--clip", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95, show_default=True,
                       help="Clip each stack at this quantile of |x| before scoring.")(fn)
     fn = click.option("--no-clip", is_flag=True, default=False, help="Score the features as they are.")(fn)
-    return click.option("--clip-scope", type=click.Choice(["tensor", "sample_mean"]), default="tensor",
-                        show_default=True, help="tensor: one quantile of the whole stack; sample_mean: the "
-                                                "per-sample quantile averaged over samples (the PRH code's default).")(fn)
+    fn = click.option("--clip-scope", type=click.Choice(["tensor", "sample_mean"]), default="tensor",
+                      show_default=True, help="tensor: one quantile of the whole stack; sample_mean: the "
+                                              "per-sample quantile averaged over samples (the PRH code's default).")(fn)
+    return click.option("--convention", type=click.Choice(list(CONVENTIONS)), default="prhsim", show_default=True,
+                        help="prhsim: prhsim's metric definitions; prh: the numbers the PRH code computes (its "
+                             "CKNNA, SVCCA on 10 standardised directions, CKA's 1e-6, RBF bandwidth 1, the "
+                             "tensor clip's order statistic); see docs/prh.md.")(fn)
 
 
 def _calibration(fn):
@@ -108,7 +126,7 @@ def _calibration(fn):
 @_calibration
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print the result as JSON.")
 def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float, no_clip: bool, clip_scope: str,
-          permutations: int | None, alpha: float, as_json: bool) -> None:
+          convention: str, permutations: int | None, alpha: float, as_json: bool) -> None:
     """Best layer-pair score of two feature files, its layer pair and the chance level.
 
     \b
@@ -117,11 +135,14 @@ def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float,
     """
     k = k if old_k is None else old_k
     fa, fb = _load(a), _load(b)
-    result = _score(fa, fb, str(a), str(b), metric, k, None if no_clip else clip, clip_scope, permutations, alpha)
+    result = _score(fa, fb, str(a), str(b), metric, k, None if no_clip else clip, clip_scope, permutations, alpha,
+                    convention)
     cal = result.calibration
-    doc = {"a": str(a), "b": str(b), "metric": metric, "clip": None if no_clip else clip, "clip_scope": clip_scope, "k": k if metric in KNN_METRICS else None,
-           "n": int(fa.shape[0]), "layers_a": int(fa.shape[1]), "layers_b": int(fb.shape[1]),
-           "best": float(result.best), "layer_pair": [int(i) for i in result.layers],
+    doc = {"a": str(a), "b": str(b), "metric": metric, "convention": convention, "clip": None if no_clip else clip,
+           "clip_scope": clip_scope, "k": k if metric in KNN_METRICS else None,
+           "n": _samples(fa), "layers_a": _depth(fa), "layers_b": _depth(fb),
+           "orientation": "table[i][j] = metric(layer i of a, layer j of b)",
+           "best": float(result.best), "layer_pair": None if result.layers is None else [int(i) for i in result.layers],
            "chance": None if result.chance is None else float(result.chance),
            "table": np.asarray(result.table, dtype=float).tolist(),
            "calibration": None if cal is None else {
@@ -133,12 +154,15 @@ def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float,
         return
     out = console()
     chance = "" if result.chance is None else f" (chance {result.chance:.4g})"
-    out.print(f"{escape(metric)} = {result.best:.4f}{chance} at layers {result.layers[0]} (A) x {result.layers[1]} (B); "
-              f"N = {fa.shape[0]:,}, layers {fa.shape[1]} x {fb.shape[1]}", highlight=False)
+    where = ("no layer pair above 0 (the PRH code reports 0)" if result.layers is None
+             else f"at layers {result.layers[0]} (A) x {result.layers[1]} (B)")
+    out.print(f"{escape(metric)} = {result.best:.4f}{chance} {where}; "
+              f"N = {_samples(fa):,}, layers {_depth(fa)} x {_depth(fb)}"
+              + ("" if convention == "prhsim" else f"; convention {convention}"), highlight=False)
     if cal is not None:
         out.print(f"calibrated {cal.calibrated:.4f} (raw {cal.raw:.4f}, critical value tau {cal.tau:.4f} at alpha "
                   f"{cal.alpha:g}, p = {cal.p_value:.3g} over {cal.permutations:,} permutations of B's rows; the null "
-                  f"is the max over all {fa.shape[1] * fb.shape[1]} layer pairs)", highlight=False)
+                  f"is the max over all {_depth(fa) * _depth(fb)} layer pairs)", highlight=False)
 
 
 @prh.command()
@@ -155,8 +179,8 @@ def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float,
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
 @_calibration
 def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int, old_k: int | None, clip: float,
-          no_clip: bool, clip_scope: str, out: Path | None, overwrite: bool, no_figures: bool, quiet: bool,
-          permutations: int | None, alpha: float) -> None:
+          no_clip: bool, clip_scope: str, convention: str, out: Path | None, overwrite: bool, no_figures: bool,
+          quiet: bool, permutations: int | None, alpha: float) -> None:
     """Score every row file against every column file of FOLDER; write results.json, table.csv, table.png.
 
     \b
@@ -193,8 +217,9 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
             for j, c in enumerate(col_files):
                 say(f"{r.name} vs {c.name}" + (f" (calibrating on {permutations:,} permutations)" if permutations else ""))
                 result = _score(features[r], features[c], str(r), str(c), metric, k, None if no_clip else clip,
-                                clip_scope, permutations, alpha)
-                scores[i, j], pairs[i, j], chance = result.best, result.layers, result.chance
+                                clip_scope, permutations, alpha, convention)
+                scores[i, j], chance = result.best, result.chance
+                pairs[i, j] = (-1, -1) if result.layers is None else result.layers
                 if result.calibration is not None:
                     cal = result.calibration
                     calibrated[i, j], p_values[i, j], tau[i, j] = cal.calibrated, cal.p_value, cal.tau
@@ -209,11 +234,12 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
 
     def write(result, stage):
         scores, pairs, chance, calibration = result
-        document = {"git_revision": revision, "folder": str(folder), "metric": metric,
+        document = {"git_revision": revision, "folder": str(folder), "metric": metric, "convention": convention,
                     "k": k if metric in KNN_METRICS else None,
                     "clip": None if no_clip else clip, "clip_scope": clip_scope,
                     "rows": names_r, "cols": names_c, "orientation": "scores[i][j]: rows[i] is A, cols[j] is B; "
-                    "layer_pairs[i][j] = (layer of rows[i], layer of cols[j])",
+                    "layer_pairs[i][j] = (layer of rows[i], layer of cols[j]), (-1, -1) where no pair scores "
+                    "above 0 under --convention prh",
                     "scores": scores.tolist(), "layer_pairs": pairs.tolist(), "chance": chance,
                     "calibration": calibration}
         text = io.StringIO()
@@ -242,7 +268,7 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
         for i, (name, values, layer_pairs) in enumerate(zip(names_r, scores, pairs)):
             cells = []
             for j, (v, (a, b)) in enumerate(zip(values, layer_pairs)):
-                cell = f"{v:.3f} ({a},{b})"
+                cell = f"{v:.3f} ({a},{b})" if a >= 0 else f"{v:.3f} (none)"
                 if calibration:
                     mark = "" if calibration["significant"][i][j] else " n.s."
                     cell += f" / {calibration['calibrated'][i][j]:.3f}{mark}"

@@ -5,8 +5,11 @@ Formats (by suffix):
 * ``.npy``: an array (N, D) (one layer) or (N, L, D);
 * ``.safetensors``: the tensor named "feats", or the file's only tensor (needs ``safetensors``);
 * ``.pt`` / ``.pth``: a dict holding "feats" (N x L x D, as the public PRH code saves it, or a
-  list of one (N, D) tensor per layer, stacked here), or a tensor, read with
+  list of one (N, D) tensor per layer, as the PRH code also accepts), or a tensor, read with
   ``torch.load(..., weights_only=True)`` (needs torch; nothing executable is unpickled).
+  A list is stacked into (N, L, D) (its layers must share one width), or, with
+  ``layers=True``, returned as the list of its (N, D_l) layers (widths may differ; the
+  protocol clips each layer of a list on its own, as the PRH code does).
 
 Every problem is a :class:`FeatureFileError` naming the file: unreadable, unknown format,
 no "feats", a shape that is not (N, D) or (N, L, D), fewer than 2 rows, NaN or inf.
@@ -27,8 +30,9 @@ class FeatureFileError(ValueError):
     """A feature file that cannot be used; the message names the file and the problem."""
 
 
-def load_features(path: Path | str) -> np.ndarray:
-    """The features in ``path`` as an (N, L, D) array (see the module docstring)."""
+def load_features(path: Path | str, *, layers: bool = False) -> np.ndarray | list[np.ndarray]:
+    """The features in ``path`` as an (N, L, D) array; with ``layers=True`` a per-layer list file
+    as the list of its (N, D_l) arrays (see the module docstring)."""
     path = Path(path)
     if not path.is_file():
         raise FeatureFileError(f"{path}: no such file")
@@ -39,7 +43,7 @@ def load_features(path: Path | str) -> np.ndarray:
         elif suffix == ".safetensors":
             raw = _safetensors(path)
         elif suffix in (".pt", ".pth"):
-            raw = _torch(path)
+            raw = _torch(path, layers)
         else:
             raise FeatureFileError(f"{path}: unknown feature format {suffix or '(no suffix)'!r}; "
                                    f"expected one of {', '.join(SUFFIXES)}")
@@ -47,6 +51,12 @@ def load_features(path: Path | str) -> np.ndarray:
         raise
     except Exception as exc:  # any reader failure is the file's problem, said in one line
         raise FeatureFileError(f"{path}: cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    if isinstance(raw, list):
+        checked = [_checked(path, layer, f" layer {i}") for i, layer in enumerate(raw)]
+        if len({x.shape[0] for x in checked}) != 1:
+            raise FeatureFileError(f"{path}: the per-layer tensors must all have one number of samples N, "
+                                   f"got {sorted({x.shape[0] for x in checked})}")
+        return [x[:, 0, :] for x in checked]
     return _checked(path, raw)
 
 
@@ -69,7 +79,7 @@ def _safetensors(path: Path) -> np.ndarray:
     return _pick(path, tensors)
 
 
-def _torch(path: Path) -> np.ndarray:
+def _torch(path: Path, layers: bool = False) -> np.ndarray | list[np.ndarray]:
     try:
         import torch
     except ImportError:
@@ -78,6 +88,10 @@ def _torch(path: Path) -> np.ndarray:
     if isinstance(data, dict):
         data = _pick(path, data)
     if isinstance(data, (list, tuple)):  # one (N, D) tensor per layer, as the PRH code also accepts
+        if layers:
+            if not data or not all(isinstance(t, torch.Tensor) and t.ndim == 2 for t in data):
+                raise FeatureFileError(f"{path}: 'feats' as a list must hold one (N, D) tensor per layer")
+            return [(t.float() if t.dtype in (torch.bfloat16, torch.float16) else t).detach().numpy() for t in data]
         data = _stack_layers(path, data, torch)
     if not isinstance(data, torch.Tensor):
         raise FeatureFileError(f"{path}: expected a tensor or a dict with 'feats', got {type(data).__name__}")
@@ -106,19 +120,19 @@ def _pick(path: Path, tensors: dict) -> object:
     raise FeatureFileError(f"{path}: no tensor named 'feats' (tensors: {names})")
 
 
-def _checked(path: Path, raw: object) -> np.ndarray:
+def _checked(path: Path, raw: object, where: str = "") -> np.ndarray:
     x = np.asarray(raw)
     if x.dtype.name in ("bfloat16", "float16"):  # bf16 arrives as an ml_dtypes array where that package is installed
         x = x.astype(np.float32)
     if x.dtype.kind not in "fiu":
-        raise FeatureFileError(f"{path}: features must be numbers, got dtype {x.dtype}")
+        raise FeatureFileError(f"{path}{where}: features must be numbers, got dtype {x.dtype}")
     if x.ndim == 2:
         x = x[:, None, :]
     if x.ndim != 3 or min(x.shape) < 1:
-        raise FeatureFileError(f"{path}: features must have shape (N, D) or (N, L, D), got {x.shape}")
+        raise FeatureFileError(f"{path}{where}: features must have shape (N, D) or (N, L, D), got {x.shape}")
     if x.shape[0] < 2:
-        raise FeatureFileError(f"{path}: needs at least 2 samples, got {x.shape[0]}")
+        raise FeatureFileError(f"{path}{where}: needs at least 2 samples, got {x.shape[0]}")
     x = x.astype(np.float64 if x.dtype == np.float64 else np.float32, copy=False)
     if not np.all(np.isfinite(x)):
-        raise FeatureFileError(f"{path}: features contain NaN or inf")
+        raise FeatureFileError(f"{path}{where}: features contain NaN or inf")
     return x

@@ -3,7 +3,8 @@
 Population metrics (p-weighted, the theory's): Procrustes ρ_P, principal angles s_Θ, CCA, the
 coupled comparison of modal features. Sample metrics (unweighted over N rows, the PRH
 literature's; numpy, torch or JAX inputs, computed where the data is): mutual and cycle
-k-NN, CKNNA, linear / RBF / unbiased CKA, SVCCA, retrieval, and the PRH layer-pair protocol.
+k-NN, CKNNA, linear / RBF / unbiased CKA, SVCCA, retrieval, and the PRH layer-pair protocol,
+each under prhsim's definition or, with ``convention="prh"``, the PRH code's (``CONVENTIONS``).
 """
 
 from prhsim.metrics._coupling import (
@@ -20,6 +21,7 @@ from prhsim.metrics._procrustes import (
     procrustes as procrustes,
 )
 from prhsim.metrics._whitening import canonical_correlations as canonical_correlations, whiten as whiten
+from prhsim.metrics._convention import CONVENTIONS as CONVENTIONS
 from prhsim.metrics._cknna import cknna as cknna
 from prhsim.metrics._knn import (
     cycle_knn as cycle_knn,
@@ -57,6 +59,7 @@ from prhsim.metrics._pair_free_iterative import (
 )
 
 __all__ = [
+    "CONVENTIONS",
     "canonical_correlations",
     "chamfer_distance",
     "chance_recall",

@@ -36,11 +36,15 @@ it leaves alone is computed once:
   1ᵀK̃1, 1ᵀL̃1) is permutation invariant, and a permutation P only enters the
   cross term: ``‖ãᵀ P b̃‖_F² = Σ_ij K_A[i, j] K_B[π(i), π(j)]`` (centred features
   ã, b̃, centred Grams K_A = ããᵀ, K_B = b̃b̃ᵀ), computed either through the Grams
-  (an N x N gather, O(N²)) or through the features (one batched matrix product,
-  O(N·d_a·d_b)), whichever is cheaper. Unbiased CKA (zero-diagonal Grams K̃, L̃)
+  (an N x N gather, O(N²), in row blocks that keep K_A's block in cache across the
+  permutations) or through the features (one batched matrix product, O(N·d_a·d_b)),
+  whichever is cheaper. Unbiased CKA (zero-diagonal Grams K̃, L̃)
   also needs ``tr(K̃ P L̃ Pᵀ) = ‖ãᵀ P b̃‖_F² − Σ_i s_i t_π(i)`` (s_i = ‖ã_i‖², t_i = ‖b̃_i‖²)
   and ``1ᵀK̃ P L̃ Pᵀ1 = Σ_i (K̃1)_i (L̃1)_π(i)``, O(N); RBF CKA (its bandwidth is a
   median of all pairwise distances, also invariant) goes through its centred Grams.
+* ``convention="prh"``: the same paths (k-NN: neighbours by inner product of the rows
+  as given; CKA: the PRH code's ``+ 10⁻⁶`` in the denominator, no clip, and its fixed
+  RBF bandwidth).
 * every other registered metric (cknna, svcca): the generic path recomputes
   ``metric(A_l, B_m[π_j])`` for every permutation and layer pair: correct, K times
   the cost of one table.
@@ -64,6 +68,7 @@ from prhsim._budget import ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim.metrics import _protocol
 from prhsim.metrics._cka import _gram_route, _hsic_u, _rbf_gram, centre, require_variance, to_host
+from prhsim.metrics._convention import PRH_EPS, PRH_RBF_SIGMA, Convention, check_convention
 from prhsim.metrics._protocol import METRICS, Metric
 
 Aggregate = Literal["max", "mean"]
@@ -77,6 +82,11 @@ MASK_ENTRIES = 2**26
 #: One gathered Gram entry costs about this many multiply-adds of a matrix product (CPU, numpy):
 #: the Gram route is taken when N² · GATHER_COST < N · d_a · d_b.
 GATHER_COST = 64
+#: Rows of a Gram matrix per block of the Gram route (a block of K_A and one of K_B in cache).
+GRAM_ROWS = 64
+#: Entries of one batched temporary of the k-NN paths: small enough to stay in cache (measured
+#: 10x faster than 2**22 at N = 1024, k = 10).
+KNN_BLOCK = 2**17
 #: Permutations per top-level chunk: about this many permuted labels at once.
 CHUNK_ENTRIES = 2**20
 
@@ -115,7 +125,8 @@ class Calibration:
 
 
 def calibrate(metric: str, a: Any, b: Any, *, permutations: int | np.ndarray = 1000, alpha: float = 0.05,
-              rng: RngLike = None, aggregate: Aggregate | None = None, knn_k: int = 10) -> Calibration:
+              rng: RngLike = None, aggregate: Aggregate | None = None, knn_k: int = 10,
+              convention: Convention = "prhsim") -> Calibration:
     """Calibrate ``metric(a, b)`` against K random re-pairings of the rows (module docstring).
 
     Args:
@@ -130,6 +141,7 @@ def calibrate(metric: str, a: Any, b: Any, *, permutations: int | np.ndarray = 1
             seed 0); ignored with an explicit array.
         aggregate: None for two arrays; "max" or "mean" over all layer pairs for sequences.
         knn_k: neighbours of the k-NN metrics (ignored by the others).
+        convention: the metric's definition, "prhsim" or "prh" (:mod:`prhsim.metrics._convention`).
 
     Returns:
         :class:`Calibration`.
@@ -148,13 +160,14 @@ def calibrate(metric: str, a: Any, b: Any, *, permutations: int | np.ndarray = 1
     """
     record = _record(metric)
     alpha = _check_alpha(alpha)
+    convention = check_convention(convention)
     layers_a, layers_b, layered = _layers(a, b)
     statistic = _aggregator(aggregate, layered)
     n = layers_a[0][1].shape[0]
     if record.neighbours:
         _check_knn_k(knn_k, n)
     count, chunks = _permutation_chunks(permutations, n, rng, max(1, CHUNK_ENTRIES // n))
-    scorer = _scorer(record, layers_a, layers_b, knn_k)
+    scorer = _scorer(record, layers_a, layers_b, knn_k, convention)
     parts, raw = [], None
     for perms in chunks:
         if raw is None:  # the identity rides with the first chunk: s and the s_j through the same computation
@@ -177,18 +190,16 @@ def calibrate(metric: str, a: Any, b: Any, *, permutations: int | np.ndarray = 1
 # --------------------------------------------------------------------------------------
 def calibrated_protocol(feats_a: Any, feats_b: Any, *, permutations: int | np.ndarray = 1000, alpha: float = 0.05,
                         rng: RngLike = None, **protocol: Any) -> _protocol.ProtocolScore:
-    """:func:`prhsim.metrics.prh_protocol` (``protocol``: metric, knn_k, clip_quantile, clip_scope) with its best
-    score calibrated (``score.calibration``): the null statistic is the max over every layer pair of the clipped,
-    normalised stacks with B's rows permuted, one permutation for every pair, so the search over layers is part
-    of the null."""
+    """:func:`prhsim.metrics.prh_protocol` (``protocol``: metric, knn_k, clip_quantile, clip_scope, convention) with
+    its best score calibrated (``score.calibration``): the null statistic is the max over every layer pair of the
+    clipped, normalised stacks with B's rows permuted, one permutation for every pair, so the search over layers is
+    part of the null."""
     score = _protocol.prh_protocol(feats_a, feats_b, **protocol)
-    scope = protocol.get("clip_scope", "tensor")
-    quantile = protocol.get("clip_quantile", 0.95)
-    _, A = _protocol._prepare("feats_a", feats_a, quantile, scope)
-    _, B = _protocol._prepare("feats_b", feats_b, quantile, scope)
-    calibration = calibrate(protocol.get("metric", "mutual_knn"), [A[:, i, :] for i in range(A.shape[1])],
-                            [B[:, j, :] for j in range(B.shape[1])], permutations=permutations, alpha=alpha, rng=rng,
-                            aggregate="max", knn_k=protocol.get("knn_k", 10))
+    convention = protocol.get("convention", "prhsim")
+    _, A, B = _protocol.prepared_pair(feats_a, feats_b, protocol.get("clip_quantile", 0.95),
+                                      protocol.get("clip_scope", "tensor"), convention)
+    calibration = calibrate(protocol.get("metric", "mutual_knn"), A, B, permutations=permutations, alpha=alpha,
+                            rng=rng, aggregate="max", knn_k=protocol.get("knn_k", 10), convention=convention)
     return score._replace(calibration=calibration)
 
 
@@ -344,19 +355,19 @@ Layers = list[tuple[str, np.ndarray]]
 Scorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def _scorer(record: Metric, layers_a: Layers, layers_b: Layers, knn_k: int) -> Scorer:
+def _scorer(record: Metric, layers_a: Layers, layers_b: Layers, knn_k: int, convention: Convention) -> Scorer:
     """``(perms, inverses) -> (C, L_a, L_b)`` scores of every layer pair under each permutation."""
     if _FAST.get(record.name) is record.score:
         if record.name in ("mutual_knn", "cycle_knn"):
-            return _knn_scorer(record.name, layers_a, layers_b, knn_k)
-        return _kernel_scorer(record.name, layers_a, layers_b)
-    return _generic_scorer(record, layers_a, layers_b, knn_k)
+            return _knn_scorer(record.name, layers_a, layers_b, knn_k, convention)
+        return _kernel_scorer(record.name, layers_a, layers_b, convention)
+    return _generic_scorer(record, layers_a, layers_b, knn_k, convention)
 
 
 # --------------------------------------------------------------------------------------
 # the generic path
 # --------------------------------------------------------------------------------------
-def _generic_scorer(record: Metric, layers_a: Layers, layers_b: Layers, knn_k: int) -> Scorer:
+def _generic_scorer(record: Metric, layers_a: Layers, layers_b: Layers, knn_k: int, convention: Convention) -> Scorer:
     """Recompute ``metric(A_l, B_m[π])`` for every permutation and pair: K + 1 tables."""
     layered = layers_a[0][0] != "a"  # layer tables name their arrays a[0], a[1], ...
 
@@ -367,7 +378,7 @@ def _generic_scorer(record: Metric, layers_a: Layers, layers_b: Layers, knn_k: i
                 bp = b[p]
                 for l, (_, a) in enumerate(layers_a):
                     try:
-                        out[c, l, m] = record(a, bp, knn_k=knn_k)
+                        out[c, l, m] = record(a, bp, knn_k=knn_k, convention=convention)
                     except ValueError as err:
                         if not layered:
                             raise
@@ -419,31 +430,32 @@ class _Lists:
     need: np.ndarray
 
 
-def _knn_side(name: str, x: np.ndarray, k: int) -> tuple[Any, tuple[Any, Any], int, bool]:
-    """``(x, scale, k, screen)``: x checked as the k-NN metrics check it (in its compute dtype)."""
+def _knn_side(name: str, x: np.ndarray, k: int, convention: Convention = "prhsim") -> tuple[Any, Any, int, bool]:
+    """``(x, scale, k, screen)``: x checked as the k-NN metrics check it (in its compute dtype); the rows are
+    normalised through ``scale`` (None under the PRH convention: neighbours by inner product of the rows)."""
     from prhsim.metrics import _knn, _knn_screen
 
     _, x = _knn._as_compute(x, name)
     k = _knn._check_k(k, x.shape[0])
-    scale = _knn._row_scale(np, x, name)
+    scale = _knn._row_scale(np, x, name) if convention == "prhsim" else None
     return x, scale, k, bool(_knn_screen.wanted(x, k))
 
 
-def _relation(name: str, x: np.ndarray, k: int) -> _Relation:
+def _relation(name: str, x: np.ndarray, k: int, convention: Convention = "prhsim") -> _Relation:
     """A's side: its k-NN sets as the registered metric forms them."""
     from prhsim.metrics import _knn
 
-    x, scale, k, screen = _knn_side(name, x, k)
+    x, scale, k, screen = _knn_side(name, x, k, convention)
     _knn._guard_lists(x.shape[0], k, 1, f"for {name}")
     lists = _knn._knn(np, x, k, None, scale, screen, ordered=False)[1]
     return _Relation(np.asarray(lists).astype(np.int64))
 
 
-def _open_lists(name: str, x: np.ndarray, k: int) -> _Lists:
+def _open_lists(name: str, x: np.ndarray, k: int, convention: Convention = "prhsim") -> _Lists:
     """B's side: its lists ranked by (−v, j), searched deep enough to hold every tie of the k-th value."""
     from prhsim.metrics import _knn
 
-    x, scale, k, screen = _knn_side(name, x, k)
+    x, scale, k, screen = _knn_side(name, x, k, convention)
     n = x.shape[0]
     depth = min(n - 1, k + 1)
     while True:
@@ -476,7 +488,7 @@ def _knn_counts(cycle: bool, rel: _Relation, lists: _Lists, inv: np.ndarray) -> 
     of rows r with some j ∈ L_B(r) such that π⁻¹(r) ∈ L_A(π⁻¹(j)) (cycle)."""
     n, k = lists.fixed.shape
     tied = lists.tied_rows.size > 0
-    step = max(1, BLOCK // (n * k + lists.tied.size))
+    step = max(1, KNN_BLOCK // (n * k + lists.tied.size))
     out = np.empty(inv.shape[0], dtype=np.int64)
     if tied:
         width = int(lists.need.max())
@@ -504,10 +516,10 @@ def _knn_counts(cycle: bool, rel: _Relation, lists: _Lists, inv: np.ndarray) -> 
     return out
 
 
-def _knn_scorer(name: str, layers_a: Layers, layers_b: Layers, knn_k: int) -> Scorer:
+def _knn_scorer(name: str, layers_a: Layers, layers_b: Layers, knn_k: int, convention: Convention) -> Scorer:
     """Mutual or cycle k-NN of every layer pair from lists searched once per layer."""
-    relations = [_relation(la, x, knn_k) for la, x in layers_a]
-    lists = [_open_lists(lb, x, knn_k) for lb, x in layers_b]
+    relations = [_relation(la, x, knn_k, convention) for la, x in layers_a]
+    lists = [_open_lists(lb, x, knn_k, convention) for lb, x in layers_b]
     cycle = name == "cycle_knn"
     n = layers_a[0][1].shape[0]
 
@@ -554,7 +566,7 @@ class _KernelSide:
         return self.gram
 
 
-def _kernel_side(kind: str, name: str, x: np.ndarray) -> _KernelSide:
+def _kernel_side(kind: str, name: str, x: np.ndarray, convention: Convention = "prhsim") -> _KernelSide:
     """Checks and invariant parts of one side, with the registered metric's errors."""
     x = x.astype(np.float64)
     n, d = x.shape
@@ -563,7 +575,7 @@ def _kernel_side(kind: str, name: str, x: np.ndarray) -> _KernelSide:
     require_variance(np, name, x)
     if kind == "rbf_cka":
         ensure_fits(8.0 * 4 * n * n, f"RBF CKA of {n:,} samples (N x N kernels)", "use fewer samples N")
-        g = _rbf_gram(np, name, x, 1.0)
+        g = _rbf_gram(np, name, x, 1.0) if convention == "prhsim" else _rbf_gram(np, name, x, PRH_RBF_SIGMA, False)
         total = float(np.sum(g * g))
         if not total > 0.0:
             raise ValueError(f"{name} has zero variance: CKA is undefined")
@@ -609,10 +621,31 @@ def _cross_features(xa: np.ndarray, xb: np.ndarray, perms: np.ndarray) -> np.nda
     return out
 
 
-def _kernel_scorer(kind: str, layers_a: Layers, layers_b: Layers) -> Scorer:
+def _cross_grams(grams_a: list[np.ndarray], kb: np.ndarray, perms: np.ndarray) -> np.ndarray:
+    """``Σ_ij K_A[i, j] K_B[π(i), π(j)]`` for every permutation and every K_A: (C, len(grams_a)).
+
+    A block of GRAM_ROWS rows of each K_A stays in cache while every permutation gathers the
+    matching rows of K_B and their permuted columns: the gather is the cost (O(N²) per permutation).
+    """
+    n = kb.shape[0]
+    out = np.zeros((perms.shape[0], len(grams_a)))
+    blk = np.empty((min(GRAM_ROWS, n), n))
+    for r0 in range(0, n, GRAM_ROWS):
+        r1 = min(n, r0 + GRAM_ROWS)
+        rows_a = [g[r0:r1] for g in grams_a]
+        part = blk[:r1 - r0]
+        for c, p in enumerate(perms):
+            np.take(kb[p[r0:r1]], p, axis=1, out=part, mode="clip")  # p is a permutation: nothing is clipped
+            for l, ga in enumerate(rows_a):
+                # einsum, not BLAS: a threaded dot of one long vector is slow on a busy machine
+                out[c, l] += np.einsum("ij,ij->", ga, part)
+    return out
+
+
+def _kernel_scorer(kind: str, layers_a: Layers, layers_b: Layers, convention: Convention) -> Scorer:
     """CKA of every layer pair: the invariant parts once, per permutation only the cross term."""
-    sides_a = [_kernel_side(kind, name, x) for name, x in layers_a]
-    sides_b = [_kernel_side(kind, name, x) for name, x in layers_b]
+    sides_a = [_kernel_side(kind, name, x, convention) for name, x in layers_a]
+    sides_b = [_kernel_side(kind, name, x, convention) for name, x in layers_b]
     n = layers_a[0][1].shape[0]
     lo = -1.0 if kind == "unbiased_cka" else 0.0
 
@@ -622,16 +655,8 @@ def _kernel_scorer(kind: str, layers_a: Layers, layers_b: Layers) -> Scorer:
         for m, sb in enumerate(sides_b):
             cross = np.empty((count, len(sides_a)))
             by_gram = [l for l, sa in enumerate(sides_a) if _gram_wanted(kind, n, sa.x.shape[1], sb.x.shape[1])]
-            if by_gram:  # Σ_ij K_A[i, j] K_B[π(i), π(j)]: one gather of K_B per permutation, for every layer of A
-                grams = [sides_a[l].kernel().reshape(-1) for l in by_gram]
-                kb, rows, both = sb.kernel(), np.empty((n, n)), np.empty((n, n))
-                for c, p in enumerate(perms):
-                    np.take(kb, p, axis=0, out=rows, mode="clip")  # rows are permutations: no index is clipped
-                    np.take(rows, p, axis=1, out=both, mode="clip")
-                    # einsum, not BLAS: a threaded ddot of one long vector is slow on a busy machine
-                    flat = both.reshape(-1)
-                    for l, g in zip(by_gram, grams, strict=True):
-                        cross[c, l] = np.einsum("j,j->", g, flat)
+            if by_gram:
+                cross[:, by_gram] = _cross_grams([sides_a[l].kernel() for l in by_gram], sb.kernel(), perms)
             for l, sa in enumerate(sides_a):
                 if l not in by_gram:
                     cross[:, l] = _cross_features(sa.x, sb.x, perms)
@@ -643,7 +668,10 @@ def _kernel_scorer(kind: str, layers_a: Layers, layers_b: Layers) -> Scorer:
                     num = _hsic_u(n, cross[:, l], sa.total, sb.total, kl)
                 else:
                     num = cross[:, l]
-                out[:, l, m] = np.clip(num / (math.sqrt(sa.self_term) * math.sqrt(sb.self_term)), lo, 1.0)
+                if convention == "prh":  # the PRH code's ratio: HSIC_kl/(√(HSIC_kk·HSIC_ll) + 10⁻⁶), not clipped
+                    out[:, l, m] = num / (math.sqrt(sa.self_term * sb.self_term) + PRH_EPS)
+                else:
+                    out[:, l, m] = np.clip(num / (math.sqrt(sa.self_term) * math.sqrt(sb.self_term)), lo, 1.0)
         return out
 
     return score

@@ -27,6 +27,11 @@ Inputs are numpy arrays, torch tensors (any device) or JAX arrays; the statistic
 computed in the input's library and device, in float32 or wider. A representation
 whose rows are all equal (zero variance) has no CKA: that is a ValueError, never an
 epsilon in the denominator (which would bias small values).
+
+``convention="prh"`` (:mod:`prhsim.metrics._convention`) gives the PRH code's value:
+``HSIC(K, L)/(√(HSIC(K, K)·HSIC(L, L)) + 10⁻⁶)`` (biased HSIC ``tr(KHLH)``, or the
+unbiased one), not clipped, and RBF kernels with the fixed bandwidth σ = ``sigma``
+(default 1) in place of σ = ``sigma`` x the median distance. The errors stay prhsim's.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import numpy as np
 from array_api_compat import array_namespace, device as array_device, is_torch_array
 
 from prhsim._budget import ensure_fits
+from prhsim.metrics._convention import PRH_EPS, PRH_RBF_SIGMA, Convention, check_convention
 
 #: Elements of one N x N block (a Gram matrix and its temporaries) counted per side by the guards.
 _GRAM_COPIES = 4
@@ -126,21 +132,25 @@ def _guard(n: int, da: int, db: int, itemsize: int, what: str) -> None:
     ensure_fits(itemsize * (elements + 2.0 * n * (da + db)), what, "use fewer samples N")
 
 
-def _ratio(xp: Any, num: Any, saa: Any, sbb: Any, lo: float) -> float:
-    """``num/sqrt(saa·sbb)`` as a float clipped to [lo, 1] (rounding can leave 1 + ε)."""
+def _ratio(xp: Any, num: Any, saa: Any, sbb: Any, lo: float, convention: Convention = "prhsim") -> float:
+    """``num/sqrt(saa·sbb)`` as a float clipped to [lo, 1] (rounding can leave 1 + ε);
+    ``convention="prh"``: ``num/(sqrt(saa·sbb) + 10⁻⁶)``, not clipped."""
     for name, s in (("a", saa), ("b", sbb)):
         if not float(s) > 0.0:  # underflow of a nearly constant representation
             raise ValueError(f"{name} has zero variance: CKA is undefined")
+    if convention == "prh":
+        return float(num) / (math.sqrt(float(saa) * float(sbb)) + PRH_EPS)
     value = float(num) / (math.sqrt(float(saa)) * math.sqrt(float(sbb)))
     return min(max(value, lo), 1.0)
 
 
-def linear_cka(a: Any, b: Any) -> float:
+def linear_cka(a: Any, b: Any, *, convention: Convention = "prhsim") -> float:
     """Linear CKA ``‖ãᵀb̃‖_F² / (‖ãᵀã‖_F ‖b̃ᵀb̃‖_F)`` of two paired samples (docs/theory.md §10).
 
     Args:
         a: (N, d_a) representation, numpy, torch or JAX.
         b: (N, d_b) representation of the same N inputs, same library.
+        convention: "prhsim", or "prh" for ``‖ãᵀb̃‖_F² / (‖ãᵀã‖_F ‖b̃ᵀb̃‖_F + 10⁻⁶)`` (module docstring).
 
     Returns:
         CKA ∈ [0, 1]; invariant to an orthogonal map or an isotropic scaling of either side.
@@ -154,6 +164,7 @@ def linear_cka(a: Any, b: Any) -> float:
         >>> round(linear_cka(a, 3.0 * a[:, ::-1]), 12)
         1.0
     """
+    convention = check_convention(convention)
     xp, a, b = sample_pair(a, b, what="CKA")
     require_variance(xp, "a", a)
     require_variance(xp, "b", b)
@@ -167,7 +178,7 @@ def linear_cka(a: Any, b: Any) -> float:
     else:
         cross, gaa, gbb = mt(ac) @ bc, mt(ac) @ ac, mt(bc) @ bc
         num, saa, sbb = xp.sum(cross * cross), xp.sum(gaa * gaa), xp.sum(gbb * gbb)
-    return _ratio(xp, num, saa, sbb, 0.0)
+    return _ratio(xp, num, saa, sbb, 0.0, convention)
 
 
 def _median(xp: Any, x: Any) -> Any:
@@ -177,22 +188,22 @@ def _median(xp: Any, x: Any) -> Any:
     return flat[m // 2] if m % 2 else (flat[m // 2 - 1] + flat[m // 2]) / 2.0
 
 
-def _rbf_gram(xp: Any, name: str, x: Any, sigma: float) -> Any:
-    """The centred Gaussian Gram matrix of x, bandwidth ``σ² = sigma²·median(D²)``."""
+def _rbf_gram(xp: Any, name: str, x: Any, sigma: float, relative: bool = True) -> Any:
+    """The centred Gaussian Gram matrix of x, bandwidth ``σ² = sigma²·median(D²)`` (``relative=False``: σ = sigma)."""
     xc = centre(xp, x)
     n = xc.shape[0]
     sq = xp.sum(xc * xc, axis=1)
     d2 = sq[:, None] + sq[None, :] - 2.0 * (xc @ xp.matrix_transpose(xc))
     off = 1.0 - xp.eye(n, dtype=x.dtype, device=array_device(x))
     d2 = xp.clip(d2, 0.0, None) * off  # rounding: no negative squared distances, zero diagonal
-    med = _median(xp, d2)
+    med = _median(xp, d2) if relative else 1.0
     if not float(med) > 0.0:
         raise ValueError(f"{name} has median pairwise distance 0 (most rows coincide): the RBF bandwidth is undefined")
     K = xp.exp(-d2 / (2.0 * sigma * sigma * med))
     return K - xp.mean(K, axis=0, keepdims=True) - xp.mean(K, axis=1, keepdims=True) + xp.mean(K)
 
 
-def rbf_cka(a: Any, b: Any, *, sigma: float | None = None) -> float:
+def rbf_cka(a: Any, b: Any, *, sigma: float | None = None, convention: Convention = "prhsim") -> float:
     """CKA with Gaussian kernels ``exp(−‖x − y‖²/(2σ²))``, σ = ``sigma`` x median distance per side.
 
     The bandwidth follows Kornblith et al. (2019)'s reference code: ``σ² = sigma² ·
@@ -203,6 +214,8 @@ def rbf_cka(a: Any, b: Any, *, sigma: float | None = None) -> float:
         a: (N, d_a) representation.
         b: (N, d_b) representation of the same N inputs.
         sigma: bandwidth as a multiple of the median distance; None means 1.0.
+        convention: "prhsim", or "prh": σ = ``sigma`` itself (None: the PRH code's 1.0) and
+            ``HSIC(K, L)/(√(HSIC(K, K)·HSIC(L, L)) + 10⁻⁶)`` (module docstring).
 
     Returns:
         CKA ∈ [0, 1]; invariant to an orthogonal map, an isotropic scaling (σ scales
@@ -212,18 +225,21 @@ def rbf_cka(a: Any, b: Any, *, sigma: float | None = None) -> float:
         ValueError: the errors of :func:`linear_cka`, ``sigma <= 0``, or a side whose
             median squared distance is 0.
     """
-    sigma = 1.0 if sigma is None else float(sigma)
+    convention = check_convention(convention)
+    relative = convention == "prhsim"
+    sigma = (1.0 if relative else PRH_RBF_SIGMA) if sigma is None else float(sigma)
     if not (sigma > 0.0 and math.isfinite(sigma)):
-        raise ValueError(f"sigma must be a positive multiple of the median distance, got {sigma}")
+        what = "a positive multiple of the median distance" if relative else "a positive bandwidth"
+        raise ValueError(f"sigma must be {what}, got {sigma}")
     xp, a, b = sample_pair(a, b, what="CKA")
     require_variance(xp, "a", a)
     require_variance(xp, "b", b)
     n = a.shape[0]
     ensure_fits(_itemsize(xp, a) * 2.0 * _GRAM_COPIES * n * n, f"RBF CKA of {n:,} samples (N x N kernels)",
                 "use fewer samples N")
-    K = _rbf_gram(xp, "a", a, sigma)
-    L = _rbf_gram(xp, "b", b, sigma)
-    return _ratio(xp, xp.sum(K * L), xp.sum(K * K), xp.sum(L * L), 0.0)
+    K = _rbf_gram(xp, "a", a, sigma, relative)
+    L = _rbf_gram(xp, "b", b, sigma, relative)
+    return _ratio(xp, xp.sum(K * L), xp.sum(K * K), xp.sum(L * L), 0.0, convention)
 
 
 def _hsic_u(n: int, tr: Any, one_k: Any, one_l: Any, kl: Any) -> Any:
@@ -231,12 +247,13 @@ def _hsic_u(n: int, tr: Any, one_k: Any, one_l: Any, kl: Any) -> Any:
     return (tr + one_k * one_l / ((n - 1) * (n - 2)) - 2.0 * kl / (n - 2)) / (n * (n - 3))
 
 
-def unbiased_cka(a: Any, b: Any) -> float:
+def unbiased_cka(a: Any, b: Any, *, convention: Convention = "prhsim") -> float:
     """CKA from Song et al. (2012)'s unbiased HSIC on linear kernels (docs/theory.md §10).
 
     Args:
         a: (N, d_a) representation, N >= 4.
         b: (N, d_b) representation of the same N inputs.
+        convention: "prhsim", or "prh" for ``HSIC_u(K, L)/(√(HSIC_u(K, K)·HSIC_u(L, L)) + 10⁻⁶)``.
 
     Returns:
         ``HSIC_u(K, L)/sqrt(HSIC_u(K, K)·HSIC_u(L, L))`` ∈ [−1, 1] (it can be negative:
@@ -247,6 +264,7 @@ def unbiased_cka(a: Any, b: Any) -> float:
             self-HSIC is not positive (zero up to rounding counts: at most N·eps times
             the size of its terms); the ratio is then undefined, and no NaN is returned.
     """
+    convention = check_convention(convention)
     xp, a, b = sample_pair(a, b, min_rows=4, what="unbiased CKA")
     require_variance(xp, "a", a)
     require_variance(xp, "b", b)
@@ -277,4 +295,4 @@ def unbiased_cka(a: Any, b: Any) -> float:
         size = (abs(float(tr)) + float(one) ** 2 / ((n - 1) * (n - 2)) + 2.0 * float(sq) / (n - 2)) / (n * (n - 3))
         if not h > n * eps * size:
             raise ValueError(f"{name} has a non-positive unbiased self-HSIC ({h:.3g}): unbiased CKA is undefined")
-    return _ratio(xp, hkl, _hsic_u(n, tr_kk, one_k, one_k, kk), _hsic_u(n, tr_ll, one_l, one_l, ll), -1.0)
+    return _ratio(xp, hkl, _hsic_u(n, tr_kk, one_k, one_k, kk), _hsic_u(n, tr_ll, one_l, one_l, ll), -1.0, convention)

@@ -29,8 +29,21 @@ and one block.
 
 This is the double-centred form fixed in docs/theory.md §10. The public PRH
 code differs in two ways: it applies the unbiased HSIC estimator (Song et al.
-2012) to the masked, uncentred kernels, and it adds 1e-6 to the denominator;
-its values are therefore not those of this function.
+2012) to the masked, uncentred kernels, and it adds 1e-6 to the denominator.
+``convention="prh"`` computes that number on the rows as given (K = aaᵀ,
+L = bbᵀ, neighbours by inner product, as the PRH code; its protocol gives
+L2-normalised rows): with masks ``M_ab = α^ab``, ``M_aa = α^aa``, ``M_bb = α^bb``
+(row i's neighbours; not symmetric) and the unbiased HSIC of two N x N matrices
+with zero diagonals ``hsic_u(X, Y) = [Σ_ij X_ij Y_ji + (1ᵀX1)(1ᵀY1)/((N−1)(N−2))
+− 2·1ᵀXY1/(N−2)] / (N(N−3))``::
+
+    CKNNA_prh = hsic_u(M_ab∘K, M_ab∘L) / (√(hsic_u(M_aa∘K, M_aa∘K)·hsic_u(M_bb∘L, M_bb∘L)) + 10⁻⁶)
+
+Each term needs only the N·k masked entries: ``Σ_ij X_ij Y_ji`` runs over the
+pairs (i, j) whose transpose (j, i) is also in the mask (K and L are symmetric),
+and ``1ᵀXY1`` is X's column sums against Y's row sums. The sums are float64 on
+the host; the kernel entries are computed in the input's dtype. It needs
+N >= 4 and k >= 2 (the PRH code refuses k < 2).
 """
 
 from __future__ import annotations
@@ -38,9 +51,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 from array_api_compat import device as array_device
 
 from prhsim._moved import renamed_keyword
+from prhsim.metrics._cka import to_host
+from prhsim.metrics._convention import PRH_EPS, Convention, check_convention
 from prhsim.metrics._knn import (
     GATHER_ELEMENTS,
     TILE_BYTES,
@@ -73,8 +89,64 @@ def _neighbour_inner(xp: Any, c: Any, idx: Any) -> Any:
     return xp.concat(out, axis=0)
 
 
+class _Masked:
+    """A neighbour-masked kernel ``M∘K`` held as its N·k entries: sorted codes ``i·N + j`` and values."""
+
+    def __init__(self, n: int, codes: np.ndarray, values: np.ndarray) -> None:
+        order = np.argsort(codes, kind="stable")
+        self.n, self.codes, self.values = n, codes[order], values[order]
+
+    @classmethod
+    def of_lists(cls, n: int, idx: Any, values: Any) -> _Masked:
+        idx = np.asarray(to_host(idx), dtype=np.int64)
+        rows = np.repeat(np.arange(n, dtype=np.int64), idx.shape[1])
+        return cls(n, rows * n + idx.reshape(-1), np.asarray(to_host(values), dtype=np.float64).reshape(-1))
+
+    def restricted(self, other: _Masked) -> _Masked:
+        """The entries of self on the pairs both masks hold (``M_ab = M_aa∘M_bb``)."""
+        keep = np.isin(self.codes, other.codes, assume_unique=True)
+        return _Masked(self.n, self.codes[keep], self.values[keep])
+
+    def transposed_values(self, other: _Masked) -> np.ndarray:
+        """``Y_ji`` for each entry (i, j) of self, Y = other (0 where (j, i) is not in other's mask)."""
+        n = self.n
+        t = (self.codes % n) * n + self.codes // n
+        pos = np.minimum(np.searchsorted(other.codes, t), max(other.codes.size - 1, 0))
+        found = other.codes[pos] == t if other.codes.size else np.zeros(t.shape, dtype=bool)
+        return np.where(found, other.values[pos] if other.codes.size else 0.0, 0.0)
+
+    def sums(self, axis: int) -> np.ndarray:
+        """Row sums (axis=1) or column sums (axis=0)."""
+        where = self.codes // self.n if axis == 1 else self.codes % self.n
+        return np.bincount(where, weights=self.values, minlength=self.n)
+
+
+def _hsic_masked(x: _Masked, y: _Masked) -> float:
+    """Song et al.'s unbiased HSIC of two masked kernels with zero diagonals (module docstring)."""
+    n = x.n
+    trace = float(np.sum(x.values * x.transposed_values(y)))
+    total = float(np.sum(x.values)) * float(np.sum(y.values)) / ((n - 1) * (n - 2))
+    cross = 2.0 * float(x.sums(0) @ y.sums(1)) / (n - 2)
+    return (trace + total - cross) / (n * (n - 3))
+
+
+def _cknna_prh(xp: Any, a: Any, b: Any, ia: Any, ib: Any) -> float:
+    """The PRH code's CKNNA of the rows with their inner-product neighbour lists (module docstring)."""
+    n = a.shape[0]
+    ka = _Masked.of_lists(n, ia, _neighbour_inner(xp, a, ia))
+    lb = _Masked.of_lists(n, ib, _neighbour_inner(xp, b, ib))
+    kl, lk = ka.restricted(lb), lb.restricted(ka)  # M_ab∘K and M_ab∘L, on the same pairs in the same order
+    sim_kk, sim_ll = _hsic_masked(ka, ka), _hsic_masked(lb, lb)
+    product = sim_kk * sim_ll
+    if not product >= 0.0:
+        raise ValueError(f"cknna (convention 'prh') is undefined: the product of the self-HSICs is negative "
+                         f"({product:.3g})")
+    return _hsic_masked(kl, lk) / (math.sqrt(product) + PRH_EPS)
+
+
 @renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
-def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None) -> float:
+def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None,
+          convention: Convention = "prhsim") -> float:
     """CKNNA: CKA of the L2-normalised features restricted to mutual k-nearest-neighbour pairs.
 
     ``Σ_{j ∈ N^a(i) ∩ N^b(i)} K̄_ij L̄_ij / √(Σ_{j ∈ N^a(i)} K̄_ij² · Σ_{j ∈ N^b(i)} L̄_ij²)``
@@ -90,6 +162,7 @@ def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None) -
         knn_k: neighbours per sample, 1 <= knn_k < N (``k``: deprecated spelling); None means N − 1 (every pair:
             CKA without its diagonal terms). The default is resolved before k is checked.
         block: tile side of the neighbour search (see ``knn_indices``).
+        convention: "prhsim", or "prh" for the PRH code's unbiased masked form (module docstring).
 
     Raises:
         ValueError: k out of range, inputs not 2-D or of different N, NaN or inf,
@@ -103,15 +176,21 @@ def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None) -
     1.0
     """
     k = knn_k
+    convention = check_convention(convention)
     xp, a, b = _pair(a, b)
     n = a.shape[0]
     k = n - 1 if k is None else k
     k = _check_k(k, n)
+    if convention == "prh" and (k < 2 or n < 4):
+        raise ValueError(f"cknna (convention 'prh') needs knn_k >= 2 and N >= 4, got knn_k = {k} and N = {n}")
     block = _check_block(block)
     _guard_lists(n, k, 2, "for cknna")
-    a, b = _normalise(xp, a, "a"), _normalise(xp, b, "b")
+    if convention == "prhsim":
+        a, b = _normalise(xp, a, "a"), _normalise(xp, b, "b")
     ia = _knn(xp, a, k, block)[1]
     ib = _knn(xp, b, k, block)[1]
+    if convention == "prh":
+        return _cknna_prh(xp, a, b, ia, ib)
     ka = _neighbour_inner(xp, a - xp.mean(a, axis=0, keepdims=True), ia)
     lb = _neighbour_inner(xp, b - xp.mean(b, axis=0, keepdims=True), ib)
     align_kk = float(xp.sum(ka * ka))

@@ -74,6 +74,7 @@ from array_api_compat import (
 
 from prhsim._budget import ensure_fits
 from prhsim._moved import renamed_keyword
+from prhsim.metrics._convention import Convention, check_convention
 from prhsim.metrics._knn_ties import GATHER_ELEMENTS, _row_chunks, _top, duplicate_groups, expand
 from prhsim.metrics._knn_ties import unit_rows as _unit_rows
 
@@ -615,11 +616,16 @@ def knn_chance(n: int, knn_k: int) -> float:
     return _check_k(k, int(n)) / (int(n) - 1)
 
 
-def _cosine_lists(xp: Any, a: Any, b: Any, k: int, block: int | None, screen: bool | None) -> tuple[Any, Any]:
-    """The k-NN sets of a's and of b's L2-normalised rows (normalised tile by tile), each row's in any order."""
+def _cosine_lists(xp: Any, a: Any, b: Any, k: int, block: int | None, screen: bool | None,
+                  normalise: bool = True) -> tuple[Any, Any]:
+    """The k-NN sets of a's and of b's L2-normalised rows (normalised tile by tile), each row's in any order;
+    ``normalise=False``: of the rows as given (inner products, the PRH code's ranking)."""
     from prhsim.metrics import _knn_screen
 
-    scale_a, scale_b = _row_scale(xp, a, "a"), _row_scale(xp, b, "b")  # both checked before the work
+    if normalise:
+        scale_a, scale_b = _row_scale(xp, a, "a"), _row_scale(xp, b, "b")  # both checked before the work
+    else:
+        scale_a = scale_b = None
     screen_a = _knn_screen.wanted(a, k) if screen is None else screen
     screen_b = _knn_screen.wanted(b, k) if screen is None else screen
     if screen_a and screen_b and _knn_screen.side_by_side(a):  # two CPU searches, one per core
@@ -641,20 +647,23 @@ def _mutual_counts(xp: Any, ia: Any, ib: Any) -> Any:
     return xp.sum(both[:, 1:] == both[:, :-1], axis=1)
 
 
-def _both_lists(a: Any, b: Any, k: Any, block: Any, screen: Any, what: str) -> tuple[Any, int, int, Any, Any]:
-    """Checked inputs and both sides' k-NN lists of normalised rows: ``(xp, N, k, lists of a, lists of b)``."""
+def _both_lists(a: Any, b: Any, k: Any, block: Any, screen: Any, what: str,
+                normalise: bool = True) -> tuple[Any, int, int, Any, Any]:
+    """Checked inputs and both sides' k-NN lists of normalised rows (``normalise=False``: of the rows as
+    given): ``(xp, N, k, lists of a, lists of b)``."""
     xp, a, b = _pair(a, b)
     n = a.shape[0]
     k = _check_k(k, n)
     block = _check_block(block)
     screen = _check_screen(screen, a)
     _guard_lists(n, k, 2, f"for {what}")
-    ia, ib = _cosine_lists(xp, a, b, k, block, screen)
+    ia, ib = _cosine_lists(xp, a, b, k, block, screen, normalise)
     return xp, n, k, ia, ib
 
 
 @renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
-def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, screen: bool | None = None) -> float:
+def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, screen: bool | None = None,
+               convention: Convention = "prhsim") -> float:
     """Mean fraction of shared k nearest neighbours (cosine similarity) in two representations.
 
     ``(1/N) Σ_i |N_k^a(i) ∩ N_k^b(i)| / k`` with rows L2-normalised and the tie
@@ -669,6 +678,8 @@ def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, scr
         knn_k: neighbours per sample, 1 <= knn_k < N (``k``: its deprecated spelling).
         block: tile side of the neighbour search (see :func:`knn_indices`).
         screen: bf16 screening of the neighbour search: True, False, None = where it pays (:func:`knn_indices`).
+        convention: "prhsim", or "prh": neighbours by inner product of the rows as given, as the PRH code
+            ranks them (the same lists on L2-normalised rows, which its protocol scores).
 
     Raises:
         ValueError: k out of range, inputs not 2-D or of different N, NaN or inf, a zero row.
@@ -678,12 +689,14 @@ def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, scr
     1.0
     """
     k = knn_k
-    xp, n, k, ia, ib = _both_lists(a, b, k, block, screen, "mutual_knn")
+    normalise = check_convention(convention) == "prhsim"
+    xp, n, k, ia, ib = _both_lists(a, b, k, block, screen, "mutual_knn", normalise)
     return float(xp.sum(_mutual_counts(xp, ia, ib))) / (n * k)
 
 
 @renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
-def cycle_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, screen: bool | None = None) -> float:
+def cycle_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, screen: bool | None = None,
+               convention: Convention = "prhsim") -> float:
     """Fraction of samples that return to themselves along a neighbour cycle b → a.
 
     ``(1/N) Σ_i 1[∃ j ∈ N_k^b(i) : i ∈ N_k^a(j)]``: from i, step to each of its
@@ -698,6 +711,8 @@ def cycle_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, scre
         knn_k: neighbours per sample, 1 <= knn_k < N (``k``: its deprecated spelling).
         block: tile side of the neighbour search.
         screen: bf16 screening of the neighbour search (see :func:`knn_indices`).
+        convention: "prhsim", or "prh": neighbours by inner product of the rows as given, as the PRH code
+            ranks them (the same lists on L2-normalised rows, which its protocol scores).
 
     Raises:
         ValueError: k out of range, inputs not 2-D or of different N, NaN or inf, a zero row.
@@ -707,7 +722,8 @@ def cycle_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, scre
     1.0
     """
     k = knn_k
-    xp, n, k, ia, ib = _both_lists(a, b, k, block, screen, "cycle_knn")
+    normalise = check_convention(convention) == "prhsim"
+    xp, n, k, ia, ib = _both_lists(a, b, k, block, screen, "cycle_knn", normalise)
     rows = max(1, GATHER_ELEMENTS // (k * k))
     hits = 0
     for r0 in range(0, n, rows):

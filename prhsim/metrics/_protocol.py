@@ -1,18 +1,33 @@
 """The Platonic-Representation-Hypothesis protocol on layer stacks, and the metric registry (docs/theory.md §10).
 
 Two models embed the same N inputs at every layer: stacks ``A`` (N x L_a x D_a) and
-``B`` (N x L_b x D_b). As in the PRH code:
+``B`` (N x L_b x D_b), or lists of per-layer (N, D_l) arrays (widths may differ). As in
+the PRH code:
 
-1. clip each stack (the whole N x L x D tensor of one model) at ``q``, the
-   ``clip_quantile`` quantile of its |x| (linear interpolation between order statistics,
-   numpy's default): ``x ← clamp(x, −q, q)``. ``clip_scope="sample_mean"`` instead takes
-   each input's quantile over its L x D entries and averages them over the N inputs
-   (the PRH code's default ``exact=False``); ``clip_quantile=None`` skips the clip;
+1. clip each stack (the whole N x L x D tensor of one model; a list: each layer on its
+   own, as the PRH code clips the layers of a list) at ``q``, the ``clip_quantile``
+   quantile of its |x|: ``x ← clamp(x, −q, q)``. With ``clip_scope="tensor"`` q is the
+   quantile of all entries, by linear interpolation between order statistics (numpy's
+   default) or, under ``convention="prh"``, the order statistic ``sort(|x|)[⌊q·numel⌋]``
+   (0-based) that the PRH code's ``exact=True`` takes. ``clip_scope="sample_mean"``
+   instead takes each input's quantile over its L x D entries and averages them over the
+   N inputs (the PRH code's default ``exact=False``; the same in both conventions);
+   ``clip_quantile=None`` or 1 skips the clip;
 2. L2-normalise every row of every layer (a zero row stays zero);
 3. score every layer pair (i, j) with the metric: ``table[i, j] = metric(A[:, i], B[:, j])``;
 4. report the best score ``max_ij table[i, j]`` and its layer pair (the first in
    row-major order on ties), the whole table and the metric's chance level
-   (``knn_chance(N, k)`` for mutual_knn, None for the others).
+   (``knn_chance(N, k)`` for mutual_knn, None for the others). Under ``convention="prh"``
+   a table with no score above 0 reports 0 and no layer pair, as the PRH code does.
+
+Orientation: ``table[i, j] = metric(A_i, B_j)`` (A is the metric's first argument; for
+the asymmetric cycle k-NN, A is the return step). The PRH code's ``compute_alignment``
+calls ``compute_score(y_feats, x_feats)``: its metric's first argument is the
+``--modality_y`` model, so ``prh_protocol(y, x)`` gives its number and ``layers`` =
+(layer of y, layer of x).
+
+``convention`` ("prhsim" or "prh", :mod:`prhsim.metrics._convention`) selects every
+metric's definition and the tensor clip's quantile rule.
 
 :data:`METRICS` is the registry of sample metrics: a name to a :class:`Metric` record (its
 score ``(a, b, *, k) -> float``, whether k counts neighbours, its chance level), read by
@@ -30,41 +45,42 @@ import numpy as np
 
 from prhsim._moved import renamed_keyword
 from prhsim.metrics._cka import as_array, check_finite, linear_cka, rbf_cka, unbiased_cka
+from prhsim.metrics._convention import Convention, check_convention
 from prhsim.metrics._svcca import svcca
 
 
-def _mutual_knn(a: Any, b: Any, *, knn_k: int) -> float:
+def _mutual_knn(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
     from prhsim.metrics._knn import mutual_knn
 
-    return float(mutual_knn(a, b, knn_k=knn_k))
+    return float(mutual_knn(a, b, knn_k=knn_k, convention=convention))
 
 
-def _cycle_knn(a: Any, b: Any, *, knn_k: int) -> float:
+def _cycle_knn(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
     from prhsim.metrics._knn import cycle_knn
 
-    return float(cycle_knn(a, b, knn_k=knn_k))
+    return float(cycle_knn(a, b, knn_k=knn_k, convention=convention))
 
 
-def _cknna(a: Any, b: Any, *, knn_k: int) -> float:
+def _cknna(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
     from prhsim.metrics._cknna import cknna
 
-    return float(cknna(a, b, knn_k=knn_k))
+    return float(cknna(a, b, knn_k=knn_k, convention=convention))
 
 
-def _linear_cka(a: Any, b: Any, *, knn_k: int) -> float:
-    return linear_cka(a, b)
+def _linear_cka(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
+    return linear_cka(a, b, convention=convention)
 
 
-def _unbiased_cka(a: Any, b: Any, *, knn_k: int) -> float:
-    return unbiased_cka(a, b)
+def _unbiased_cka(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
+    return unbiased_cka(a, b, convention=convention)
 
 
-def _rbf_cka(a: Any, b: Any, *, knn_k: int) -> float:
-    return rbf_cka(a, b)
+def _rbf_cka(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
+    return rbf_cka(a, b, convention=convention)
 
 
-def _svcca(a: Any, b: Any, *, knn_k: int) -> float:
-    return svcca(a, b)
+def _svcca(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
+    return svcca(a, b, convention=convention)
 
 
 def _knn_chance(n: int, knn_k: int) -> float:
@@ -79,29 +95,39 @@ class Metric:
 
     Attributes:
         name: its name (``prhsim prh --metric NAME``).
-        score: ``(a, b, *, knn_k) -> float`` on two (N, d) samples.
+        score: ``(a, b, *, knn_k, convention) -> float`` on two (N, d) samples.
         neighbours: whether the metric reads ``knn_k``, its neighbours (the kNN metrics; the others ignore it).
         chance: ``(N, knn_k) -> float``, the expected score of independent representations, where known.
+        conventions: the definitions it has (:mod:`prhsim.metrics._convention`); a score is given
+            ``convention=`` only when it is not "prhsim", so a score of ``(a, b, *, knn_k)`` is a metric.
     """
 
     name: str
     score: Callable[..., float]
     neighbours: bool = False
     chance: Callable[[int, int], float] | None = None
+    conventions: tuple[Convention, ...] = ("prhsim",)
 
-    def __call__(self, a: Any, b: Any, *, knn_k: int) -> float:
-        return self.score(a, b, knn_k=knn_k)
+    def __call__(self, a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
+        if check_convention(convention) == "prhsim":
+            return self.score(a, b, knn_k=knn_k)
+        if convention not in self.conventions:
+            raise ValueError(f"metric {self.name!r} has no {convention!r} convention (it has: "
+                             f"{', '.join(self.conventions)})")
+        return self.score(a, b, knn_k=knn_k, convention=convention)
 
+
+_BOTH: tuple[Convention, ...] = ("prhsim", "prh")
 
 #: Metric name -> its :class:`Metric` (each scores two (N, d) samples).
 METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("mutual_knn", _mutual_knn, neighbours=True, chance=_knn_chance),
-    Metric("cycle_knn", _cycle_knn, neighbours=True),
-    Metric("cknna", _cknna, neighbours=True),
-    Metric("linear_cka", _linear_cka),
-    Metric("unbiased_cka", _unbiased_cka),
-    Metric("rbf_cka", _rbf_cka),
-    Metric("svcca", _svcca),
+    Metric("mutual_knn", _mutual_knn, neighbours=True, chance=_knn_chance, conventions=_BOTH),
+    Metric("cycle_knn", _cycle_knn, neighbours=True, conventions=_BOTH),
+    Metric("cknna", _cknna, neighbours=True, conventions=_BOTH),
+    Metric("linear_cka", _linear_cka, conventions=_BOTH),
+    Metric("unbiased_cka", _unbiased_cka, conventions=_BOTH),
+    Metric("rbf_cka", _rbf_cka, conventions=_BOTH),
+    Metric("svcca", _svcca, conventions=_BOTH),
 )}
 
 ClipScope = Literal["tensor", "sample_mean"]
@@ -112,7 +138,8 @@ class ProtocolScore(NamedTuple):
 
     Attributes:
         best: the largest score over all layer pairs.
-        layers: its layer pair ``(i, j)`` (layer i of a, layer j of b).
+        layers: its layer pair ``(i, j)`` (layer i of a, layer j of b); None under ``convention="prh"``
+            when no pair scores above 0 (the PRH code's best starts at 0: ``best`` is then 0).
         table: every score, a float64 numpy array (L_a x L_b).
         chance: the metric's chance level (mutual_knn: ``knn_chance(N, knn_k)``), else None.
         calibration: the best score against its permutation null (:func:`prhsim.metrics.calibrated_protocol`),
@@ -120,7 +147,7 @@ class ProtocolScore(NamedTuple):
     """
 
     best: float
-    layers: tuple[int, int]
+    layers: tuple[int, int] | None
     table: np.ndarray
     chance: float | None
     calibration: Any = None
@@ -135,70 +162,120 @@ def _quantile(xp: Any, x: Any, q: float) -> Any:
     return s[..., lo] + (pos - lo) * (s[..., hi] - s[..., lo])
 
 
-def clip_stack(x: Any, quantile: float | None = 0.95, *, scope: ClipScope = "tensor") -> Any:
-    """``clamp(x, −q, q)`` with q the ``quantile`` of |x| (see the module docstring); None: no clip."""
+def _order_statistic(xp: Any, x: Any, q: float) -> Any:
+    """The PRH code's exact quantile: ``sort(x)[⌊q·numel⌋]`` (0-based) of a flat array."""
+    return xp.sort(x)[min(int(q * x.shape[0]), x.shape[0] - 1)]
+
+
+def clip_stack(x: Any, quantile: float | None = 0.95, *, scope: ClipScope = "tensor",
+               convention: Convention = "prhsim") -> Any:
+    """``clamp(x, −q, q)`` with q the ``quantile`` of |x| (see the module docstring); None or 1: no clip.
+
+    ``x`` is one model's (N, ...) array; ``convention="prh"`` takes the tensor scope's q as the order
+    statistic ``sort(|x|)[⌊quantile·numel⌋]`` where prhsim interpolates between order statistics.
+    """
+    convention = check_convention(convention)
     if quantile is None:
         return x
     if not 0.0 < quantile <= 1.0:
         raise ValueError(f"clip_quantile must lie in (0, 1] or be None, got {quantile}")
+    if scope not in ("tensor", "sample_mean"):
+        raise ValueError(f"clip_scope must be 'tensor' or 'sample_mean', got {scope!r}")
     xp, x = as_array("features", x)
+    if quantile == 1.0:  # the largest |x|: nothing is clipped (the PRH code returns x)
+        return x
     mag = xp.abs(xp.reshape(x, (x.shape[0], -1)))
     if scope == "tensor":
-        q = _quantile(xp, xp.reshape(mag, (-1,)), quantile)
-    elif scope == "sample_mean":
-        q = xp.mean(_quantile(xp, mag, quantile))
+        flat = xp.reshape(mag, (-1,))
+        q = _order_statistic(xp, flat, quantile) if convention == "prh" else _quantile(xp, flat, quantile)
     else:
-        raise ValueError(f"clip_scope must be 'tensor' or 'sample_mean', got {scope!r}")
+        q = xp.mean(_quantile(xp, mag, quantile))
     return xp.clip(x, -q, q)
 
 
-def _prepare(name: str, x: Any, quantile: float | None, scope: ClipScope) -> tuple[Any, Any]:
-    xp, x = as_array(name, x)
-    if x.ndim != 3:
-        raise ValueError(f"{name} must be a 3-D stack (samples x layers x features), got shape {tuple(x.shape)}")
-    check_finite(xp, name, x)
-    x = clip_stack(x, quantile, scope=scope)
-    norm = xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True))
-    return xp, x / xp.where(norm > 0, norm, xp.ones_like(norm))
+def _prepare(name: str, x: Any, quantile: float | None, scope: ClipScope,
+             convention: Convention = "prhsim") -> tuple[Any, list[Any]]:
+    """``(xp, layers)``: one model's clipped, row-normalised layers, each (N, D_l) (module docstring)."""
+    if isinstance(x, (list, tuple)):
+        if not x:
+            raise ValueError(f"{name} is an empty list of layers")
+        layers = []
+        for i, layer in enumerate(x):
+            xp, layer = as_array(f"{name}[{i}]", layer)
+            if layer.ndim != 2:
+                raise ValueError(f"{name}[{i}] must be a 2-D layer (samples x features), got shape {tuple(layer.shape)}")
+            layers.append(layer)
+        if len({layer.shape[0] for layer in layers}) != 1:
+            raise ValueError(f"the layers of {name} must have one number of samples N, "
+                             f"got {sorted({layer.shape[0] for layer in layers})}")
+    else:
+        xp, x = as_array(name, x)
+        if x.ndim != 3:
+            raise ValueError(f"{name} must be a 3-D stack (samples x layers x features) or a list of 2-D layers, "
+                             f"got shape {tuple(x.shape)}")
+        layers = [x]
+    out = []
+    for i, layer in enumerate(layers):
+        check_finite(xp, name if len(layers) == 1 and not isinstance(x, (list, tuple)) else f"{name}[{i}]", layer)
+        layer = clip_stack(layer, quantile, scope=scope, convention=convention)
+        norm = xp.sqrt(xp.sum(layer * layer, axis=-1, keepdims=True))
+        out.append(layer / xp.where(norm > 0, norm, xp.ones_like(norm)))
+    if not isinstance(x, (list, tuple)):
+        return xp, [out[0][:, i, :] for i in range(out[0].shape[1])]
+    return xp, out
+
+
+def prepared_pair(feats_a: Any, feats_b: Any, quantile: float | None, scope: ClipScope,
+                  convention: Convention = "prhsim") -> tuple[Any, list[Any], list[Any]]:
+    """``(xp, layers_a, layers_b)``: both models clipped and normalised, checked to share a library and N."""
+    xp, A = _prepare("feats_a", feats_a, quantile, scope, convention)
+    xp_b, B = _prepare("feats_b", feats_b, quantile, scope, convention)
+    if xp_b is not xp:
+        raise ValueError(f"feats_a and feats_b must be arrays of one library, got {xp.__name__} and {xp_b.__name__}")
+    if A[0].shape[0] != B[0].shape[0]:
+        raise ValueError(f"feats_a and feats_b must have the same number of samples N, "
+                         f"got {A[0].shape[0]} and {B[0].shape[0]}")
+    return xp, A, B
 
 
 @renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_k: int = 10,
-                 clip_quantile: float | None = 0.95, clip_scope: ClipScope = "tensor") -> ProtocolScore:
+                 clip_quantile: float | None = 0.95, clip_scope: ClipScope = "tensor",
+                 convention: Convention = "prhsim") -> ProtocolScore:
     """Score every layer pair of two models and return the best (see the module docstring).
 
     Args:
-        feats_a: (N, L_a, D_a) stack, one representation per layer (numpy, torch or JAX).
-        feats_b: (N, L_b, D_b) stack of the same N inputs, same library.
+        feats_a: (N, L_a, D_a) stack, one representation per layer (numpy, torch or JAX), or a
+            list of (N, D_l) layers (each clipped on its own).
+        feats_b: (N, L_b, D_b) stack or list of layers of the same N inputs, same library.
         metric: a name in :data:`METRICS`.
         knn_k: neighbours for the kNN metrics (ignored by the others; ``k``: its deprecated spelling).
         clip_quantile: the quantile of |x| each stack is clipped at; None: no clip.
         clip_scope: "tensor" (one quantile of the whole stack) or "sample_mean".
+        convention: "prhsim" or "prh": the metric's definition and the tensor clip's rule (module docstring).
 
     Returns:
         :class:`ProtocolScore`.
 
     Raises:
         ValueError: an unknown metric (the message lists the names), stacks that are not
-            3-D, different N, NaN/inf, or a metric's error (prefixed with its layer pair).
+            3-D (or lists of layers that are not 2-D), different N, NaN/inf, an unknown
+            convention, or a metric's error (prefixed with its layer pair).
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; known: {', '.join(sorted(METRICS))}")
-    xp, A = _prepare("feats_a", feats_a, clip_quantile, clip_scope)
-    xp_b, B = _prepare("feats_b", feats_b, clip_quantile, clip_scope)
-    if xp_b is not xp:
-        raise ValueError(f"feats_a and feats_b must be arrays of one library, got {xp.__name__} and {xp_b.__name__}")
-    if A.shape[0] != B.shape[0]:
-        raise ValueError(f"feats_a and feats_b must have the same number of samples N, "
-                         f"got {A.shape[0]} and {B.shape[0]}")
+    convention = check_convention(convention)
+    xp, A, B = prepared_pair(feats_a, feats_b, clip_quantile, clip_scope, convention)
     score = METRICS[metric]
-    table = np.empty((A.shape[1], B.shape[1]))
-    for i in range(A.shape[1]):
-        for j in range(B.shape[1]):
+    table = np.empty((len(A), len(B)))
+    for i, a in enumerate(A):
+        for j, b in enumerate(B):
             try:
-                table[i, j] = score(A[:, i, :], B[:, j, :], knn_k=knn_k)
+                table[i, j] = score(a, b, knn_k=knn_k, convention=convention)
             except ValueError as err:
                 raise ValueError(f"layer pair ({i}, {j}): {err}") from None
+    chance = None if score.chance is None else score.chance(A[0].shape[0], knn_k)
+    if convention == "prh" and not np.any(table > 0.0):  # the PRH code's running best starts at 0
+        return ProtocolScore(0.0, None, table, chance)
     i, j = np.unravel_index(int(np.argmax(table)), table.shape)
-    chance = None if score.chance is None else score.chance(A.shape[0], knn_k)
     return ProtocolScore(float(table[i, j]), (int(i), int(j)), table, chance)

@@ -13,6 +13,14 @@ canonical correlations are the singular values ``ρ_1 ≥ … ≥ ρ_m`` of ``U_
 It is invariant to an orthogonal map and an isotropic scaling of either side and to a
 common row permutation. With ``r_a + r_b`` near N the correlations approach 1 for any
 data (CCA overfits): keep N well above the kept dimensions.
+
+``convention="prh"`` is the PRH code's SVCCA (:mod:`prhsim.metrics._convention`): each
+column first standardised, ``x ← (x − mean)/(std + 10⁻⁸)`` (std with N − 1), and
+``keep`` = 10 directions by default. The PRH code takes the top 10 left singular
+vectors with a randomised SVD and the canonical correlations with an iterative CCA,
+so its own number moves between seeds and iterations; here the SVD is exact. With
+as many canonical components as directions, the mean of its per-component
+correlations is the mean of all canonical correlations, which this computes.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from prhsim.metrics._cka import centre, require_variance, sample_pair, to_host
+from prhsim.metrics._convention import PRH_CCA_DIM, PRH_STD_EPS, Convention, check_convention
 
 
 def _kept(s: np.ndarray, keep: float | int, name: str, eps: float) -> int:
@@ -37,14 +46,22 @@ def _kept(s: np.ndarray, keep: float | int, name: str, eps: float) -> int:
     return int(min(rank, 1 + np.sum(frac < keep * (1.0 - 64 * eps))))
 
 
-def svcca(a: Any, b: Any, *, keep: float | int = 0.99) -> float:
+def _standardised(xp: Any, x: Any) -> Any:
+    """The PRH code's column standardisation ``(x − mean)/(std + 10⁻⁸)``, std with N − 1."""
+    xc = centre(xp, x)
+    std = xp.sqrt(xp.sum(xc * xc, axis=0, keepdims=True) / (x.shape[0] - 1))
+    return xc / (std + PRH_STD_EPS)
+
+
+def svcca(a: Any, b: Any, *, keep: float | int | None = None, convention: Convention = "prhsim") -> float:
     """Mean canonical correlation between the top singular directions of two samples.
 
     Args:
         a: (N, d_a) representation, numpy, torch or JAX.
         b: (N, d_b) representation of the same N inputs, same library.
         keep: a float in (0, 1], the fraction of variance kept per side, or an int,
-            the number of directions kept per side.
+            the number of directions kept per side; None: 0.99 (``convention="prh"``: 10).
+        convention: "prhsim", or "prh": columns standardised first (module docstring).
 
     Returns:
         The mean of the ``min(r_a, r_b)`` canonical correlations, in [0, 1].
@@ -52,6 +69,9 @@ def svcca(a: Any, b: Any, *, keep: float | int = 0.99) -> float:
     Raises:
         ValueError: N mismatch, not 2-D, N < 2, NaN/inf, a constant side, a bad ``keep``.
     """
+    convention = check_convention(convention)
+    if keep is None:
+        keep = PRH_CCA_DIM if convention == "prh" else 0.99
     if isinstance(keep, bool) or not isinstance(keep, numbers.Real):
         raise ValueError(f"keep must be a fraction in (0, 1] or a positive int, got {keep!r}")
     if isinstance(keep, numbers.Integral):
@@ -62,6 +82,8 @@ def svcca(a: Any, b: Any, *, keep: float | int = 0.99) -> float:
     xp, a, b = sample_pair(a, b, what="SVCCA")
     require_variance(xp, "a", a, "SVCCA")
     require_variance(xp, "b", b, "SVCCA")
+    if convention == "prh":
+        a, b = _standardised(xp, a), _standardised(xp, b)
     eps = float(xp.finfo(a.dtype).eps)
     bases = []
     for name, x in (("a", a), ("b", b)):

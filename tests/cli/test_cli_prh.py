@@ -265,3 +265,54 @@ def test_a_per_layer_list_file_reads_as_its_stack(tmp_path):
     torch.save({"feats": [torch.zeros(N, 3), torch.zeros(N, 4)]}, tmp_path / "ragged.pt")
     with pytest.raises(FeatureFileError, match=r"ragged.pt: the per-layer tensors must all be \(N, D\) of one shape"):
         load_features(tmp_path / "ragged.pt")
+
+
+def test_a_per_layer_list_file_keeps_its_layers_and_their_widths_when_asked(tmp_path):
+    torch = pytest.importorskip("torch")
+    a, _ = _stacks()
+    torch.save({"feats": [torch.from_numpy(a[:, 0].copy()), torch.from_numpy(a[:, 1, :5].copy()).to(torch.bfloat16)]},
+               tmp_path / "ragged.pt")
+    layers = load_features(tmp_path / "ragged.pt", layers=True)
+    assert [x.shape for x in layers] == [(N, D), (N, 5)] and all(x.dtype == np.float32 for x in layers)
+    np.testing.assert_array_equal(layers[0], a[:, 0])
+    with pytest.raises(FeatureFileError, match="of one shape to stack"):  # without layers=True a list is stacked
+        load_features(tmp_path / "ragged.pt")
+    np.save(tmp_path / "stack.npy", a)
+    assert load_features(tmp_path / "stack.npy", layers=True).shape == (N, L, D)  # a stack stays a stack
+    torch.save({"feats": [torch.zeros(N, 3), torch.zeros(N + 1, 3)]}, tmp_path / "uneven.pt")
+    with pytest.raises(FeatureFileError, match="uneven.pt: the per-layer tensors must all have one number of samples"):
+        load_features(tmp_path / "uneven.pt", layers=True)
+    torch.save({"feats": [torch.zeros(N, 3), torch.zeros(N, 3, 2)]}, tmp_path / "deep.pt")
+    with pytest.raises(FeatureFileError, match=r"deep.pt: 'feats' as a list must hold one \(N, D\) tensor per layer"):
+        load_features(tmp_path / "deep.pt", layers=True)
+
+
+def test_score_reads_a_list_file_layer_by_layer_and_reports_the_convention(tmp_path):
+    torch = pytest.importorskip("torch")
+    from prhsim.metrics import prh_protocol
+
+    a, b = _stacks()
+    torch.save({"feats": [torch.from_numpy(a[:, 0].copy()), torch.from_numpy(a[:, 2, :7].copy())]}, tmp_path / "a.pt")
+    np.save(tmp_path / "b.npy", b)
+    for convention in ("prhsim", "prh"):
+        res = CliRunner().invoke(main, ["prh", "score", str(tmp_path / "a.pt"), str(tmp_path / "b.npy"), "--metric",
+                                        "unbiased_cka", "--convention", convention, "--json"])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.output)
+        expected = prh_protocol([a[:, 0], a[:, 2, :7]], b, metric="unbiased_cka", convention=convention)
+        assert doc["convention"] == convention and doc["layers_a"] == 2 and doc["layers_b"] == 2
+        assert doc["best"] == pytest.approx(expected.best, abs=1e-12)
+        assert doc["orientation"] == "table[i][j] = metric(layer i of a, layer j of b)"
+    res = CliRunner().invoke(main, ["prh", "score", str(tmp_path / "a.pt"), str(tmp_path / "b.npy"),
+                                    "--convention", "huh"])
+    assert res.exit_code == 2 and "'huh' is not one of 'prhsim', 'prh'" in res.output
+
+
+def test_table_records_its_convention(tmp_path):
+    folder, _, _ = _feature_folder(tmp_path, "a.npy", "b.npy", "c.npy", (2, D), seed=5)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["prh", "table", str(folder), "--metric", "cknna", "--convention", "prh",
+                                    "--out", str(out), "--no-figures", "--quiet"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["convention"] == "prh"
