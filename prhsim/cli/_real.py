@@ -212,14 +212,21 @@ def train_command(data, learner, views, model, steps, batch_size, features, work
               help="Caption dataset to score on (default: the run's; needed for a run trained on parquet shards).")
 @click.option("--n-fit", type=click.IntRange(min=2), default=1000, show_default=True,
               help="Validation pairs the rotation is fitted on.")
+@click.option("--calibrate", "permutations", type=click.IntRange(min=0, max=1_000_000), default=1000,
+              show_default=True, metavar="K",
+              help="Score mutual k-NN and linear CKA against K re-pairings of the test rows (a permutation null: "
+                   "p-value, critical value, calibrated score); 0 skips it.")
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="Level of the calibration's critical value.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print eval.json to stdout instead of a table.")
-def eval_command(run, features, data, n_fit, as_json) -> None:
+def eval_command(run, features, data, n_fit, permutations, alpha, as_json) -> None:
     """Score a run's text encoder against the image features: R@1/R@5 both ways after one rotation fitted on
-    validation pairs, mutual k-NN and CKA on the test split, each beside its chance level."""
+    validation pairs, mutual k-NN and CKA on the test split, each beside its chance level and calibrated
+    against a permutation null."""
     from prhsim.real import DataError, evaluate_run
 
     try:
-        result = evaluate_run(run, features=features, data=data, n_fit=n_fit)
+        result = evaluate_run(run, features=features, data=data, n_fit=n_fit, permutations=permutations, alpha=alpha)
     except (DataError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
     if as_json:
@@ -236,6 +243,10 @@ def eval_command(run, features, data, n_fit, as_json) -> None:
                               ("mutual_knn", f"mutual {result['knn_k']}-NN", chance["mutual_knn"]),
                               ("linear_cka", "linear CKA", None)):
         tail = "" if level is None else f"   (chance {level:.4f})"
+        cal = (result.get("calibration") or {}).get(key)
+        if cal is not None:
+            tail += (f"   calibrated {cal['calibrated']:.4f} (tau {cal['tau']:.4f}, p = {cal['p_value']:.3g} over "
+                     f"{result['calibration']['permutations']:,} permutations)")
         out.print(escape(f"  {label:<20s} {result[key]:.4f}{tail}"), highlight=False)
 
 

@@ -11,7 +11,9 @@ per image of the dataset JSON in its order (the synthetic export's ``image_featu
 * mutual k-NN (PRH protocol, k = 10) and linear CKA on the test split;
 
 each beside its chance level (for CKA: the CKA of the same rows with the images shuffled, a
-permutation baseline, since linear CKA of unrelated features is well above 0 when the rows are few).
+permutation baseline, since linear CKA of unrelated features is well above 0 when the rows are few),
+and mutual k-NN and linear CKA against a permutation null of ``permutations`` re-pairings of the
+test rows (:func:`prhsim.metrics.calibrate`: p-value, critical value τ at ``alpha``, calibrated score).
 """
 
 from __future__ import annotations
@@ -68,12 +70,20 @@ def embed_texts(model, tokenizer, texts: list[str], max_length: int, *, batch: i
     return np.concatenate(out).astype(np.float64)
 
 
+def _calibration_entry(cal: Any) -> dict[str, float]:
+    """What eval.json keeps of a :class:`prhsim.metrics.Calibration`."""
+    return {"raw": cal.raw, "calibrated": cal.calibrated, "p_value": cal.p_value, "tau": cal.tau,
+            "null_median": cal.quantile(0.5)}
+
+
 def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: Path | str | None = None,
-                 n_fit: int = 1000, knn_k: int = 10) -> dict[str, Any]:
+                 n_fit: int = 1000, knn_k: int = 10, permutations: int = 1000, alpha: float = 0.05) -> dict[str, Any]:
     """Score the run's text encoder against the image features (module docstring); writes ``run/eval.json``.
 
     ``data`` is the caption dataset whose val and test splits are scored (default: the one the run
     trained on; a run trained on parquet shards needs one, e.g. Flickr30k's Karpathy JSON).
+    ``permutations``: K of the permutation null of mutual k-NN and linear CKA (0: no calibration), drawn
+    with seed 0; ``alpha``: the level of its critical value.
 
     Raises:
         DataError: a missing run file, a features file whose rows do not match the dataset, splits
@@ -84,7 +94,7 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     from prhsim.real._settings import RealTrainSettings
     from prhsim.real._checkpoint import load_checkpoint
     from prhsim.real._text_models import TextEncoder
-    from prhsim.metrics import chance_recall, knn_chance, linear_cka, mutual_knn, retrieval
+    from prhsim.metrics import calibrate, chance_recall, knn_chance, linear_cka, mutual_knn, retrieval
 
     run = Path(run)
     if not (run / CONFIG_NAME).is_file():
@@ -110,6 +120,8 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     index = {r.id: i for i, r in enumerate(dataset.records)}
     if isinstance(n_fit, bool) or int(n_fit) != n_fit or n_fit < 2:
         raise DataError(f"n_fit must be an integer of at least 2, got {n_fit!r}")
+    if isinstance(permutations, bool) or int(permutations) != permutations or permutations < 0:
+        raise DataError(f"permutations must be an integer of at least 0, got {permutations!r}")
     val = [r for r in dataset.records if r.split == "val"][:n_fit]
     test = [r for r in dataset.records if r.split == "test"]
     if len(val) < 2 or len(test) < 2:
@@ -130,6 +142,11 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
         "mutual_knn": mutual_knn(t_test, i_test, k), "knn_k": k, "linear_cka": linear_cka(t_test, i_test),
         "chance": {"r1": chance_recall(n, 1), "r5": chance_recall(n, 5), "mutual_knn": knn_chance(n, k),
                    "linear_cka": linear_cka(t_test, i_test[np.random.default_rng(0).permutation(n)])},
+        "calibration": None,
     }
+    if permutations:
+        result["calibration"] = {"permutations": int(permutations), "alpha": alpha, **{
+            name: _calibration_entry(calibrate(name, t_test, i_test, permutations=int(permutations), alpha=alpha,
+                                               rng=0, knn_k=k)) for name in ("mutual_knn", "linear_cka")}}
     write_text_atomic(run / EVAL_NAME, json_text(result))
     return result

@@ -44,6 +44,44 @@ def test_each_learner_trains_and_is_scored(data, tmp_path, views):
         assert 0.0 <= result[key] <= 1.0, key
     assert result["n_test"] == 12 and result["chance"]["r1"] == pytest.approx(1 / 12)
     assert json.loads((run / "eval.json").read_text()) == result
+    cal = result["calibration"]
+    assert cal["permutations"] == 1000 and cal["alpha"] == 0.05
+    for name in ("mutual_knn", "linear_cka"):
+        assert cal[name]["raw"] == pytest.approx(result[name], abs=1e-6), name  # CKA's null runs in float64
+        assert 1 / 1001 <= cal[name]["p_value"] <= 1.0 and 0.0 <= cal[name]["calibrated"] <= 1.0
+
+
+def test_eval_calibration_is_the_metric_on_permuted_test_rows(data, tmp_path, monkeypatch):
+    """eval.json's null is prhsim.metrics.calibrate's on the test embeddings (seed 0): the p-value recounted from
+    the metric recomputed on each permutation of the image rows; --calibrate 0 leaves it out."""
+    import prhsim.metrics as pm
+    from prhsim.metrics import PRH_METRICS
+
+    run = tmp_path / "run"
+    train_real(_settings(data, **real_task("good")), run)
+    seen = {}
+    real_calibrate = pm.calibrate
+
+    def spy(name, a, b, **kw):
+        seen[name] = (np.asarray(a), np.asarray(b), kw)
+        return real_calibrate(name, a, b, **kw)
+
+    monkeypatch.setattr(pm, "calibrate", spy)
+    result = evaluate_run(run, n_fit=10, permutations=40, alpha=0.1)
+    for name in ("mutual_knn", "linear_cka"):
+        a, b, kw = seen[name]
+        assert kw["permutations"] == 40 and kw["alpha"] == 0.1 and kw["rng"] == 0
+        gen = np.random.default_rng(0)
+        perms = [gen.permutation(a.shape[0]) for _ in range(40)]
+        raw = PRH_METRICS[name](a, b, knn_k=kw["knn_k"])
+        null = np.array([PRH_METRICS[name](a, b[p], knn_k=kw["knn_k"]) for p in perms])
+        entry = result["calibration"][name]
+        assert entry["p_value"] == (1 + int(np.sum(null >= raw - 1e-12))) / 41, name
+        assert entry["tau"] == pytest.approx(np.sort(np.append(null, raw))[int(np.ceil(0.9 * 41 - 1e-9)) - 1],
+                                             abs=1e-9), name
+    assert evaluate_run(run, n_fit=10, permutations=0)["calibration"] is None
+    with pytest.raises(DataError, match="permutations must be an integer of at least 0, got -1"):
+        evaluate_run(run, n_fit=10, permutations=-1)
 
 
 def test_a_killed_run_resumes_to_the_same_parameters(data, tmp_path):
@@ -162,6 +200,7 @@ def test_the_command_line_trains_resumes_and_evaluates(data, tmp_path):
     assert changed.exit_code == 2 and "not views" in changed.output
     table = runner.invoke(main, ["real", "eval", str(run), "--n-fit", "10"])
     assert table.exit_code == 0 and "R@1 text -> image" in table.output and "chance" in table.output
+    assert "calibrated" in table.output and "over 1,000 permutations" in table.output
 
 
 def test_next_token_prediction_is_a_learner_and_the_old_views_spelling_warns(data, tmp_path):
