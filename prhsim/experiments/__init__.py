@@ -25,6 +25,10 @@ from prhsim.experiments._run import (
     solve as solve,
 )
 from prhsim.experiments.sweeps._metric_bridge import MetricBridge as MetricBridge, metric_bridge as metric_bridge
+from prhsim.experiments.sweeps._calibration import (
+    CalibrationSweep as CalibrationSweep,
+    calibration_sweep as calibration_sweep,
+)
 from prhsim.experiments.sweeps._bad_view import BadViewSweep as BadViewSweep, bad_view_sweep as bad_view_sweep
 from prhsim.experiments.sweeps._gap_sensitivity import GapSensitivity as GapSensitivity, gap_sensitivity as gap_sensitivity
 from prhsim.experiments.sweeps._kernel_mismatch import (
@@ -63,6 +67,8 @@ __all__ = [
     "bad_view_sweep",
     "BadViewSweep",
     "build",
+    "calibration_sweep",
+    "CalibrationSweep",
     "caption_alignment",
     "caption_target",
     "CaptionAlignment",

@@ -28,6 +28,9 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
     Sweep("metric-bridge", _S + "_metric_bridge", "MetricBridgeSettings",
           _S + "_metric_bridge_figure:metric_bridge_figure",
           "The theory's rho_P against mutual k-NN, CKA, CKNNA and R@1 over controlled misalignment."),
+    Sweep("calibration", _S + "_calibration", "CalibrationSettings", _S + "_calibration_figure:calibration_figure",
+          "Raw against permutation-calibrated alignment scores where the answer is known: uniform null "
+          "p-values, good and bad views, and the width and layer-search confounders."),
     Sweep("sigreg-weight", _S + "_sigreg_weight", "SigregWeightSettings", _S + "_sigreg_weight_figure:sweep_figure",
           "SIGReg at every weight lam: collapse, distance to the closed form, cross-modal alignment. Any "
           "setting of prhsim run (world, modalities, views, training) applies; the default world is the "

@@ -1,0 +1,614 @@
+"""Calibrated alignment scores on worlds where the answer is known (docs/prh.md, "Calibrated scores").
+
+A raw sample alignment score (docs/theory.md §10) is confounded by scale: when the two sides
+are unrelated it is not 0, it grows with the width of the representations, and taking the best
+of many layer pairs raises it further. Gröger, Wen & Brbić (2026, "Revisiting the Platonic
+Representation Hypothesis: An Aristotelian View") calibrate it against a permutation null
+(:func:`prhsim.metrics.calibrate`): the p-value ``(1 + #{j : s_j >= s})/(K + 1)`` over K
+re-pairings of the rows, the critical value τ (the ⌈(1 − α)(K + 1)⌉-th smallest of
+``{s, s_1, …, s_K}``) and the calibrated score ``clamp((s − τ)/(1 − τ), 0, 1)``. The sweep shows
+what that removes, on four families where the truth is known:
+
+* ``null``: two modalities (pixels and captions of the default gridscene, 20,736 states, their
+  good-view closed forms with k = 10 features, each turned by its own Haar rotation) evaluated on
+  two **independent** samples of N states drawn from p. Nothing is shared, the rows of B are
+  exchangeable given A, so the p-value is uniform on ``{1/(K+1), …, 1}`` (conservative where the
+  metric's scores tie): a Kolmogorov–Smirnov test against U(0, 1) over ``n_seeds`` draws, and the
+  rate of draws with a calibrated score above 0 (``s > τ``), whose exact level for scores without
+  ties is ``(K + 1 − m)/(K + 1)`` with ``m = ⌈(1 − α)(K + 1)⌉`` (α itself when (1 − α)(K + 1) is
+  an integer), with its binomial standard error ``sqrt(r(1 − r)/n)``.
+* ``good`` and ``bad`` views: both modalities on the **same** N states (independent nuisances).
+  Good views: the theorem holds, both are one representation up to rotation (linear CKA 1 in the
+  population). Bad(ε) views of the pixels against good captions: by the merge rule (docs/theory.md
+  §4) k_Z of the k pixel features are nuisance-free and the cross-covariance has singular values
+  ``(1^{k_Z}, 0, …)``, so the population linear CKA of whitened features is ``k_Z/k``.
+* ``width``: isotropic Gaussian noise of width d on both sides (the null), and a fixed shared
+  signal, the top ``SIGNAL_RANK`` good-view features of both modalities on the same states,
+  embedded by a random isometry into width d plus isotropic noise of variance ``v_d`` per
+  coordinate. ``v_d`` solves ``r/(r(1 + v)² + (d − r)v²) = signal_cka`` (r = SIGNAL_RANK), so the
+  signal's **population** linear CKA is ``signal_cka`` at every width; only the sample's bias
+  moves with d.
+* ``depth``: L independent noise layers (width ``depth_width``) on each side; the raw statistic is
+  the max over the L x L layer pairs. ``calibrate(..., aggregate="max")`` applies one permutation
+  to every layer of B, so its null is the null of the max; calibrating the chosen best pair alone
+  (``naive``) ignores the search and rejects at about ``1 − (1 − level)^{L²}``.
+
+Every draw i of a family seeds its own generator ``default_rng([seed, family, …, i])``, so a grid
+can grow without moving the other cells; the K permutations of a draw are shared by its metrics.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from prhsim import __version__
+from prhsim._types import Progress
+from prhsim.config import Settings
+from prhsim.experiments._results import _Record
+from prhsim.experiments._rotation import merge_rule
+from prhsim.metrics import PRH_METRICS, calibrate, haar_orthogonal, knn_indices
+from prhsim.optima import Optimum, TieWarning, closed_form
+from prhsim.worlds import Modality, bad, good, gridscene, view_world
+
+#: The gridscene of every family but the noise ones (its default: 4x4 grid, two objects, 20,736 states).
+WORLD = "gridscene(4, objects=2)"
+#: Modality a (pixels; under bad(ε) in the bad-view family) and modality b (captions, always good).
+MODALITIES = ("pixels", "caption")
+#: The shared signal's rank in the width family: the top 4 good-view features (a gap follows the 4th).
+SIGNAL_RANK = 4
+DEFAULT_METRICS = ("linear_cka", "mutual_knn")
+DEFAULT_WIDTHS = (8, 32, 128, 512)
+DEFAULT_DEPTHS = (1, 2, 4, 8)
+#: The families' ids in the draws' seeds.
+_NULL, _VIEWS, _WIDTH, _DEPTH = 0, 1, 2, 3
+
+ViewName = Literal["good", "bad"]
+Kind = Literal["null", "signal"]
+
+
+def critical_rank(alpha: float, permutations: int) -> int:
+    """m = ⌈(1 − α)(K + 1)⌉, the 1-based rank of τ among the K + 1 scores (as :func:`prhsim.metrics.calibrate`)."""
+    return min(permutations + 1, max(1, math.ceil((1.0 - alpha) * (permutations + 1) - 1e-9)))
+
+
+def exact_level(alpha: float, permutations: int) -> float:
+    """P(s > τ) under an exchangeable null without ties: ``(K + 1 − m)/(K + 1)``."""
+    return (permutations + 1 - critical_rank(alpha, permutations)) / (permutations + 1)
+
+
+def signal_noise_variance(width: int, signal_cka: float, rank: int = SIGNAL_RANK) -> float:
+    """v with ``rank/(rank(1 + v)² + (width − rank)v²) = signal_cka``: the population CKA of the embedded signal."""
+    if not 0.0 < signal_cka <= 1.0:
+        raise ValueError(f"signal_cka must lie in (0, 1], got {signal_cka}")
+    if width < rank:
+        raise ValueError(f"width {width} is below the signal's rank {rank}")
+    r, d = float(rank), float(width)
+    # d v² + 2 r v + r(1 − 1/c) = 0, the positive root written without cancellation
+    c0 = r * (1.0 / signal_cka - 1.0)
+    return 0.0 if c0 == 0.0 else float(c0 / (r + math.sqrt(r * r + d * c0)))
+
+
+def rejection_se(rate: float, draws: int) -> float:
+    """The binomial standard error ``sqrt(r(1 − r)/n)`` of a rate r measured on n draws."""
+    return math.sqrt(rate * (1.0 - rate) / draws)
+
+
+class NullScores(_Record):
+    """One metric on the null family: per draw its raw score, p-value, τ and calibrated score.
+
+    ``ks_statistic`` and ``ks_p_value``: :func:`scipy.stats.kstest` of ``p_values`` against U(0, 1);
+    ``rejection_rate``: the fraction of draws with ``calibrated > 0``, ``rejection_se`` its binomial
+    standard error.
+    """
+
+    metric: str
+    raw: list[float]
+    p_values: list[float]
+    tau: list[float]
+    calibrated: list[float]
+    raw_mean: float
+    calibrated_mean: float
+    ks_statistic: float
+    ks_p_value: float
+    rejection_rate: float
+    rejection_se: float
+
+
+class ViewScores(_Record):
+    """One metric on the good- or bad-view family (both modalities on the same states), per draw.
+
+    ``population``: the population linear CKA the theory predicts (1 for good views, k_Z/k for bad;
+    None for the other metrics, and for a bad view whose k_Z a tie leaves undetermined).
+    """
+
+    view: ViewName
+    metric: str
+    raw: list[float]
+    p_values: list[float]
+    tau: list[float]
+    calibrated: list[float]
+    raw_mean: float
+    calibrated_mean: float
+    p_value_max: float
+    population: float | None
+
+
+class WidthScores(_Record):
+    """One metric at one width: the noise null or the embedded signal, per draw.
+
+    ``noise_variance``: v_d per coordinate (the null's noise has variance 1); ``population``: the
+    population linear CKA (0 for the null, ``signal_cka`` for the signal; None for other metrics).
+    """
+
+    width: int
+    kind: Kind
+    metric: str
+    noise_variance: float
+    population: float | None
+    raw: list[float]
+    calibrated: list[float]
+    p_values: list[float]
+    raw_mean: float
+    calibrated_mean: float
+    rejection_rate: float
+    rejection_se: float
+
+
+class DepthScores(_Record):
+    """One metric at L layers per side (L² pairs of independent noise layers), per draw.
+
+    ``raw``: the max over the pairs; ``calibrated``/``p_values``: against the null of the max
+    (``aggregate="max"``); ``naive_calibrated``/``naive_p_values``: the best pair calibrated alone.
+    ``naive_predicted``: ``1 − (1 − level)^{L²}``, the naive rate if the pairs' tests were independent
+    and tie-free.
+    """
+
+    depth: int
+    pairs: int
+    metric: str
+    raw: list[float]
+    calibrated: list[float]
+    p_values: list[float]
+    naive_calibrated: list[float]
+    naive_p_values: list[float]
+    raw_mean: float
+    calibrated_mean: float
+    rejection_rate: float
+    rejection_se: float
+    naive_rejection_rate: float
+    naive_rejection_se: float
+    naive_predicted: float
+
+
+class CalibrationSweep(_Record):
+    """Result of :func:`calibration_sweep` (module docstring)."""
+
+    prhsim_version: str
+    world: str
+    modalities: list[str]
+    k: int
+    samples: int
+    permutations: int
+    alpha: float
+    level: float
+    p_floor: float
+    knn_k: int
+    metrics: list[str]
+    eps: float
+    nuisance_free: int | None
+    n_seeds: int
+    n_seeds_views: int
+    n_seeds_confounders: int
+    signal_rank: int
+    signal_cka: float
+    depth_width: int
+    seed: int
+    null: list[NullScores]
+    views: list[ViewScores]
+    widths: list[WidthScores]
+    depths: list[DepthScores]
+    seconds: float
+
+    def pooled(self, family: Literal["widths", "depths"], metric: str) -> tuple[float, float, int]:
+        """(rate, binomial s.e., draws) of ``calibrated > 0`` over every null draw of the width grid (the noise) or
+        of the depth grid (the null of the max): each is a valid test at every width and depth, so they pool."""
+        cells = [c for c in getattr(self, family) if c.metric == metric and getattr(c, "kind", "null") == "null"]
+        calibrated = [x for c in cells for x in c.calibrated]
+        rate = float(np.mean(np.asarray(calibrated) > 0.0))
+        return rate, rejection_se(rate, len(calibrated)), len(calibrated)
+
+    def find(self, family: str, metric: str, **where: Any) -> Any:
+        """The one record of ``family`` ("null", "views", "widths", "depths") for ``metric`` matching ``where``."""
+        hits = [r for r in getattr(self, family) if r.metric == metric
+                and all(getattr(r, key) == value for key, value in where.items())]
+        if len(hits) != 1:
+            raise KeyError(f"{len(hits)} {family} records for {metric} with {where}")
+        return hits[0]
+
+
+# --------------------------------------------------------------------------------------
+# the draws
+# --------------------------------------------------------------------------------------
+class _Scene:
+    """The gridscene, its two modalities and their closed forms (good views; bad(ε) pixels)."""
+
+    def __init__(self, eps: float) -> None:
+        scene = gridscene()
+        self.base = scene.world
+        self.p = np.asarray(self.base.p, dtype=np.float64)
+        mods = {m.name: m for m in scene.modalities(rng=0)}
+        self.a: Modality = mods[MODALITIES[0]]
+        self.b: Modality = mods[MODALITIES[1]]
+        self.good_a = closed_form(view_world(self.base, self.a, good()), "auto")
+        self.k = self.good_a.k
+        self.good_b = closed_form(view_world(self.base, self.b, good()), self.k)
+        with warnings.catch_warnings():  # a bad view's tie at k is measured, not a problem of the sweep
+            warnings.simplefilter("ignore", TieWarning)
+            self.bad_a = closed_form(view_world(self.base, self.a, bad(eps)), self.k)
+            self.nuisance_free = merge_rule(self.base, bad(eps), self.a.n_nuisance, self.k).nuisance_free
+
+    def states(self, gen: np.random.Generator, samples: int) -> np.ndarray:
+        """N distinct states drawn from p, in a uniformly random order (an exchangeable sequence)."""
+        z = gen.choice(self.p.size, size=samples, replace=False, p=self.p)
+        return gen.permutation(z)
+
+    @staticmethod
+    def features(opt: Optimum, modality: Modality, z: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        """The optimum at (z, n) with n drawn from the modality's nuisance law (modal index z·|N| + n)."""
+        n = gen.choice(modality.n_nuisance, size=z.size, p=modality.nuisance)
+        return opt.features(z * modality.n_nuisance + n)
+
+
+def _permutations(gen: np.random.Generator, count: int, samples: int) -> np.ndarray:
+    return np.stack([gen.permutation(samples) for _ in range(count)])
+
+
+def null_draw(scene: _Scene, seed: int, draw: int, samples: int, permutations: int) -> tuple[np.ndarray, ...]:
+    """(A, B, perms): modality a and modality b on two independent samples of states, each turned by a Haar rotation."""
+    gen = np.random.default_rng([seed, _NULL, draw])
+    A = scene.features(scene.good_a, scene.a, scene.states(gen, samples), gen) @ haar_orthogonal(scene.k, gen)
+    B = scene.features(scene.good_b, scene.b, scene.states(gen, samples), gen) @ haar_orthogonal(scene.k, gen)
+    return A, B, _permutations(gen, permutations, samples)
+
+
+def view_draw(scene: _Scene, seed: int, draw: int, samples: int, permutations: int) -> tuple[np.ndarray, ...]:
+    """(A_good, A_bad, B, perms) on one sample of states: a under the good and the bad view (same nuisances), b good."""
+    gen = np.random.default_rng([seed, _VIEWS, draw])
+    z = scene.states(gen, samples)
+    rows = z * scene.a.n_nuisance + gen.choice(scene.a.n_nuisance, size=samples, p=scene.a.nuisance)
+    Qa = haar_orthogonal(scene.k, gen)
+    B = scene.features(scene.good_b, scene.b, z, gen) @ haar_orthogonal(scene.k, gen)
+    return (scene.good_a.features(rows) @ Qa, scene.bad_a.features(rows) @ Qa, B,
+            _permutations(gen, permutations, samples))
+
+
+def width_draw(scene: _Scene, seed: int, width: int, draw: int, samples: int, permutations: int,
+               signal_cka: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """((A, B) noise, (A, B) signal, perms) at one width: isotropic noise; the top SIGNAL_RANK good-view features of
+    a and b on one sample of states, each through a random isometry into width d, plus noise of variance v_d."""
+    gen = np.random.default_rng([seed, _WIDTH, width, draw])
+    null = (gen.standard_normal((samples, width)), gen.standard_normal((samples, width)))
+    z = scene.states(gen, samples)
+    sd = math.sqrt(signal_noise_variance(width, signal_cka))
+    sa, sb = (scene.features(opt, mod, z, gen)[:, :SIGNAL_RANK] @ _isometry(gen, SIGNAL_RANK, width)
+              + sd * gen.standard_normal((samples, width))
+              for opt, mod in ((scene.good_a, scene.a), (scene.good_b, scene.b)))
+    return null, (sa, sb), _permutations(gen, permutations, samples)
+
+
+def depth_draw(seed: int, depth: int, draw: int, samples: int, permutations: int,
+               depth_width: int) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """(layers of A, layers of B, perms): 2·L independent isotropic noise layers of width depth_width."""
+    gen = np.random.default_rng([seed, _DEPTH, depth, draw])
+    As = [gen.standard_normal((samples, depth_width)) for _ in range(depth)]
+    Bs = [gen.standard_normal((samples, depth_width)) for _ in range(depth)]
+    return As, Bs, _permutations(gen, permutations, samples)
+
+
+def _isometry(gen: np.random.Generator, rank: int, width: int) -> np.ndarray:
+    """A random (rank, width) matrix with orthonormal rows."""
+    q, r = np.linalg.qr(gen.standard_normal((width, rank)))
+    return (q * np.sign(np.diag(r))).T
+
+
+def pair_table(metric: str, layers_a: list[np.ndarray], layers_b: list[np.ndarray], knn_k: int) -> np.ndarray:
+    """``metric(A_l, B_m)`` for every layer pair, (L_a, L_b); mutual k-NN from one neighbour search per layer.
+
+    Mutual k-NN is ``mean_i |S_a(i) ∩ S_b(i)|/k`` over the k-NN sets of the L2-normalised rows
+    (:func:`prhsim.metrics.knn_indices`), so the sets of each layer serve every pair it is in.
+    """
+    if metric != "mutual_knn":
+        return np.array([[PRH_METRICS[metric](a, b, knn_k=knn_k) for b in layers_b] for a in layers_a])
+    lists_a, lists_b = ([np.asarray(knn_indices(x / np.linalg.norm(x, axis=1, keepdims=True), knn_k)) for x in layers]
+                        for layers in (layers_a, layers_b))
+    return np.array([[np.sum(la[:, :, None] == lb[:, None, :]) / la.size for lb in lists_b] for la in lists_a])
+
+
+def _ks(p_values: list[float]) -> tuple[float, float]:
+    from scipy.stats import kstest
+
+    test = kstest(np.asarray(p_values, dtype=np.float64), "uniform")
+    return float(test.statistic), float(test.pvalue)
+
+
+def _rate(calibrated: list[float]) -> tuple[float, float]:
+    rate = float(np.mean(np.asarray(calibrated) > 0.0))
+    return rate, rejection_se(rate, len(calibrated))
+
+
+def _check(samples: int, permutations: int, alpha: float, knn_k: int, metrics: tuple[str, ...], eps: float,
+           grids: dict[str, tuple[int, ...]], counts: dict[str, int], signal_cka: float, depth_width: int) -> None:
+    """The library function's own checks (the settings model makes the same as one-line errors)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    if not 0.0 < eps < 1.0:
+        raise ValueError(f"eps must lie in (0, 1) (a bad view; 1 is the good view), got {eps}")
+    if not 0.0 < signal_cka <= 1.0:
+        raise ValueError(f"signal_cka must lie in (0, 1], got {signal_cka}")
+    if permutations < 1 or exact_level(alpha, permutations) <= 0.0:
+        raise ValueError(f"permutations = {permutations} cannot reject at alpha = {alpha}: the smallest p-value is "
+                         f"1/(K + 1); use K >= {math.ceil(1.0 / alpha)}")
+    if 2 * knn_k >= samples:
+        raise ValueError(f"knn_k = {knn_k} needs more than {2 * knn_k} samples, got samples = {samples}")
+    if not metrics:
+        raise ValueError("metrics is empty: name at least one of " + ", ".join(PRH_METRICS))
+    unknown = [m for m in metrics if m not in PRH_METRICS]
+    if unknown or len(set(metrics)) != len(metrics):
+        raise ValueError(f"metrics must be distinct names of {', '.join(PRH_METRICS)}, got {list(metrics)}")
+    for name, grid in grids.items():
+        if not grid:
+            raise ValueError(f"{name} is empty: give at least one value")
+    if min(grids["widths"]) < SIGNAL_RANK:
+        raise ValueError(f"every width must be at least the signal's rank {SIGNAL_RANK}, got {min(grids['widths'])}")
+    if min(grids["depths"]) < 1:
+        raise ValueError(f"every depth must be at least 1, got {min(grids['depths'])}")
+    if depth_width < 1:
+        raise ValueError(f"depth_width must be at least 1, got {depth_width}")
+    for name, count in counts.items():
+        if count < 1:
+            raise ValueError(f"{name} must be at least 1, got {count}")
+
+
+def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: float = 0.05, knn_k: int = 10,
+                      metrics: tuple[str, ...] = DEFAULT_METRICS, eps: float = 0.1, n_seeds: int = 200,
+                      n_seeds_views: int = 5, n_seeds_confounders: int = 40,
+                      widths: tuple[int, ...] = DEFAULT_WIDTHS, depths: tuple[int, ...] = DEFAULT_DEPTHS,
+                      depth_width: int = 8, signal_cka: float = 0.5, seed: int = 0,
+                      progress: Progress | None = None) -> CalibrationSweep:
+    """Raw and permutation-calibrated scores on the null, good and bad views, and against width and depth.
+
+    Args:
+        samples: N, the rows of every pair of representations.
+        permutations: K, the permutations of B's rows per calibration (shared by a draw's metrics).
+        alpha: the level of the critical value τ, in (0, 1).
+        knn_k: the neighbours of the k-NN metrics (``2·knn_k < samples``).
+        metrics: names of :data:`prhsim.metrics.PRH_METRICS`.
+        eps: the pixels' bad view in the bad-view family, in (0, 1).
+        n_seeds: draws of the null family; n_seeds_views: draws of each view; n_seeds_confounders:
+            draws per width and per depth.
+        widths: widths d of the width family (each at least SIGNAL_RANK).
+        depths: layers L per side of the depth family (L² pairs).
+        depth_width: the width of every noise layer of the depth family.
+        signal_cka: the embedded signal's population linear CKA at every width, in (0, 1].
+        seed: seeds every draw (module docstring).
+        progress: called with a line per stage.
+
+    Raises:
+        ValueError: on a bad argument (one line).
+    """
+    start = time.perf_counter()
+    say = progress or (lambda message: None)
+    metrics, widths, depths = tuple(metrics), tuple(int(w) for w in widths), tuple(int(d) for d in depths)
+    _check(samples, permutations, alpha, knn_k, metrics, eps, {"widths": widths, "depths": depths},
+           {"n_seeds": n_seeds, "n_seeds_views": n_seeds_views, "n_seeds_confounders": n_seeds_confounders},
+           signal_cka, depth_width)
+    level = exact_level(alpha, permutations)
+
+    def cal(metric: str, a: Any, b: Any, perms: np.ndarray, aggregate: Literal["max"] | None = None) -> Any:
+        return calibrate(metric, a, b, permutations=perms, alpha=alpha, aggregate=aggregate, knn_k=knn_k)
+
+    say(f"closed forms of {MODALITIES[0]} (good and bad({eps:g}) views) and {MODALITIES[1]} on {WORLD}")
+    scene = _Scene(eps)
+    k = scene.k
+
+    # the null: independent states on the two sides
+    per: dict[str, list[Any]] = {m: [] for m in metrics}
+    for i in range(n_seeds):
+        if i % max(1, n_seeds // 4) == 0:
+            say(f"null: draw {i + 1} of {n_seeds}")
+        A, B, perms = null_draw(scene, seed, i, samples, permutations)
+        for metric in metrics:
+            per[metric].append(cal(metric, A, B, perms))
+    null = []
+    for metric, cals in per.items():
+        p_values = [c.p_value for c in cals]
+        calibrated = [c.calibrated for c in cals]
+        ks_d, ks_p = _ks(p_values)
+        rate, se = _rate(calibrated)
+        null.append(NullScores(metric=metric, raw=[c.raw for c in cals], p_values=p_values, tau=[c.tau for c in cals],
+                               calibrated=calibrated, raw_mean=float(np.mean([c.raw for c in cals])),
+                               calibrated_mean=float(np.mean(calibrated)), ks_statistic=ks_d, ks_p_value=ks_p,
+                               rejection_rate=rate, rejection_se=se))
+
+    # good and bad views: the same states on both sides
+    say(f"good and bad({eps:g}) views: {n_seeds_views} draws")
+    views_per: dict[tuple[str, str], list[Any]] = {(v, m): [] for v in ("good", "bad") for m in metrics}
+    for i in range(n_seeds_views):
+        good_a, bad_a, B, perms = view_draw(scene, seed, i, samples, permutations)
+        A = {"good": good_a, "bad": bad_a}
+        for (view, metric), cals in views_per.items():
+            cals.append(cal(metric, A[view], B, perms))
+    kz = scene.nuisance_free
+    views = []
+    for (view, metric), cals in views_per.items():
+        population = None
+        if metric == "linear_cka":
+            population = 1.0 if view == "good" else (None if kz is None else kz / k)
+        views.append(ViewScores(view=view, metric=metric, raw=[c.raw for c in cals], p_values=[c.p_value for c in cals],
+                                tau=[c.tau for c in cals], calibrated=[c.calibrated for c in cals],
+                                raw_mean=float(np.mean([c.raw for c in cals])),
+                                calibrated_mean=float(np.mean([c.calibrated for c in cals])),
+                                p_value_max=float(max(c.p_value for c in cals)), population=population))
+
+    # width: isotropic noise, and a fixed signal embedded with noise, at every width
+    width_cells = []
+    for d in widths:
+        say(f"width d = {d}: {n_seeds_confounders} draws")
+        v = signal_noise_variance(d, signal_cka)
+        cells: dict[tuple[str, str], list[Any]] = {(kind, m): [] for kind in ("null", "signal") for m in metrics}
+        for i in range(n_seeds_confounders):
+            noise, signal, perms = width_draw(scene, seed, d, i, samples, permutations, signal_cka)
+            for (kind, metric), cals in cells.items():
+                cals.append(cal(metric, *(noise if kind == "null" else signal), perms))
+        for (kind, metric), cals in cells.items():
+            calibrated = [c.calibrated for c in cals]
+            rate, se = _rate(calibrated)
+            population = (0.0 if kind == "null" else signal_cka) if metric == "linear_cka" else None
+            width_cells.append(WidthScores(width=d, kind=kind, metric=metric, noise_variance=1.0 if kind == "null" else v,
+                                           population=population, raw=[c.raw for c in cals], calibrated=calibrated,
+                                           p_values=[c.p_value for c in cals],
+                                           raw_mean=float(np.mean([c.raw for c in cals])),
+                                           calibrated_mean=float(np.mean(calibrated)), rejection_rate=rate,
+                                           rejection_se=se))
+
+    # depth: the best of L x L pairs of independent noise layers
+    depth_cells = []
+    for L in depths:
+        say(f"depth L = {L} ({L * L} layer pairs): {n_seeds_confounders} draws")
+        maxed: dict[str, list[Any]] = {m: [] for m in metrics}
+        naive: dict[str, list[Any]] = {m: [] for m in metrics}
+        for i in range(n_seeds_confounders):
+            As, Bs, perms = depth_draw(seed, L, i, samples, permutations, depth_width)
+            for metric in metrics:
+                table = pair_table(metric, As, Bs, knn_k)
+                best_a, best_b = np.unravel_index(int(np.argmax(table)), table.shape)
+                maxed[metric].append(cal(metric, As, Bs, perms, aggregate="max"))
+                naive[metric].append(cal(metric, As[best_a], Bs[best_b], perms))
+        for metric in metrics:
+            calibrated = [c.calibrated for c in maxed[metric]]
+            naive_calibrated = [c.calibrated for c in naive[metric]]
+            rate, se = _rate(calibrated)
+            naive_rate, naive_se = _rate(naive_calibrated)
+            depth_cells.append(DepthScores(depth=L, pairs=L * L, metric=metric, raw=[c.raw for c in maxed[metric]],
+                                           calibrated=calibrated, p_values=[c.p_value for c in maxed[metric]],
+                                           naive_calibrated=naive_calibrated,
+                                           naive_p_values=[c.p_value for c in naive[metric]],
+                                           raw_mean=float(np.mean([c.raw for c in maxed[metric]])),
+                                           calibrated_mean=float(np.mean(calibrated)), rejection_rate=rate,
+                                           rejection_se=se, naive_rejection_rate=naive_rate,
+                                           naive_rejection_se=naive_se,
+                                           naive_predicted=float(1.0 - (1.0 - level) ** (L * L))))
+
+    return CalibrationSweep(prhsim_version=__version__, world=WORLD, modalities=list(MODALITIES), k=k,
+                            samples=int(samples), permutations=int(permutations), alpha=float(alpha), level=level,
+                            p_floor=1.0 / (permutations + 1), knn_k=int(knn_k), metrics=list(metrics), eps=float(eps),
+                            nuisance_free=kz, n_seeds=int(n_seeds), n_seeds_views=int(n_seeds_views),
+                            n_seeds_confounders=int(n_seeds_confounders), signal_rank=SIGNAL_RANK,
+                            signal_cka=float(signal_cka), depth_width=int(depth_width), seed=int(seed), null=null,
+                            views=views, widths=width_cells, depths=depth_cells, seconds=time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------------------
+# the command: settings, run, summary
+# --------------------------------------------------------------------------------------
+class CalibrationSettings(Settings):
+    """``prhsim sweep calibration``: raw and permutation-calibrated scores where the answer is known.
+
+    Attributes:
+        samples: N, rows of every pair of representations.
+        permutations: K, permutations per calibration.
+        alpha: the level of τ.
+        knn_k: neighbours of the k-NN metrics.
+        metrics: metrics of :data:`prhsim.metrics.PRH_METRICS` (cknna and svcca take the generic path:
+            K recomputations per calibration).
+        eps: the pixels' bad view in the bad-view family.
+        n_seeds, n_seeds_views, n_seeds_confounders: draws of the null, of each view, per width and depth.
+        widths, depths, depth_width: the width grid, the layers per side, the noise layers' width.
+        signal_cka: the width family's signal, its population linear CKA.
+        seed: seeds every draw.
+    """
+
+    samples: int = Field(256, ge=8, le=20_000)
+    permutations: int = Field(199, ge=1, le=100_000)
+    alpha: float = Field(0.05, gt=0, lt=1)
+    knn_k: int = Field(10, ge=1)
+    metrics: list[str] = Field(list(DEFAULT_METRICS), min_length=1)
+    eps: float = Field(0.1, gt=0, lt=1)
+    n_seeds: int = Field(200, ge=1, le=100_000)
+    n_seeds_views: int = Field(5, ge=1, le=10_000)
+    n_seeds_confounders: int = Field(40, ge=1, le=10_000)
+    widths: list[Annotated[int, Field(ge=SIGNAL_RANK, le=8192)]] = Field(list(DEFAULT_WIDTHS), min_length=1)
+    depths: list[Annotated[int, Field(ge=1, le=32)]] = Field(list(DEFAULT_DEPTHS), min_length=1)
+    depth_width: int = Field(8, ge=1, le=8192)
+    signal_cka: float = Field(0.5, gt=0, le=1)
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "CalibrationSettings":
+        if 2 * self.knn_k >= self.samples:
+            raise ValueError(f"knn_k = {self.knn_k} needs more than {2 * self.knn_k} samples, got samples = "
+                             f"{self.samples}")
+        unknown = [m for m in self.metrics if m not in PRH_METRICS]
+        if unknown:
+            raise ValueError(f"unknown metric {unknown[0]!r}; the metrics are {', '.join(PRH_METRICS)}")
+        if len(set(self.metrics)) != len(self.metrics):
+            raise ValueError(f"metrics must be distinct, got {self.metrics}")
+        if exact_level(self.alpha, self.permutations) <= 0.0:
+            raise ValueError(f"permutations = {self.permutations} cannot reject at alpha = {self.alpha}: the smallest "
+                             f"p-value is 1/(K + 1); use K >= {math.ceil(1.0 / self.alpha)}")
+        return self
+
+
+def run(s: CalibrationSettings, say: Progress = lambda message: None) -> Any:
+    """``prhsim sweep calibration`` from its settings; ``say`` reports progress."""
+    return calibration_sweep(samples=s.samples, permutations=s.permutations, alpha=s.alpha, knn_k=s.knn_k,
+                             metrics=tuple(s.metrics), eps=s.eps, n_seeds=s.n_seeds, n_seeds_views=s.n_seeds_views,
+                             n_seeds_confounders=s.n_seeds_confounders, widths=tuple(s.widths), depths=tuple(s.depths),
+                             depth_width=s.depth_width, signal_cka=s.signal_cka, seed=s.seed, progress=say)
+
+
+def summary(r: Any) -> list[str]:
+    """The lines the command prints after the sweep."""
+    kz = "undetermined (a tie)" if r.nuisance_free is None else f"{r.nuisance_free} of {r.k}"
+    lines = [(f"{r.world}, {' and '.join(r.modalities)}, k = {r.k}; N = {r.samples}, K = {r.permutations} "
+              f"(p-value floor {r.p_floor:.3g}), alpha = {r.alpha:g} (exact level {r.level:.4g}), knn_k = {r.knn_k}"),
+             (f"null (independent states, {r.n_seeds} draws): KS against U(0, 1); rejected = calibrated > 0, "
+              "rate +- binomial s.e.:")]
+    for c in r.null:
+        lines.append(f"  {c.metric}: KS D = {c.ks_statistic:.3f}, p = {c.ks_p_value:.3g}; rejected "
+                     f"{c.rejection_rate:.3f} +- {c.rejection_se:.3f} (alpha {r.alpha:g}); raw mean {c.raw_mean:.4f}, "
+                     f"calibrated mean {c.calibrated_mean:.4f}")
+    lines.append(f"views (same states, {r.n_seeds_views} draws; bad({r.eps:g}) pixels: k_Z = {kz}), mean raw / "
+                 "calibrated, largest p:")
+    for view in ("good", "bad"):
+        cells = []
+        for metric in r.metrics:
+            c = r.find("views", metric, view=view)
+            pop = "" if c.population is None else f" (population {c.population:.3g})"
+            cells.append(f"{metric} {c.raw_mean:.3f} / {c.calibrated_mean:.3f}, p <= {c.p_value_max:.3g}{pop}")
+        lines.append(f"  {view}: " + "; ".join(cells))
+    lines.append(f"width d ({r.n_seeds_confounders} draws each), mean raw / calibrated: isotropic noise "
+                 f"[rejected] | the embedded signal (population CKA {r.signal_cka:g}):")
+    for metric in r.metrics:
+        for d in sorted({c.width for c in r.widths}):
+            n, s = r.find("widths", metric, width=d, kind="null"), r.find("widths", metric, width=d, kind="signal")
+            lines.append(f"  {metric}, d = {d}: {n.raw_mean:.3f} / {n.calibrated_mean:.3f} [{n.rejection_rate:.2f}] | "
+                         f"{s.raw_mean:.3f} / {s.calibrated_mean:.3f}")
+        rate, se, draws = r.pooled("widths", metric)
+        lines.append(f"  {metric}: noise rejected {rate:.3f} +- {se:.3f} over all {draws} draws")
+    lines.append(f"depth L (L^2 pairs of noise layers of width {r.depth_width}, {r.n_seeds_confounders} draws each): "
+                 "mean raw max / calibrated; rejected by the null of the max | by the best pair alone (predicted):")
+    for metric in r.metrics:
+        for L in sorted({c.depth for c in r.depths}):
+            c = r.find("depths", metric, depth=L)
+            lines.append(f"  {metric}, L = {L} ({c.pairs} pairs): {c.raw_mean:.4f} / {c.calibrated_mean:.4f}; "
+                         f"{c.rejection_rate:.2f} | {c.naive_rejection_rate:.2f} ({c.naive_predicted:.2f})")
+        rate, se, draws = r.pooled("depths", metric)
+        lines.append(f"  {metric}: null of the max rejected {rate:.3f} +- {se:.3f} over all {draws} draws")
+    return lines
