@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_convergence.py
 	$(BIN)/python benchmarks/bench_minibatch_bias.py
 	$(BIN)/python benchmarks/bench_calibrate.py
+	$(BIN)/python benchmarks/bench_calibrate_vs_reference.py --threads 1
 	$(BIN)/python benchmarks/bench_real_step.py
 
 clean:
