@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from prhsim.testing import ATOL as ATOL, RTOL as RTOL, SOLVER_ATOL as SOLVER_ATOL  # the named tolerances, one place
 from prhsim.worlds import FiniteWorld
-
-#: Named tolerances: exact identities (rounding only) and iterative solvers.
-ATOL = 1e-10
-RTOL = 1e-10
-SOLVER_ATOL = 1e-8
 
 def assert_close(actual, expected, *, atol: float = ATOL, rtol: float = RTOL, what: str = "") -> None:
     """One tolerance helper for arrays and scalars."""

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sweep": ("prhsim.cli._sweep", "sweep", "Experiments over a grid of one setting (one folder, one figure)."),
     "prh": ("prhsim.cli._prh", "prh", "The PRH alignment protocol on feature files."),
     "worlds": ("prhsim.cli._worlds", "worlds", "Every world kind with its settings, defaults and ranges."),
+    "check": ("prhsim.cli._check", "check", "Check the theorem's claims through hypothesis, on drawn worlds or your own."),
     "real": ("prhsim.cli._real", "real", "Real caption and image data: export, features, train, eval, align, smoke."),
 }
 

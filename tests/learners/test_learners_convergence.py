@@ -14,7 +14,7 @@ from prhsim.learners import CurveRate, curve_rate, eigen_residual, heavy_ball
 from prhsim.learners._learned import subspace_distance
 from prhsim.optima import whitened_optimum
 from prhsim.worlds import gridscene, random_world, ring
-from strategies import as_finite, seeds, worlds_at_a_gap
+from prhsim.testing.strategies import as_finite, seeds, worlds_at_a_gap
 
 jax = pytest.importorskip("jax")
 pytest.importorskip("optax")

@@ -23,7 +23,7 @@ from support import assert_close, negatives_above_positives, projector_distance
 from prhsim.optima import top_eigenpairs
 from prhsim.optima._basis import centred_operator, solver_threads
 from prhsim.worlds import FiniteWorld, ProductWorld, path, random_world, resampling, ring
-from strategies import dense_kernel, product_worlds, seeds, sinkhorn_worlds, worlds
+from prhsim.testing.strategies import dense_kernel, product_worlds, seeds, sinkhorn_worlds, worlds
 
 #: Values from different LAPACK routines (tridiagonal bisection vs divide and conquer) agree to rounding.
 EIG_ATOL = 1e-12

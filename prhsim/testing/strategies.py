@@ -1,19 +1,21 @@
-"""Hypothesis strategies for the property tests (docs/theory.md §0–§6).
+"""Hypothesis strategies that draw the theory's objects (docs/theory.md §0–§6; docs/testing.md).
 
-Test modules import them as ``from strategies import ...`` (tests/ is on sys.path, as for conftest).
+In the style of ``hypothesis.extra.numpy``: each function returns a ``SearchStrategy`` (or is a
+``@composite`` one), takes its size knobs as arguments and says what it draws and what it guarantees.
 
 Every world is built by prhsim's own constructors, so it is valid by construction (p > 0, Π ≥ 0,
-symmetric, both marginals p). Sizes stay small, so that the independent references below (a full
-``eigh`` of a kernel built here from Π) cost milliseconds.
+symmetric, both marginals p). Sizes stay small by default, so that independent references (a full
+``eigh`` of a kernel built from Π, :func:`uncentred_spectrum`) cost milliseconds.
 
 * Worlds (§0, §6): :func:`sinkhorn_worlds`, :func:`scaled_worlds`, :func:`named_worlds`,
   :func:`product_worlds`, and :func:`worlds` (any of them).
-* Worlds with nuisance (§4): :func:`nuisance_laws`, :func:`modalities`, :func:`views`,
-  :func:`modal_worlds`, :func:`nuisance_setups`.
+* Worlds with nuisance (§4): :func:`nuisance_laws`, :func:`modalities` (with a user's own
+  ``renderer``), :func:`views`, :func:`modal_worlds`, :func:`nuisance_setups` (on a user's own
+  ``base`` strategy, e.g. ``st.just(my_world)``).
 * Perturbations of Π on the same p (§3): :func:`perturbed_pairs`, from :func:`mixed`,
   :func:`pair_swapped` and :func:`prhsim.worlds.same_sample`.
 * Spectra and k at a gap (§1.2): :func:`dense_kernel`, :func:`centred_spectrum`,
-  :func:`gapped_ks`, :func:`worlds_at_a_gap`.
+  :func:`gapped_ks`, :func:`worlds_at_a_gap` (a clear gap ``margin``, :data:`CLEAR_GAP` by default).
 * Feature tables (§1.1, §2): :func:`feasible_tables`, :func:`tables_at_known_angles`.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import reject, strategies as st
 
+from prhsim.testing._tolerances import CLEAR_GAP
 from prhsim.worlds import (
     FiniteWorld,
     Modality,
@@ -41,8 +44,6 @@ from prhsim.worlds import (
     view_world,
 )
 
-#: A gap this clear keeps eigenvector rounding (about 1e-15·n / gap) below 1e-10, far under SOLVER_ATOL.
-CLEAR_GAP = 1e-4
 
 
 def seeds() -> st.SearchStrategy[int]:
@@ -207,13 +208,22 @@ def nuisance_laws(min_size: int = 1, max_size: int = 4) -> st.SearchStrategy[np.
 
 
 @st.composite
-def modalities(draw, n_states: int, count: int, max_nuisance: int = 4) -> list[Modality]:
-    """``count`` modalities with distinct names for a base world of ``n_states`` states: a ``codebook`` (a
-    Gaussian renderer, seeded Dirichlet q) or a renderer-free ``Modality(name, q)`` with a drawn law q."""
+def modalities(draw, n_states: int, count: int, max_nuisance: int = 4, *, renderer=None) -> list[Modality]:
+    """``count`` modalities with distinct names ``m0, m1, …`` for a base world of ``n_states`` states: a
+    ``codebook`` (a Gaussian renderer, seeded Dirichlet q) or a renderer-free ``Modality(name, q)`` with a drawn
+    law q over 1..``max_nuisance`` values. With ``renderer``, a user's own constructor
+    ``renderer(n_states, n_nuisance, name, rng) -> Modality`` makes every modality (|N| drawn, rng a seeded
+    numpy Generator); its modality must have ``n_nuisance`` values."""
     mods = []
     for i in range(count):
         name = f"m{i}"
-        if draw(st.booleans()):
+        if renderer is not None:
+            n_nuisance = draw(st.integers(1, max_nuisance))
+            mod = renderer(n_states, n_nuisance, name, np.random.default_rng(draw(seeds())))
+            if not isinstance(mod, Modality) or mod.n_nuisance != n_nuisance:
+                raise ValueError(f"renderer must return a Modality with {n_nuisance} nuisance values, got {mod!r}")
+            mods.append(mod)
+        elif draw(st.booleans()):
             mods.append(codebook(n_states, draw(st.integers(1, max_nuisance)), name=name, rng=draw(seeds())))
         else:
             mods.append(Modality(name, draw(nuisance_laws(1, max_nuisance))))
@@ -245,12 +255,13 @@ def modal_worlds(draw):
 
 @st.composite
 def nuisance_setups(draw, min_modalities: int = 2, max_modalities: int = 3, *, good_only: bool = False,
-                    margin: float = CLEAR_GAP):
+                    margin: float = CLEAR_GAP, base=None, renderer=None):
     """``(base, k, modalities, views)``: k at a gap of the base world's centred spectrum (positive when
-    ``good_only``, where every view is good), 2–3 modalities and one view each."""
-    base, k, _ = draw(worlds_at_a_gap(base_worlds(), margin, positive=good_only))
+    ``good_only``, where every view is good), 2–3 modalities and one view each. ``base``: a strategy of base
+    worlds (default :func:`base_worlds`; ``st.just(world)`` for one's own); ``renderer``: see :func:`modalities`."""
+    base, k, _ = draw(worlds_at_a_gap(base_worlds() if base is None else base, margin, positive=good_only))
     count = draw(st.integers(min_modalities, max_modalities))
-    mods = draw(modalities(base.n, count))
+    mods = draw(modalities(base.n, count, renderer=renderer))
     return base, k, mods, [draw(views(good_only)) for _ in mods]
 
 
@@ -258,8 +269,7 @@ def nuisance_setups(draw, min_modalities: int = 2, max_modalities: int = 3, *, g
 
 
 def mixed(world: FiniteWorld, t: float, rng: np.random.Generator) -> FiniteWorld:
-    """``Π₂ = (1 − t)Π + tΠ'`` with Π' a random Sinkhorn coupling of the same p (the construction of
-    tests/experiments/test_experiments_mismatch.py)."""
+    """``Π₂ = (1 − t)Π + tΠ'`` with Π' a random Sinkhorn coupling of the same p."""
     A = rng.uniform(size=(world.n, world.n)) ** 3
     other = sinkhorn_world((A + A.T) / 2, world.p)
     return FiniteWorld(world.p, (1 - t) * _dense(world.Pi) + t * _dense(other.Pi))

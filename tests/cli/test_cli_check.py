@@ -1,0 +1,104 @@
+"""``prhsim check``: every claim through hypothesis, on drawn worlds or a user's world file; bad worlds in one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from prhsim.cli import main
+from prhsim.testing import CLAIMS, Claim, ClaimFailed, check_theorem, load_world
+from prhsim.testing._check import _run
+from prhsim.worlds import ring
+
+
+def _dense(m):
+    return np.asarray(m.toarray() if hasattr(m, "toarray") else m, dtype=float)
+
+
+def test_check_runs_every_claim_and_reports_json():
+    res = CliRunner().invoke(main, ["check", "--examples", "3", "--seed", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert [c["predicate"] for c in doc["claims"]] == [c.predicate for c in CLAIMS]
+    assert all(c["status"] == "passed" and c["examples"] == 3 for c in doc["claims"])
+    assert doc["examples"] == 3 and doc["seed"] == 1 and doc["world_file"] is None
+
+
+def test_a_user_world_file_is_checked_with_its_modal_worlds(tmp_path):
+    w = ring(7, laziness=0.3)
+    np.savez(tmp_path / "w.npz", p=np.asarray(w.p), Pi=_dense(w.Pi))
+    res = CliRunner().invoke(main, ["check", "--examples", "4", "--world-file", str(tmp_path / "w.npz")])
+    assert res.exit_code == 0, res.output
+    assert "on " + str(tmp_path / "w.npz") in res.output and res.output.count("passed") == len(CLAIMS)
+
+
+def test_a_world_from_a_python_entry_point(tmp_path, monkeypatch):
+    (tmp_path / "my_worlds.py").write_text("from prhsim.worlds import path\n\ndef walk():\n    return path(6, move=0.4)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    world = load_world("my_worlds:walk")
+    assert world.n == 6
+    outcomes = check_theorem(examples=2, world=world)
+    assert {o.status for o in outcomes} <= {"passed", "not applicable"}
+
+
+@pytest.mark.parametrize("case,message", [
+    ("asymmetric", "not a valid world: "),
+    ("marginal", "not a valid world: Pi's row marginal must equal p"),
+    ("keys", "a world file holds arrays 'p' and 'Pi', got P, q"),
+    ("missing", "no such file"),
+])
+def test_an_invalid_world_file_is_one_line(tmp_path, case, message):
+    w = ring(5, laziness=0.2)
+    p, Pi = np.asarray(w.p), _dense(w.Pi)
+    target = tmp_path / f"{case}.npz"
+    if case == "asymmetric":
+        Pi = Pi.copy()
+        Pi[0, 1] += 0.02
+        Pi[0, 4] -= 0.02
+        Pi[1, 1] -= 0.02
+        Pi[1, 0] += 0.0
+    if case == "marginal":
+        np.savez(target, p=p, Pi=Pi * 0.9)
+    elif case == "keys":
+        np.savez(target, P=p, q=Pi)
+    elif case != "missing":
+        np.savez(target, p=p, Pi=Pi)
+    res = CliRunner().invoke(main, ["check", "--world-file", str(target)])
+    assert res.exit_code == 2
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], res.output
+
+
+def test_a_bad_entry_point_and_a_huge_world_are_one_line(tmp_path, monkeypatch):
+    (tmp_path / "bad_worlds.py").write_text("from prhsim.worlds import ring\n\ndef big():\n    return ring(1000)\n\n"
+                                            "def nothing():\n    return 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for spec, message in (("bad_worlds:big", "the world has 1,000 states"),
+                          ("bad_worlds:nothing", "returned int, not a prhsim World"),
+                          ("bad_worlds:absent", "cannot import 'absent' from 'bad_worlds'")):
+        res = CliRunner().invoke(main, ["check", "--world-file", spec])
+        assert res.exit_code == 2 and message in res.output and len(res.output.strip().splitlines()) == 1, spec
+
+
+def test_a_failing_claim_reports_its_shrunk_counterexample_and_message():
+    """A claim whose predicate fails once the drawn integer reaches 5: hypothesis shrinks it to exactly 5."""
+    from hypothesis import strategies as st
+
+    def body(data, world):
+        x = data.draw(st.integers(0, 100), label="x")
+        if x >= 5:
+            raise ClaimFailed(f"a planted claim (docs/theory.md §0): predicted below 5, observed {x}, tolerance 0")
+
+    out = _run(Claim("planted", "§0", "assert_planted", body), examples=200, seed=0, world=None)
+    assert out.status == "failed" and out.message.endswith("observed 5, tolerance 0")
+    assert "Draw 1 (x): 5" in out.counterexample and "Explanation" not in out.counterexample
+
+
+def test_examples_and_seed_are_checked():
+    with pytest.raises(ValueError, match="examples must be a positive integer, got 0"):
+        check_theorem(examples=0)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        check_theorem(seed="a")
