@@ -219,7 +219,8 @@ def load_world(spec: str | Path) -> World:
         try:
             world: Any = FiniteWorld(np.asarray(arrays["p"], dtype=float), np.asarray(arrays[key], dtype=float))
         except (ValueError, TypeError) as exc:
-            raise ValueError(f"{text}: not a valid world: {str(exc).splitlines()[0]}") from None
+            reason = str(exc).splitlines()[0].split("; pass ")[0]  # the constructor's keyword hints are not the file's
+            raise ValueError(f"{text}: not a valid world: {reason}") from None
     elif ":" in text:
         module, _, name = text.partition(":")
         try:

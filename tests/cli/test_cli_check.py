@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from prhsim.cli import main
 from prhsim.testing import CLAIMS, Claim, ClaimFailed, check_theorem, load_world
 from prhsim.testing._check import _run
-from prhsim.worlds import ring
+from prhsim.worlds import ring, sinkhorn_world
 
 
 def _dense(m):
@@ -45,21 +45,22 @@ def test_a_world_from_a_python_entry_point(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("case,message", [
-    ("asymmetric", "not a valid world: "),
+    ("asymmetric", "not a valid world: Pi must be symmetric (max |Pi - Pi^T| = 0.01)"),
+    ("negative", "not a valid world: Pi must be non-negative"),
     ("marginal", "not a valid world: Pi's row marginal must equal p"),
     ("keys", "a world file holds arrays 'p' and 'Pi', got P, q"),
     ("missing", "no such file"),
 ])
 def test_an_invalid_world_file_is_one_line(tmp_path, case, message):
-    w = ring(5, laziness=0.2)
-    p, Pi = np.asarray(w.p), _dense(w.Pi)
+    a = np.random.default_rng(0).uniform(0.5, 1.0, size=(5, 5))
+    w = sinkhorn_world((a + a.T) / 2, np.full(5, 0.2))
+    p, Pi = np.asarray(w.p), _dense(w.Pi).copy()
     target = tmp_path / f"{case}.npz"
-    if case == "asymmetric":
-        Pi = Pi.copy()
-        Pi[0, 1] += 0.02
-        Pi[0, 4] -= 0.02
-        Pi[1, 1] -= 0.02
-        Pi[1, 0] += 0.0
+    if case == "asymmetric":  # a flow around 0 -> 1 -> 2 -> 0: both marginals stay p, the symmetry breaks
+        for (i, j), sign in {(0, 1): 1, (1, 2): 1, (2, 0): 1, (0, 2): -1, (1, 0): -1, (2, 1): -1}.items():
+            Pi[i, j] += sign * 0.005
+    elif case == "negative":
+        Pi[0, 1] = Pi[1, 0] = -0.01
     if case == "marginal":
         np.savez(target, p=p, Pi=Pi * 0.9)
     elif case == "keys":
