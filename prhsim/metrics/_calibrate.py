@@ -36,8 +36,8 @@ it leaves alone is computed once:
   1ᵀK̃1, 1ᵀL̃1) is permutation invariant, and a permutation P only enters the
   cross term: ``‖ãᵀ P b̃‖_F² = Σ_ij K_A[i, j] K_B[π(i), π(j)]`` (centred features
   ã, b̃, centred Grams K_A = ããᵀ, K_B = b̃b̃ᵀ), computed either through the Grams
-  (an N x N gather, O(N²), in row blocks that keep K_A's block in cache across the
-  permutations) or through the features (one batched matrix product, O(N·d_a·d_b)),
+  (an O(N²) gather of the upper block triangle of K_B, both kernels being symmetric, in row
+  blocks that keep K_A's block in cache across the permutations) or through the features (one batched matrix product, O(N·d_a·d_b)),
   whichever is cheaper. Unbiased CKA (zero-diagonal Grams K̃, L̃)
   also needs ``tr(K̃ P L̃ Pᵀ) = ‖ãᵀ P b̃‖_F² − Σ_i s_i t_π(i)`` (s_i = ‖ã_i‖², t_i = ‖b̃_i‖²)
   and ``1ᵀK̃ P L̃ Pᵀ1 = Σ_i (K̃1)_i (L̃1)_π(i)``, O(N); RBF CKA (its bandwidth is a
@@ -624,21 +624,25 @@ def _cross_features(xa: np.ndarray, xb: np.ndarray, perms: np.ndarray) -> np.nda
 def _cross_grams(grams_a: list[np.ndarray], kb: np.ndarray, perms: np.ndarray) -> np.ndarray:
     """``Σ_ij K_A[i, j] K_B[π(i), π(j)]`` for every permutation and every K_A: (C, len(grams_a)).
 
-    A block of GRAM_ROWS rows of each K_A stays in cache while every permutation gathers the
-    matching rows of K_B and their permuted columns: the gather is the cost (O(N²) per permutation).
+    Both kernels are symmetric, so only the upper block triangle is gathered: for the row block
+    I = [r0, r1) and the columns J = [r0, N), the sum over I x J counts its diagonal block I x I once
+    and the rest twice (``2·Σ_{I x J} − Σ_{I x I}``), about N²/2 gathered entries per permutation. A
+    block of GRAM_ROWS rows of each K_A stays in cache while every permutation gathers the matching
+    rows of K_B and their permuted columns: the gather is the cost.
     """
     n = kb.shape[0]
     out = np.zeros((perms.shape[0], len(grams_a)))
-    blk = np.empty((min(GRAM_ROWS, n), n))
     for r0 in range(0, n, GRAM_ROWS):
         r1 = min(n, r0 + GRAM_ROWS)
-        rows_a = [g[r0:r1] for g in grams_a]
-        part = blk[:r1 - r0]
+        rows_a = [g[r0:r1, r0:] for g in grams_a]
+        part = np.empty((r1 - r0, n - r0))
         for c, p in enumerate(perms):
-            np.take(kb[p[r0:r1]], p, axis=1, out=part, mode="clip")  # p is a permutation: nothing is clipped
+            np.take(kb[p[r0:r1]], p[r0:], axis=1, out=part, mode="clip")  # p is a permutation: nothing is clipped
             for l, ga in enumerate(rows_a):
                 # einsum, not BLAS: a threaded dot of one long vector is slow on a busy machine
-                out[c, l] += np.einsum("ij,ij->", ga, part)
+                whole = np.einsum("ij,ij->", ga, part)
+                diagonal = np.einsum("ij,ij->", ga[:, :r1 - r0], part[:, :r1 - r0])
+                out[c, l] += 2.0 * whole - diagonal
     return out
 
 
