@@ -9,6 +9,8 @@ from typing import Any
 
 #: The formats a config file may have, by suffix.
 FORMATS = {".json": "JSON", ".toml": "TOML"}
+#: The deepest nesting of tables a config file may have (the settings are at most a few levels deep).
+MAX_DEPTH = 32
 
 
 class ConfigError(ValueError):
@@ -45,13 +47,54 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {path} is not UTF-8 text: byte 0x{raw[exc.start]:02x} "
                           f"at offset {exc.start}") from None
+    depth = _bracket_depth(text)
+    if depth > MAX_DEPTH:
+        raise ConfigError(f"config file {path} nests {depth} levels deep; settings are at most {MAX_DEPTH} levels")
     try:
-        data = tomllib.loads(text) if fmt == "TOML" else json.loads(text)
+        data = tomllib.loads(text) if fmt == "TOML" else json.loads(text, object_pairs_hook=_unique_keys)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"config file {path} is not valid {fmt}: {exc}") from None
+    except _DuplicateKey as exc:
+        raise ConfigError(f"config file {path} sets {exc.args[0]!r} twice (JSON keeps the last silently; "
+                          f"remove one)") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a table/object of settings, got {type(data).__name__}")
     return data
+
+
+class _DuplicateKey(Exception):
+    """A JSON object with one key twice (TOML refuses it by itself)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest nesting of ``{``/``[`` outside strings (a cheap guard before a recursive parser)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "}]":
+            depth -= 1
+    return deepest
 
 
 def is_run_folder_config(path: Path) -> bool:

@@ -342,3 +342,29 @@ def test_ctrl_c_while_writing_leaves_no_run_folder(tmp_path):
     assert stderr.strip().splitlines()[-1] == "prhsim run: interrupted; nothing was written"
     assert "Traceback" not in stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ready"]
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("dup.json", '{"seed": 1, "world": {"kind": "ring"}, "seed": 2}', "sets 'seed' twice"),
+    ("dupnested.json", '{"world": {"kind": "ring", "n": 8, "n": 9}}', "sets 'n' twice"),
+    ("deep.json", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests 100001 levels deep; settings are at most 32"),
+    ("deep.toml", "a = " + "[" * 50_000 + "]" * 50_000 + "\n", "nests 50000 levels deep"),
+])
+def test_duplicate_keys_and_deep_nesting_are_one_line_errors(name, content, message, tmp_path):
+    """JSON would keep the last of two keys silently (TOML refuses them itself); a recursive parser would end a
+    100,000-deep file in a RecursionError."""
+    path = tmp_path / name
+    path.write_text(content)
+    tracemalloc.start()
+    res = CliRunner().invoke(main, ["run", "--config", str(path), "--out", str(tmp_path / "out")])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert res.exit_code == 2 and message in res.output, res.output
+    assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    assert peak < 50e6
+    # a string holding brackets is not nesting
+    ok = tmp_path / "ok.json"
+    ok.write_text('{"seed": 1, "world": {"kind": "ring", "n": 8}, "_note": "' + "[" * 100 + '"}')
+    from prhsim.config._files import _bracket_depth
+
+    assert _bracket_depth(ok.read_text()) == 2
