@@ -368,3 +368,15 @@ def test_duplicate_keys_and_deep_nesting_are_one_line_errors(name, content, mess
     from prhsim.config._files import _bracket_depth
 
     assert _bracket_depth(ok.read_text()) == 2
+
+
+@pytest.mark.parametrize("sweep, key", [("bad-view", "eps_grid"), ("gap-sensitivity", "gaps"),
+                                        ("captioning", "n_fits")])
+def test_an_empty_sweep_grid_is_refused_naming_its_key(sweep, key, tmp_path):
+    """An empty grid used to exit 0 and write a folder with nothing in it."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["sweep", sweep, "--set", f"{key}=[]", "--out", str(out), "--no-figures"])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == [f"Error: {key} is empty: a sweep over no values computes nothing; "
+                                               "give at least one value"]
+    assert not out.exists()
