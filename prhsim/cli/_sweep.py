@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -50,7 +50,7 @@ def _refuse_empty_grids(settings: Any) -> None:
     for key, value in settings:
         if isinstance(value, (list, tuple)) and len(value) == 0:
             raise ValueError(f"{key} is empty: a sweep over no values computes nothing; give at least one value")
-        if hasattr(value, "model_fields"):
+        if isinstance(value, BaseModel):
             for sub, inner in value:
                 if isinstance(inner, (list, tuple)) and len(inner) == 0:
                     raise ValueError(f"{key}.{sub} is empty: give at least one value")

@@ -371,12 +371,14 @@ def test_duplicate_keys_and_deep_nesting_are_one_line_errors(name, content, mess
 
 
 @pytest.mark.parametrize("sweep, key", [("bad-view", "eps_grid"), ("gap-sensitivity", "gaps"),
-                                        ("captioning", "n_fits")])
+                                        ("captioning", "n_fits"), ("pair-free", "eps_grid"),
+                                        ("sample-efficiency", "budgets"), ("calibration", "widths")])
 def test_an_empty_sweep_grid_is_refused_naming_its_key(sweep, key, tmp_path):
-    """An empty grid used to exit 0 and write a folder with nothing in it."""
+    """An empty grid is one line naming the key, before any folder (bad-view and gap-sensitivity used to exit 0
+    and write a folder with nothing in it)."""
     out = tmp_path / "out"
     res = CliRunner().invoke(main, ["sweep", sweep, "--set", f"{key}=[]", "--out", str(out), "--no-figures"])
     assert res.exit_code == 2, res.output
-    assert res.output.strip().splitlines() == [f"Error: {key} is empty: a sweep over no values computes nothing; "
-                                               "give at least one value"]
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {key}") and ("empty" in lines[0] or "at least 1" in lines[0])
     assert not out.exists()
