@@ -128,7 +128,14 @@ def deprecation_notes(command: str, *, quiet: bool):
 @click.option("--data", default=None, metavar="DIR",
               help="Dataset: a folder with one dataset_*.json (Karpathy split) or *.jsonl, the file, or parquet shards.")
 @learner_and_views_options(default=None)
-@click.option("--model", default=None, type=click.Choice(["tiny", "bert-s", "bert-b"]), help="Model size (default bert-s).")
+@click.option("--model", default=None, type=click.Choice(["tiny", "bert-s", "bert-b"]),
+              help="Model size of a randomly initialised encoder (default bert-s); with --weights the checkpoint sets it.")
+@click.option("--weights", default=None, metavar="DIR",
+              help="Start from a local Hugging Face BERT checkpoint (or sentence-transformers) directory; its "
+                   "config.json sets the model. Shorthand for --set weights=DIR.")
+@click.option("--tokenizer", default=None, metavar="FILE",
+              help="A tokenizer.json or vocab.txt (default: DIR/tokenizer.json of --weights when present, else "
+                   "WordPiece built from the captions). Shorthand for --set tokenizer=FILE.")
 @click.option("--steps", type=int, default=None, metavar="N", help="Optimiser steps.")
 @click.option("--batch-size", type=int, default=None, metavar="B", help="Images per step.")
 @click.option("--features", default=None, metavar="FILE", help="Image features for evaluation (default: the dataset's).")
@@ -141,8 +148,8 @@ def deprecation_notes(command: str, *, quiet: bool):
               help="JSON or TOML file of these settings; --set and flags override it.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting (values as in TOML; repeatable).")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
-def train_command(data, learner, views, model, steps, batch_size, features, workers, out, resume, stop_after, config_file,
-                  sets, quiet) -> None:
+def train_command(data, learner, views, model, weights, tokenizer, steps, batch_size, features, workers, out, resume,
+                  stop_after, config_file, sets, quiet) -> None:
     """Train a text encoder on a caption dataset with the objectives of prhsim.objectives (the jepa learner on good or
     bad views: LeJEPA's invariance + SIGReg; the ntp learner: next-token cross-entropy), with checkpoints a killed run resumes from. Under
     torchrun, the processes split each global batch (--batch-size) and the first one writes the run."""
@@ -155,7 +162,8 @@ def train_command(data, learner, views, model, steps, batch_size, features, work
 
     learner, views = resolve_learner(learner, views, quiet=quiet)
     flags = [f"{key}={json.dumps(value)}" for key, value in (
-        ("data", data), ("learner", learner), ("views", views), ("model", model), ("steps", steps), ("batch_size", batch_size),
+        ("data", data), ("learner", learner), ("views", views), ("model", model), ("weights", weights),
+        ("tokenizer", tokenizer), ("steps", steps), ("batch_size", batch_size),
         ("features", features), ("num_workers", workers)) if value is not None]
     try:
         base = read_own_config(config_file, None, [])
@@ -187,6 +195,9 @@ def train_command(data, learner, views, model, steps, batch_size, features, work
         raise UsageProblem(format_validation_error(exc)) from None
     except (ConfigError, OutputError) as exc:
         raise UsageProblem(str(exc)) from None
+    if model is not None and settings.weights and not resume and not quiet:
+        click.echo(f"prhsim real train: note: --model {model} is not used: the checkpoint {settings.weights} sets "
+                   "the model's size", err=True)
     try:
         if resume and main:  # the run's settings now include the new number of steps (before any step is taken)
             write_text_atomic(out / "config.json", json_text(settings.model_dump(mode="json")))

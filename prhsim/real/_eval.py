@@ -28,7 +28,8 @@ from prhsim.io import json_text, write_text_atomic
 from prhsim.real._karpathy import DataError, read_captions
 from prhsim.real._tokenizer import encode, load_tokenizer
 from prhsim.real._export import FEATURES_NAME
-from prhsim.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, dataset_json, parquet_shards
+from prhsim.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, dataset_json, model_label, parquet_shards
+from prhsim.real._weights import run_record
 
 EVAL_NAME = "eval.json"
 
@@ -112,8 +113,10 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     feats_path = Path(features or (settings.features if data is None else None) or json_path.parent / FEATURES_NAME)
     images = image_features(feats_path, len(dataset.records))
     tokenizer = load_tokenizer(run / TOKENIZER_NAME)
+    record = run_record(run)
     model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
-                        causal=settings.learner == "ntp", proj_dim=settings.proj_dim, config=model_config)
+                        causal=settings.learner == "ntp", proj_dim=settings.proj_dim, config=model_config,
+                        normalize=bool(record and record.get("normalize")))
     optimizer = torch.optim.AdamW(model.parameters())
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
     state = load_checkpoint(run, model=model, optimizer=optimizer, scheduler=scheduler)
@@ -135,7 +138,7 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     n = len(test)
     k = min(knn_k, n - 1)
     result = {
-        "run": str(run), "step": state.step, "learner": settings.learner, "views": settings.views_used, "label": settings.label, "model": settings.model,
+        "run": str(run), "step": state.step, "learner": settings.learner, "views": settings.views_used, "label": settings.label, "model": model_label(settings, record),
         "data": str(json_path), "features": str(feats_path), "n_fit": len(val), "n_test": n,
         "r1_text_to_image": recall.a_to_b[1], "r5_text_to_image": recall.a_to_b[5],
         "r1_image_to_text": recall.b_to_a[1], "r5_image_to_text": recall.b_to_a[5],

@@ -58,9 +58,11 @@ class RealTrainSettings(Settings):
             release's spelling, is read as ``learner="ntp"`` with a DeprecationWarning.
         views: the JEPA learner's views: "good" (spans of different captions of an image) or "bad"
             (two spans of one caption).
-        model: "tiny", "bert-s" or "bert-b"; weights: a local Hugging Face checkpoint directory (random init if None).
-        tokenizer: a local tokenizer.json or vocab.txt (None: WordPiece trained on the training captions,
-            ``vocab_size`` tokens).
+        model: "tiny", "bert-s" or "bert-b", the size of a randomly initialised encoder (not used with ``weights``).
+        weights: a local Hugging Face BERT checkpoint directory, or a sentence-transformers one (random init if
+            None); its config.json sets the model's size (:mod:`prhsim.real._weights`).
+        tokenizer: a local tokenizer.json or vocab.txt (None: the checkpoint's own ``weights/tokenizer.json`` when
+            there is one, else WordPiece trained on the training captions, ``vocab_size`` tokens).
         max_length: tokens kept per caption.
         row_multiple: the views of a batch are packed in rows as long as the longest (rounded up to a
             multiple of 8), as many rows as they need rounded up to a multiple of this (few shapes for

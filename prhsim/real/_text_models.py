@@ -2,9 +2,12 @@
 
 * ``tiny`` (2 layers, width 64, 2 heads; for tests and CPU runs), ``bert-s`` (12 layers, width 384,
   6 heads, 33M parameters with a 30k vocabulary) and ``bert-b`` (12 layers, width 768, 12 heads);
-  initialised at random, or from a local Hugging Face checkpoint directory (loaded with causal
-  attention for next-token prediction); a run saves the model's configuration, so evaluation
-  rebuilds the same model without the checkpoint directory.
+  initialised at random, or from a local Hugging Face BERT checkpoint directory (:mod:`._weights`:
+  its config.json sets the size; loaded silently, with causal attention for next-token prediction;
+  a sentence-transformers directory's Normalize module L2-normalises the features evaluation reads,
+  not the projector's input); a run
+  saves the model's configuration, so evaluation rebuilds the same model without the checkpoint
+  directory.
 * JEPA learners: ``BertModel`` (bidirectional), the mean of the last hidden states over the real
   tokens, then a projector (Linear, GELU, Linear) into the space the objective sees.
 * Next-token prediction: the same configuration with causal attention (``is_decoder``) and BERT's
@@ -58,7 +61,8 @@ class TextEncoder(nn.Module):
     """A BERT text encoder with a projector (JEPA) or an LM head (next-token prediction)."""
 
     def __init__(self, kind: ModelKind, vocab_size: int, max_length: int, *, causal: bool, proj_dim: int = 128,
-                 weights: Path | None = None, config: dict | None = None, dropout: float = 0.1) -> None:
+                 weights: Path | None = None, config: dict | None = None, dropout: float = 0.1,
+                 normalize: bool = False) -> None:
         super().__init__()
         from transformers import BertLMHeadModel, BertModel
 
@@ -67,19 +71,25 @@ class TextEncoder(nn.Module):
         if kind not in SIZES:
             raise ValueError(f"model must be one of {tuple(SIZES)}, got {kind!r}")
         self.causal = causal
+        self.normalize = normalize
         if weights is not None:
-            weights = Path(weights)
-            if not (weights / "config.json").is_file():
-                raise DataError(f"{weights}: not a Hugging Face checkpoint directory (expected config.json and weights)")
+            from prhsim.real._weights import Checkpoint, load_pretrained, read_checkpoint
+
+            checkpoint = weights if isinstance(weights, Checkpoint) else read_checkpoint(weights)
+            where = checkpoint.path
+            self.normalize = checkpoint.normalize
+            positions = checkpoint.config.get("max_position_embeddings", 0)
+            if positions < max_length:
+                raise DataError(f"{where}: the checkpoint has {positions} positions, fewer than max_length {max_length}")
             cls = BertLMHeadModel if causal else BertModel
             extra = {} if causal else {"add_pooling_layer": False}  # as built at random: no unused pooler
-            self.model = cls.from_pretrained(str(weights), local_files_only=True, is_decoder=causal,
-                                             hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-                                             attn_implementation=ATTENTION, **extra)
+            self.model = load_pretrained(cls, checkpoint, new=("cls.",), is_decoder=causal,
+                                         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                                         attn_implementation=ATTENTION, **extra)
             if self.model.config.is_decoder != causal:  # a bidirectional model would see the token it predicts
-                raise DataError(f"{weights}: the checkpoint could not be loaded with causal={causal} attention")
+                raise DataError(f"{where}: the checkpoint could not be loaded with causal={causal} attention")
             if self.model.config.vocab_size != vocab_size:
-                raise DataError(f"{weights}: the checkpoint's vocabulary has {self.model.config.vocab_size} tokens, "
+                raise DataError(f"{where}: the checkpoint's vocabulary has {self.model.config.vocab_size} tokens, "
                                 f"the tokenizer {vocab_size}: give the checkpoint's own tokenizer")
         else:
             from transformers import BertConfig
@@ -96,10 +106,15 @@ class TextEncoder(nn.Module):
         return self.model.bert if self.causal else self.model
 
     def features(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The mean of the last hidden states over the real tokens: (B, hidden)."""
+        """The mean of the last hidden states over the real tokens (L2-normalised for a sentence-transformers
+        checkpoint with a Normalize module): (B, hidden)."""
         hidden = self.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
         weights = mask.unsqueeze(-1).to(hidden.dtype)
-        return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+        return self._normalized((hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0))
+
+    def _normalized(self, pooled: torch.Tensor) -> torch.Tensor:
+        """The pooled features, L2-normalised when the checkpoint's sentence-transformers modules say so."""
+        return nn.functional.normalize(pooled, dim=-1) if self.normalize else pooled
 
     def embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The projector's output on the pooled features (JEPA learners), from padded rows: (B, proj_dim)."""
@@ -140,7 +155,7 @@ class TextEncoder(nn.Module):
         hidden = self.backbone(input_ids=ids, attention_mask=attention_mask(segments, causal=self.causal),
                                position_ids=positions, **extra).last_hidden_state
         if not self.causal:
-            return self.projector(segment_mean(hidden, segments, count))
+            return self.projector(segment_mean(hidden, segments, count))  # the projector reads the raw mean
         return self.model.cls.predictions.transform(hidden[:, :-1])
 
     def next_token_loss(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

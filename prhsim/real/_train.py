@@ -18,9 +18,9 @@ on CUDA for the encoder, the objective in float32; ``compile`` runs the encoder 
 deterministic kernels (``torch.use_deterministic_algorithms``); on CPU it matches exactly. The run
 folder holds config.json, tokenizer.json, metrics.jsonl (one JSON line every ``log_every`` steps:
 loss, learning rate, samples/s, tokens/s (real tokens), the real tokens' share of the packed
-positions; the same scalars in ``tensorboard/`` when the tensorboard
+positions, the model's label; the same scalars in ``tensorboard/`` when the tensorboard
 package is installed), model_config.json (the BERT configuration, so evaluation rebuilds the
-model), ``checkpoint/`` (every ``checkpoint_every`` steps and at the end; a killed run resumes from
+model), weights.json (a run started from a checkpoint: its path, label and pooling, :mod:`._weights`), ``checkpoint/`` (every ``checkpoint_every`` steps and at the end; a killed run resumes from
 it exactly), and summary.json with loss.png (loss and learning rate against the step) when the run
 is complete. A loss or gradient that is not finite stops the run with an error naming the step
 (the check runs on the device and is read at the next logged or saved step, so it never makes a
@@ -43,6 +43,7 @@ from prhsim.io import json_text, write_text_atomic
 from prhsim.real._karpathy import CaptionDataset, DataError, read_captions
 from prhsim.real._tokenizer import encode, load_tokenizer, train_wordpiece
 from prhsim.real._views import ViewLaw
+from prhsim.real._weights import RECORD_NAME, run_record
 
 CONFIG_NAME = "config.json"
 TOKENIZER_NAME = "tokenizer.json"
@@ -143,23 +144,30 @@ def _training_texts(settings, data: CaptionDataset | list[Path]):
 
 
 def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_config: dict | None = None,
-          device=None):
-    """The tokenizer (given, read from ``settings.tokenizer``, or built from the training texts), the model (on
-    ``device``, compiled when ``settings.compile`` asks), the optimiser (AdamW, fused on CUDA) and the scheduler."""
+          device=None, record: dict | None = None):
+    """The tokenizer (given, read from ``settings.tokenizer``, the checkpoint's own (``weights/tokenizer.json``)
+    or built from the training texts), the model (on ``device``, compiled when ``settings.compile`` asks), the
+    optimiser (AdamW, fused on CUDA) and the scheduler. ``model_config`` and ``record`` (:mod:`._weights`): a saved
+    run's model configuration and checkpoint record, which rebuild its model without the checkpoint directory."""
     import torch
 
     from prhsim.real._text_models import TextEncoder
+    from prhsim.real._weights import read_checkpoint
 
+    checkpoint = read_checkpoint(settings.weights) if settings.weights and model_config is None else None
     if tokenizer is None:
         if settings.tokenizer is not None:
             tokenizer = load_tokenizer(settings.tokenizer)
+        elif checkpoint is not None and checkpoint.tokenizer is not None:
+            tokenizer = load_tokenizer(checkpoint.tokenizer)
         else:
             tokenizer = train_wordpiece(_training_texts(settings, data), settings.vocab_size)
     torch.manual_seed(settings.seed)
     model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
-                        causal=settings.learner == "ntp", proj_dim=settings.proj_dim,
-                        weights=Path(settings.weights) if settings.weights and model_config is None else None,
-                        config=model_config, dropout=settings.dropout)
+                        causal=settings.learner == "ntp", proj_dim=settings.proj_dim, weights=checkpoint,
+                        config=model_config, dropout=settings.dropout,
+                        normalize=bool(record and record.get("normalize")))
+    model.checkpoint = checkpoint
     device = torch.device("cpu") if device is None else device
     model.to(device)
     if settings.compile != "none":
@@ -255,7 +263,7 @@ def _exit_on_sigterm():
 
 def _remove_new_run(out: Path, created: bool) -> None:
     """Remove what a new run wrote before its first checkpoint (the folder too, when this call made it)."""
-    for name in (CONFIG_NAME, TOKENIZER_NAME, METRICS_NAME, MODEL_CONFIG_NAME):
+    for name in (CONFIG_NAME, TOKENIZER_NAME, METRICS_NAME, MODEL_CONFIG_NAME, RECORD_NAME):
         (out / name).unlink(missing_ok=True)
     shutil.rmtree(out / TENSORBOARD_NAME, ignore_errors=True)
     if created:
@@ -321,8 +329,12 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
     data = training_data(settings)
     tokenizer = load_tokenizer(out / TOKENIZER_NAME) if resume else None
     model_config = json.loads((out / MODEL_CONFIG_NAME).read_text()) if resume else None
+    record = run_record(out) if resume else None
     tokenizer, model, optimizer, scheduler = build(settings, data, tokenizer=tokenizer, model_config=model_config,
-                                                   device=device)
+                                                   device=device, record=record)
+    if model.checkpoint is not None:
+        record = model.checkpoint.record()
+    label = model_label(settings, record)
     step = 0
     if resume:
         state = load_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler)
@@ -352,6 +364,8 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
         out.mkdir(parents=True, exist_ok=True)
         tokenizer.save(str(out / TOKENIZER_NAME))
         (out / MODEL_CONFIG_NAME).write_text(json_text(model.model.config.to_dict()))
+        if record is not None:
+            (out / RECORD_NAME).write_text(json_text(record))
         (out / CONFIG_NAME).write_text(json_text(settings.model_dump(mode="json")))
     trained = model
     if place.distributed:
@@ -400,13 +414,13 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
                 elapsed = max(time.perf_counter() - tick, 1e-9)
                 line = {"step": step, "loss": loss_value, "lr": scheduler.get_last_lr()[0],
                         "samples_per_s": seen / elapsed, "tokens_per_s": tokens / elapsed,
-                        "real_token_share": tokens / cells}
+                        "real_token_share": tokens / cells, "model": label}
                 if metrics is not None:
                     metrics.write(json.dumps(line) + "\n")
                     metrics.flush()
                 if board is not None:
                     for key, value in line.items():
-                        if key != "step":
+                        if key not in ("step", "model"):
                             board.add_scalar(f"train/{key}", value, step)
                 say(f"step {step}/{settings.steps} loss {loss_value:.4f}, {line['samples_per_s']:.0f} samples/s, "
                     f"{line['tokens_per_s']:.0f} tokens/s", step, settings.steps)
@@ -426,11 +440,16 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
         from prhsim.real._figure import run_figure
         from prhsim.io import save_png
 
-        save_png(run_figure(out / METRICS_NAME, f"{settings.label}, {settings.model}, {step} steps"),
+        save_png(run_figure(out / METRICS_NAME, f"{settings.label}, {label}, {step} steps"),
                  out / FIGURE_NAME)
         write_text_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "learner": settings.learner, "views": settings.views_used,
-                                                     "model": settings.model}))
+                                                     "model": label}))
     return summary
+
+
+def model_label(settings, record: dict | None) -> str:
+    """What a run's model is called: its checkpoint's label (:mod:`._weights`), else the size it was initialised at."""
+    return record["label"] if record and record.get("label") else settings.model
 
 
 def _tensorboard(out: Path, step: int):
