@@ -4,7 +4,8 @@
 the 95th percentile of |x|, L2-normalise, score every layer pair, keep the best), its
 layer pair and the chance level; ``prhsim prh table DIR`` scores every pair of files in
 a folder (or rows x columns chosen by glob patterns, e.g. language models against vision
-models as the WIT-1024 table does) and writes results.json, table.csv and table.png.
+models as the WIT-1024 table does) and writes results.json, table.csv and table.png;
+``prhsim prh extract`` writes such a file from a local Hugging Face checkpoint (:mod:`prhsim.real._extract`).
 Feature formats: :mod:`prhsim.io._feature_files`. Every problem is one line naming the file.
 """
 
@@ -23,7 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from prhsim.io import OutputError, check_out_folder, json_text
-from prhsim.cli._console import UsageProblem, console
+from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
 from prhsim.cli._driver import drive
 from prhsim.cli._options import git_revision, parse_out
@@ -289,3 +290,46 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
 
     drive("prhsim prh table", out_dir, overwrite=overwrite, quiet=quiet, as_json=False, compute=compute,
           write=write, report=report)
+
+
+@prh.command()
+@click.option("--model", required=True, type=click.Path(path_type=Path), metavar="DIR",
+              help="A local Hugging Face checkpoint directory (config.json, weights, tokenizer or image processor).")
+@click.option("--data", required=True, type=click.Path(path_type=Path), metavar="DATA",
+              help="Captions (Karpathy JSON: first caption per image; .jsonl; .parquet) or a folder of images.")
+@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Feature file to write: .pt (PRH layout), .npy or .safetensors.")
+@click.option("--layers", default="all", show_default=True, metavar="all|last|i,j,...",
+              help="Hidden-state indices to keep (0: the embeddings; negative: from the end).")
+@click.option("--pool", type=click.Choice(["auto", "mean", "cls", "last-token"]), default="auto", show_default=True,
+              help="auto: mean over the non-padding tokens for language models, the class token for vision models.")
+@click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True, help="Inputs per forward pass.")
+@click.option("--max-length", type=click.IntRange(2), default=None,
+              help="Truncate texts to this many tokens (default: the model's maximum).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out file.")
+@click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
+def extract(model: Path, data: Path, out: Path, layers: str, pool: str, batch_size: int, max_length: int | None,
+            device: str, overwrite: bool, quiet: bool) -> None:
+    """Features of every input of DATA from every layer of a local checkpoint, as a PRH feature file (N x L x D).
+
+    \b
+    Examples:
+      prhsim prh extract --model ckpt/bert --data data/dataset_flickr30k.json --out features/bert.pt
+      prhsim prh extract --model ckpt/dinov2 --data data/ --out features/dinov2.pt
+    """
+    if out.exists() and not overwrite:
+        raise UsageProblem(f"--out {out} exists; pass --overwrite to replace it")
+    from prhsim.real import DataError, extract_features
+
+    try:
+        with bar_reporter("prhsim prh extract", quiet=quiet) as say:
+            summary = extract_features(model, data, out, layers=layers, pool=pool, batch_size=batch_size,
+                                       max_length=max_length, device=device, overwrite=overwrite, progress=say)
+    except (DataError, ValueError) as exc:
+        raise UsageProblem(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    if not quiet:
+        n, depth, width = summary.shape
+        console().print(escape(f"wrote {out}: {n:,} inputs x {depth} layers x {width} features ({summary.kind} model "
+                               f"{summary.model_type}, pool {summary.pool}, {summary.num_params:,} parameters, "
+                               f"{summary.seconds:.1f} s)"), highlight=False)

@@ -5,7 +5,8 @@ only part of prhsim besides the command line that does): caption datasets (Karpa
 lines: :func:`read_captions`), a Flickr-format dataset exported from a prhsim world with its known image
 representation (:func:`export_synthetic`), DINOv2 image features (:func:`encode_images`), BERT text
 encoders trained with the simulator's objectives (:func:`train_real`) and their evaluation against
-image features (:func:`evaluate_run`), maps between encoders found without pairs (:func:`align_unpaired`)
+image features (:func:`evaluate_run`), PRH feature files from any local Hugging Face checkpoint
+(:func:`extract_features`), maps between encoders found without pairs (:func:`align_unpaired`)
 and the GPU smoke test (:func:`smoke`); the settings of every ``prhsim real`` command
 (:class:`RealTrainSettings`, :class:`ExportSettings`) live beside them. Nothing outside ``prhsim.real`` and
 ``prhsim.cli`` imports it. torch and transformers are imported only where they are used: ``import
@@ -38,6 +39,7 @@ from prhsim.real._train import (
 )
 from prhsim.real._eval import evaluate_run as evaluate_run
 from prhsim.real._image_features import encode_images as encode_images
+from prhsim.real._extract import ExtractSummary as ExtractSummary, extract_features as extract_features
 from prhsim.real._settings import ExportSettings as ExportSettings, RealTrainSettings as RealTrainSettings
 from prhsim.real._parquet import (
     StreamStats as StreamStats,
@@ -52,6 +54,7 @@ __all__ = [
     "CaptionDataset",
     "DataError",
     "ExportSettings",
+    "ExtractSummary",
     "ExportPlan",
     "ExportSummary",
     "FEATURES_NAME",
@@ -67,6 +70,7 @@ __all__ = [
     "encode_images",
     "evaluate_run",
     "export_synthetic",
+    "extract_features",
     "plan_export",
     "write_export",
     "has_checkpoint",

@@ -1,0 +1,498 @@
+"""``prhsim prh extract``: PRH feature files from a local Hugging Face checkpoint directory.
+
+The model is read with transformers' ``AutoConfig``/``AutoModel`` and its ``AutoTokenizer`` (language
+models) or ``AutoImageProcessor`` (vision models), all with ``local_files_only=True``: nothing is
+downloaded. Every hidden state the model returns with ``output_hidden_states=True`` is pooled into one
+row per input, so a file holds ``feats`` (N, L, D) float32, the layout ``prhsim prh`` and
+:func:`prhsim.io.load_features` read.
+
+Model kinds and pooling (``pool="auto"``), as the public PRH code pools:
+
+* **language models** (a config with a vocabulary and no image input: BERT-family encoders,
+  GPT-2-style decoders): ``mean``, every hidden state averaged over the non-padding tokens (the
+  attention mask). ``last-token`` (decoders only) takes the hidden state at the last non-padding
+  token; ``cls`` the first token's.
+* **vision encoders** (ViT, DINOv2, the CLIP and SigLIP vision towers, or a whole CLIP/SigLIP model,
+  whose vision tower is used): ``cls``, the class token (position 0) of every hidden state; SigLIP
+  has no class token, so its ``auto`` is ``mean`` over the patch tokens.
+* anything else (an encoder-decoder such as T5 or BART, an audio model) is refused.
+
+Layers: index i is ``hidden_states[i]`` as transformers returns it: 0 the embeddings, i the output of
+block i (L + 1 states for L blocks). ``layers="all"`` keeps every one, ``"last"`` the last, or a list of
+indices (negative ones count from the end).
+
+Data: a caption dataset (a Karpathy-split JSON or prhsim's JSON lines, :func:`prhsim.real.read_captions`:
+the **first caption** of each image, in file order; JSON lines with a ``"text"`` or ``"caption"`` field;
+parquet with a ``text`` or ``caption`` column, in row order) for language models; for vision models a
+folder of images (sorted file names) or a caption dataset whose images are read in its order (a
+Karpathy JSON's ``filename``, a JSON line's ``"image"``; from ``images/`` beside the file, else its folder).
+
+Files by suffix: ``.pt`` a dict ``{"feats", "num_params", "mask" (N, T) int64 for language models as the
+PRH code saves it, "layers", "pool"}``; ``.npy`` the array ``feats``; ``.safetensors`` the tensor
+``feats`` (and ``mask``). Written whole or not at all (:func:`prhsim.io.atomic_file`). Every problem is
+a :class:`prhsim.real.DataError` of one line naming the path.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from prhsim.io import atomic_file
+from prhsim.real._karpathy import DataError, read_captions
+
+#: Pooling choices: ``auto`` picks by model kind (module docstring).
+POOLS = ("auto", "mean", "cls", "last-token")
+#: Suffixes of the feature files written.
+OUT_SUFFIXES = (".pt", ".npy", ".safetensors")
+#: Image file suffixes read from an image folder.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+#: Vision model types with a class token at position 0 of every hidden state.
+CLS_VISION = ("vit", "dinov2", "dinov2_with_registers", "deit", "beit", "clip_vision_model", "clip", "data2vec-vision")
+#: Vision model types without one (their ``auto`` pooling is ``mean``).
+NO_CLS_VISION = ("siglip_vision_model", "siglip", "siglip2_vision_model", "siglip2")
+#: Whole image-text models whose vision tower is used.
+TOWERED = ("clip", "siglip", "siglip2")
+
+
+@dataclass(frozen=True)
+class ExtractSummary:
+    """What :func:`extract_features` wrote: the file, its shape (N, L, D), the layers kept (hidden-state
+    indices), the pooling used, the model kind ("text" or "vision") and type, its parameter count and the time."""
+
+    out: Path
+    shape: tuple[int, int, int]
+    layers: tuple[int, ...]
+    pool: str
+    kind: str
+    model_type: str
+    num_params: int
+    seconds: float
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers' warnings (its multi-line load report) and progress bars off while loading."""
+    from transformers.utils import logging
+
+    from prhsim.real._text_models import quiet_transformers
+
+    quiet_transformers()
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+
+
+def model_kind(config) -> str:
+    """"text" or "vision" for a transformers config, or a DataError for a kind that cannot be pooled."""
+    model_type = str(getattr(config, "model_type", ""))
+    if getattr(config, "is_encoder_decoder", False):
+        raise DataError(f"model type {model_type!r} is an encoder-decoder: prhsim prh extract pools encoders "
+                        "(BERT, ViT, DINOv2, CLIP/SigLIP vision) and decoders (GPT-2 style), not seq2seq models")
+    if model_type in CLS_VISION or model_type in NO_CLS_VISION:
+        return "vision"
+    if getattr(config, "vocab_size", None) and not hasattr(config, "num_channels"):
+        return "text"
+    raise DataError(f"model type {model_type!r} is neither a language model nor a known vision encoder "
+                    f"({', '.join(CLS_VISION + NO_CLS_VISION)}): it cannot be pooled")
+
+
+def is_decoder(config) -> bool:
+    """Whether a language model attends causally (GPT-2 style, or a config with ``is_decoder``)."""
+    if getattr(config, "is_decoder", False):
+        return True
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    kind = config.model_type
+    return kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def resolve_pool(pool: str, kind: str, config) -> str:
+    """The pooling ``pool`` means for this model (``auto`` by kind; module docstring), or a DataError."""
+    if pool not in POOLS:
+        raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
+    no_cls = kind == "vision" and config.model_type in NO_CLS_VISION
+    if pool == "auto":
+        return "mean" if kind == "text" or no_cls else "cls"
+    if pool == "last-token" and (kind == "vision" or not is_decoder(config)):
+        raise DataError(f"--pool last-token is for decoders; {config.model_type!r} is a "
+                        f"{'vision encoder' if kind == 'vision' else 'bidirectional encoder'} (use mean or cls)")
+    if pool == "cls" and no_cls:
+        raise DataError(f"{config.model_type!r} has no class token: use --pool mean (or auto)")
+    return pool
+
+
+def parse_layers(spec: str | Sequence[int], count: int) -> tuple[int, ...]:
+    """Hidden-state indices of ``spec`` ("all", "last", "i,j,..." or a list; negative counts from the end) among
+    ``count`` hidden states, in the order given."""
+    if isinstance(spec, str):
+        text = spec.strip().lower()
+        if text == "all":
+            return tuple(range(count))
+        if text == "last":
+            return (count - 1,)
+        try:
+            wanted = [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"--layers must be all, last or comma-separated integers, got {spec!r}") from None
+    else:
+        wanted = [int(x) for x in spec]
+    if not wanted:
+        raise ValueError(f"--layers names no layer: {spec!r}")
+    out = []
+    for i in wanted:
+        if not -count <= i < count:
+            raise ValueError(f"--layers: index {i} is out of range for {count} hidden states "
+                             f"(0 the embeddings .. {count - 1} the last block)")
+        out.append(i % count)
+    if len(set(out)) != len(out):
+        raise ValueError(f"--layers names a layer twice: {spec!r}")
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- data
+
+
+def read_texts(data: Path | str) -> list[str]:
+    """The texts of a caption dataset, one per item in file order (module docstring), or a DataError."""
+    path = Path(data)
+    if path.is_dir():
+        from prhsim.real._train import dataset_json
+
+        path = dataset_json(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such dataset file (expected a Karpathy-split JSON, JSON lines or parquet)")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return _parquet_texts(path)
+    if suffix == ".jsonl":
+        return _jsonl_texts(path)
+    if suffix == ".json":
+        return [r.texts[0] for r in read_captions(path).records]
+    raise DataError(f"{path}: unknown dataset format {suffix or '(no suffix)'!r}; expected .json (Karpathy split), "
+                    ".jsonl or .parquet")
+
+
+def _first_text(value: object) -> str | None:
+    if isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _jsonl_texts(path: Path) -> list[str]:
+    texts = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot be read: {exc}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: line {number}: malformed JSON: {exc.msg}") from None
+        text = None
+        if isinstance(item, dict):
+            for key in ("text", "caption", "texts", "captions"):
+                if key in item:
+                    text = _first_text(item[key])
+                    break
+        if text is None:
+            raise DataError(f'{path}: line {number}: expected an object with a non-empty "text" or "caption" '
+                            '(or "texts") field')
+        texts.append(text)
+    if not texts:
+        raise DataError(f"{path}: no records")
+    return texts
+
+
+def _parquet_texts(path: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # any pyarrow failure is the file's problem, in one line
+        raise DataError(f"{path}: not a parquet file pyarrow can read ({type(exc).__name__})") from None
+    column = next((c for c in ("text", "caption", "texts", "captions") if c in table.column_names), None)
+    if column is None:
+        raise DataError(f"{path}: no text or caption column (columns: {', '.join(table.column_names) or 'none'})")
+    texts = []
+    for row, value in enumerate(table.column(column).to_pylist()):
+        text = _first_text(value)
+        if text is None:
+            raise DataError(f"{path}: row {row} has no {column}")
+        texts.append(text)
+    if not texts:
+        raise DataError(f"{path}: no rows")
+    return texts
+
+
+def image_paths(data: Path | str) -> list[Path]:
+    """The images of a folder (sorted file names) or of a caption dataset (in its order), or a DataError."""
+    path = Path(data)
+    if path.is_dir():
+        images = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        if images:
+            return images
+        try:
+            from prhsim.real._train import dataset_json
+
+            path = dataset_json(path)
+        except DataError:
+            raise DataError(f"{data}: no image files ({', '.join(IMAGE_SUFFIXES)}) and no caption dataset in "
+                            "this folder") from None
+    if not path.is_file():
+        raise DataError(f"{path}: no such image folder or dataset file")
+    if path.suffix.lower() not in (".json", ".jsonl"):
+        raise DataError(f"{path}: a vision model reads a folder of images or a caption dataset (.json, .jsonl) "
+                        "naming its images")
+    from prhsim.real._image_features import image_folder
+
+    if path.suffix.lower() == ".jsonl":
+        names = _jsonl_images(path)
+    else:
+        names = [r.filename for r in read_captions(path).records]
+    folder = image_folder(path, None)
+    return [folder / name for name in names]
+
+
+def _jsonl_images(path: Path) -> list[str]:
+    """The ``"image"`` field of every line of a JSON-lines dataset, or a DataError naming the first line without one."""
+    names = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: line {number}: malformed JSON: {exc.msg}") from None
+        name = item.get("image") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            raise DataError(f'{path}: line {number} does not name an image (an "image" field): a vision model '
+                            "needs images")
+        names.append(name)
+    if not names:
+        raise DataError(f"{path}: no records")
+    return names
+
+
+def _looks_like_images(data: Path) -> bool:
+    return data.is_dir() and any(p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES for p in data.iterdir())
+
+
+# ---------------------------------------------------------------- pooling
+
+
+def pool_hidden(hidden: Sequence, mask, pool: str, layers: Sequence[int]):
+    """(B, len(layers), D) float32 from hidden states (each (B, T, D)) and the (B, T) attention mask (None: all
+    tokens count)."""
+    import torch
+
+    states = [hidden[i].float() for i in layers]
+    if pool == "cls":
+        return torch.stack([h[:, 0] for h in states], dim=1)
+    if mask is None:
+        mask = torch.ones(states[0].shape[:2], dtype=torch.long, device=states[0].device)
+    if pool == "mean":
+        weight = mask.to(torch.float32).unsqueeze(-1)
+        count = weight.sum(1).clamp_min(1.0)
+        return torch.stack([(h * weight).sum(1) / count for h in states], dim=1)
+    # last-token: the last position the mask keeps (works for left and right padding)
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    last = torch.where(mask.bool(), positions, torch.full_like(positions, -1)).max(1).values.clamp_min(0)
+    rows = torch.arange(mask.shape[0], device=mask.device)
+    return torch.stack([h[rows, last] for h in states], dim=1)
+
+
+# ---------------------------------------------------------------- extraction
+
+
+def extract_features(model: Path | str, data: Path | str, out: Path | str, *, layers: str | Sequence[int] = "all",
+                     pool: str = "auto", batch_size: int = 32, max_length: int | None = None, device: str = "auto",
+                     overwrite: bool = False, progress: Callable[..., None] | None = None) -> ExtractSummary:
+    """Pool every hidden state of the checkpoint in ``model`` over the inputs of ``data``; write ``out`` (module docstring).
+
+    ``progress(message, done, total)`` is called after every batch.
+
+    Raises:
+        DataError: not a checkpoint directory, a model kind that cannot be pooled, a dataset that cannot be read
+            or that does not fit the model (texts for a vision model, images for a language model), an
+            existing ``out`` without ``overwrite``, an unknown output suffix.
+        ValueError: a bad ``layers``, ``pool``, ``batch_size`` or ``max_length``; ``device="cuda"`` without CUDA.
+    """
+    started = time.perf_counter()
+    model, data, out = Path(model), Path(data), Path(out)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2):
+        raise ValueError(f"max_length must be an integer of at least 2, got {max_length!r}")
+    if out.suffix.lower() not in OUT_SUFFIXES:
+        raise DataError(f"{out}: the features file must end in {', '.join(OUT_SUFFIXES)}")
+    if out.exists() and not overwrite:
+        raise DataError(f"{out} exists; pass --overwrite to replace it")
+    if not (model / "config.json").is_file():
+        raise DataError(f"{model}: not a Hugging Face checkpoint directory (expected config.json and weights)")
+    if not data.exists():
+        raise DataError(f"{data}: no such dataset file or image folder")
+
+    import torch
+    from transformers import AutoConfig
+
+    from prhsim.real._train import _device
+
+    with _quiet():
+        try:
+            config = AutoConfig.from_pretrained(str(model), local_files_only=True)
+        except Exception as exc:  # a config transformers cannot read, in one line
+            raise DataError(f"{model}/config.json: not a config transformers can read ({_line(exc)})") from None
+    kind = model_kind(config)
+    pool = resolve_pool(pool, kind, config)
+    if kind == "text" and _looks_like_images(data):
+        raise DataError(f"{data}: a folder of images, but {model} is a language model ({config.model_type}): "
+                        "give it a caption dataset")
+    inputs = read_texts(data) if kind == "text" else image_paths(data)
+    dev = _device(device)
+    net, reader = _load(model, config, kind)
+    net = net.to(dev).eval()
+    num_params = int(sum(p.numel() for p in net.parameters()))
+    if kind == "text":
+        limit = _max_length(reader, config, max_length)
+        pad_left = getattr(reader, "padding_side", "right") == "left"
+
+    say = progress or (lambda message, done=None, total=None: None)
+    rows, lengths, chosen = [], [], None
+    total = len(inputs)
+    if dev.type == "cuda":
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        autocast = torch.autocast("cuda", dtype=dtype)
+    else:
+        autocast = torch.autocast("cpu", enabled=False)
+    looping = time.perf_counter()
+    with torch.inference_mode(), autocast:
+        for start in range(0, total, batch_size):
+            chunk = inputs[start:start + batch_size]
+            if kind == "text":
+                batch = reader(list(chunk), padding=True, truncation=True, max_length=limit, return_tensors="pt")
+                mask = batch["attention_mask"]
+                lengths.extend(mask.sum(1).tolist())
+                feed = {k: v.to(dev) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+                hidden = net(**feed, output_hidden_states=True).hidden_states
+                mask = mask.to(dev)
+            else:
+                pixels = _pixels(reader, chunk).to(dev)
+                hidden = net(pixel_values=pixels, output_hidden_states=True).hidden_states
+                mask = None
+            if chosen is None:
+                chosen = parse_layers(layers, len(hidden))
+            rows.append(pool_hidden(hidden, mask, pool, chosen).float().cpu())
+            done = min(start + batch_size, total)
+            say(f"{done:,}/{total:,} {'texts' if kind == 'text' else 'images'}, "
+                f"{done / (time.perf_counter() - looping):,.1f}/s", done, total)
+    feats = torch.cat(rows).contiguous()
+    mask_all = _mask(lengths, pad_left) if kind == "text" else None
+    _write(out, feats, mask_all, num_params, chosen, pool)
+    return ExtractSummary(out, tuple(feats.shape), chosen, pool, kind, str(config.model_type), num_params,
+                          time.perf_counter() - started)
+
+
+def _line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _load(model: Path, config, kind: str):
+    """The model (its vision tower for a whole CLIP/SigLIP) and its tokenizer or image processor."""
+    from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
+
+    with _quiet():
+        try:
+            net = AutoModel.from_pretrained(str(model), local_files_only=True)
+        except Exception as exc:  # missing weights, an unknown architecture: one line
+            raise DataError(f"{model}: the checkpoint cannot be loaded ({_line(exc)})") from None
+        if kind == "vision" and config.model_type in TOWERED:
+            net = net.vision_model
+        try:
+            if kind == "text":
+                reader = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
+            else:
+                reader = AutoImageProcessor.from_pretrained(str(model), local_files_only=True)
+        except Exception as exc:
+            what = "tokenizer (tokenizer.json or tokenizer_config.json)" if kind == "text" else \
+                "image processor (preprocessor_config.json)"
+            raise DataError(f"{model}: no {what} beside the weights ({_line(exc)})") from None
+    if kind == "text" and reader.pad_token is None:
+        fallback = reader.eos_token or reader.unk_token
+        if fallback is None:
+            raise DataError(f"{model}: the tokenizer has no padding, end-of-sequence or unknown token to pad with")
+        reader.pad_token = fallback  # padded positions are masked out: which token pads does not matter
+    return net, reader
+
+
+def _max_length(tokenizer, config, given: int | None) -> int:
+    limits = [n for n in (getattr(tokenizer, "model_max_length", None), getattr(config, "max_position_embeddings", None),
+                          getattr(config, "n_positions", None)) if isinstance(n, int) and 0 < n < 10**7]
+    cap = min(limits) if limits else None
+    if given is None:
+        if cap is None:
+            raise DataError("the model states no maximum length: pass --max-length")
+        return cap
+    return given if cap is None else min(given, cap)
+
+
+def _pixels(processor, paths: Sequence[Path]):
+    from PIL import Image, UnidentifiedImageError
+
+    images = []
+    for path in paths:
+        try:
+            with Image.open(path) as image:
+                images.append(image.convert("RGB"))
+        except FileNotFoundError:
+            raise DataError(f"{path}: no such image") from None
+        except (UnidentifiedImageError, OSError) as exc:
+            raise DataError(f"{path}: not an image PIL can read ({exc})") from None
+    return processor(images=images, return_tensors="pt")["pixel_values"]
+
+
+def _mask(lengths: list[int], pad_left: bool):
+    """The (N, T) attention mask of the whole dataset padded to its longest text, as the PRH code saves it."""
+    import torch
+
+    lengths_t = torch.as_tensor(lengths, dtype=torch.long)
+    width = int(lengths_t.max())
+    positions = torch.arange(width).expand(len(lengths), width)
+    if pad_left:
+        return (positions >= width - lengths_t[:, None]).long()
+    return (positions < lengths_t[:, None]).long()
+
+
+def _write(out: Path, feats, mask, num_params: int, layers: tuple[int, ...], pool: str) -> None:
+    import torch
+
+    with atomic_file(out) as tmp:
+        suffix = out.suffix.lower()
+        if suffix == ".pt":
+            doc = {"feats": feats, "num_params": num_params, "layers": list(layers), "pool": pool}
+            if mask is not None:
+                doc["mask"] = mask
+            torch.save(doc, tmp)
+        elif suffix == ".npy":
+            np.save(tmp, feats.numpy())
+        else:
+            from safetensors.torch import save_file
+
+            tensors = {"feats": feats}
+            if mask is not None:
+                tensors["mask"] = mask.contiguous()
+            save_file(tensors, str(tmp), metadata={"pool": pool, "layers": ",".join(map(str, layers)),
+                                                   "num_params": str(num_params)})

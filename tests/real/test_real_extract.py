@@ -1,0 +1,280 @@
+"""``prhsim prh extract`` and ``prhsim.real.extract_features`` on tiny random checkpoints built here (BERT, GPT-2,
+ViT, DINOv2, CLIP vision, SigLIP vision): the features equal the model run sample by sample through transformers
+with the pooling written from its definition (mean over the attention mask, the class token, the last token), to
+1e-5 in float32; the file reads back with ``prhsim.io.load_features`` and scores with ``prhsim prh score``; every
+bad input is a one-line error."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+pytest.importorskip("tokenizers")
+
+from click.testing import CliRunner  # noqa: E402
+
+from prhsim.cli import main  # noqa: E402
+from prhsim.io import load_features  # noqa: E402
+from prhsim.real import DataError, extract_features  # noqa: E402
+
+CAPTIONS = ["a red square", "two blue circles left of a big green triangle", "one dot",
+            "the small yellow cross is above the red square and the circle", "blue", "a b c d e f g"]
+SIZE = 32
+TOL = 1e-5
+
+
+# ---------------------------------------------------------------- fixtures: data and checkpoints
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("extract-data")
+    (root / "images").mkdir()
+    rng = np.random.default_rng(0)
+    images = []
+    for i, caption in enumerate(CAPTIONS):
+        name = f"img{i:02d}.png"
+        Image.fromarray(rng.integers(0, 256, (SIZE + 4 * i, SIZE, 3), dtype=np.uint8)).save(root / "images" / name)
+        images.append({"filename": name, "imgid": i, "split": "train",
+                       "sentences": [{"raw": caption}, {"raw": "second caption is never read"}]})
+    (root / "dataset_tiny.json").write_text(json.dumps({"dataset": "tiny", "images": images}))
+    (root / "captions.jsonl").write_text("".join(json.dumps({"text": c}) + "\n" for c in CAPTIONS))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"caption": CAPTIONS}), root / "captions.parquet")
+    return root
+
+
+def _tokenizer(*, cls_sep: bool):
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *letters, *(f"##{c}" for c in letters)])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    if cls_sep:
+        tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2),
+                                                                                                    ("[SEP]", 3)])
+        return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                                       sep_token="[SEP]", model_max_length=64), len(vocab)
+    # GPT-2 style: no padding token (the extractor pads with the end-of-sequence token)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="[SEP]", unk_token="[UNK]",
+                                   model_max_length=64), len(vocab)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    from transformers import (BertConfig, BertModel, CLIPVisionConfig, CLIPVisionModel, Dinov2Config, Dinov2Model,
+                              GPT2Config, GPT2LMHeadModel, SiglipVisionConfig, SiglipVisionModel, ViTConfig,
+                              ViTImageProcessor, ViTModel)
+
+    root = tmp_path_factory.mktemp("extract-models")
+    torch.manual_seed(0)
+    out = {}
+    tok, vocab = _tokenizer(cls_sep=True)
+    BertModel(BertConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=64),
+              add_pooling_layer=False).save_pretrained(root / "bert")  # AutoModel's pooler is missing: a load report
+    tok.save_pretrained(root / "bert")
+    tok, vocab = _tokenizer(cls_sep=False)
+    # saved with its LM head: AutoModel loads the GPT2Model inside (the load report of the unused head stays quiet)
+    GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=16, n_layer=2, n_head=2, n_positions=64,
+                               bos_token_id=3, eos_token_id=3)).save_pretrained(root / "gpt2")
+    tok.save_pretrained(root / "gpt2")
+    vision = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, image_size=SIZE,
+                  patch_size=8)
+    processor = ViTImageProcessor(size={"height": SIZE, "width": SIZE})
+    for name, cls, config in (("vit", ViTModel, ViTConfig(**vision)), ("dinov2", Dinov2Model, Dinov2Config(**vision)),
+                              ("clip", CLIPVisionModel, CLIPVisionConfig(**vision)),
+                              ("siglip", SiglipVisionModel, SiglipVisionConfig(**vision))):
+        cls(config).save_pretrained(root / name)
+        processor.save_pretrained(root / name)
+    for name in ("bert", "gpt2", "vit", "dinov2", "clip", "siglip"):
+        out[name] = root / name
+    return out
+
+
+# ---------------------------------------------------------------- references, from the definitions
+
+
+def _reference_text(path, pool):
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    rows = []
+    with torch.no_grad():
+        for text in CAPTIONS:  # one at a time: no padding at all
+            ids = tok(text, return_tensors="pt")
+            hidden = model(**ids, output_hidden_states=True).hidden_states
+            if pool == "mean":
+                rows.append(torch.stack([h[0].mean(0) for h in hidden]))
+            else:  # last-token
+                rows.append(torch.stack([h[0, -1] for h in hidden]))
+    return torch.stack(rows).numpy()
+
+
+def _reference_vision(path, folder, pool="cls"):
+    from PIL import Image
+    from transformers import AutoImageProcessor, AutoModel
+
+    model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
+    processor = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
+    rows = []
+    with torch.no_grad():
+        for file in sorted(folder.iterdir()):
+            with Image.open(file) as image:
+                pixels = processor(images=[image.convert("RGB")], return_tensors="pt")["pixel_values"]
+            hidden = model(pixel_values=pixels, output_hidden_states=True).hidden_states
+            rows.append(torch.stack([h[0, 0] if pool == "cls" else h[0].mean(0) for h in hidden]))
+    return torch.stack(rows).numpy()
+
+
+def _cli(*args):
+    return CliRunner().invoke(main, ["prh", "extract", *map(str, args)])
+
+
+# ---------------------------------------------------------------- features against the definitions
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_language_models_mean_over_the_mask(models, data, tmp_path, name, capfd):
+    out = tmp_path / f"{name}.pt"
+    result = _cli("--model", models[name], "--data", data / "dataset_tiny.json", "--out", out, "--batch-size", 4)
+    assert result.exit_code == 0, result.output
+    printed = capfd.readouterr()
+    assert "LOAD REPORT" not in result.output + printed.out + printed.err and f"wrote {out}" in result.output
+    saved = torch.load(out, weights_only=True)
+    expected = _reference_text(models[name], "mean")
+    assert saved["feats"].dtype == torch.float32 and saved["feats"].shape == (6, 3, 16)  # embeddings + 2 blocks
+    np.testing.assert_allclose(saved["feats"].numpy(), expected, atol=TOL, rtol=0)
+    assert saved["num_params"] > 0 and saved["mask"].shape[0] == 6 and saved["pool"] == "mean"
+    lengths = [len(tok) for tok in _tokens(models[name])]
+    assert saved["mask"].sum(1).tolist() == lengths and saved["mask"].shape[1] == max(lengths)
+    np.testing.assert_array_equal(load_features(out), saved["feats"].numpy())
+
+
+def _tokens(path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    return [tok(t)["input_ids"] for t in CAPTIONS]
+
+
+def test_decoder_last_token_and_layer_selection(models, data, tmp_path):
+    out = tmp_path / "gpt2-last.npy"
+    summary = extract_features(models["gpt2"], data / "captions.jsonl", out, pool="last-token", layers="0,-1",
+                               batch_size=4)
+    expected = _reference_text(models["gpt2"], "last-token")[:, [0, 2]]
+    assert summary.layers == (0, 2) and summary.pool == "last-token" and summary.kind == "text"
+    np.testing.assert_allclose(np.load(out), expected, atol=TOL, rtol=0)
+
+
+def test_parquet_and_jsonl_read_the_same_texts(models, data, tmp_path):
+    a = extract_features(models["bert"], data / "captions.parquet", tmp_path / "a.safetensors", layers="last")
+    b = extract_features(models["bert"], data / "captions.jsonl", tmp_path / "b.npy", layers="last", batch_size=1)
+    assert a.shape == b.shape == (6, 1, 16)
+    np.testing.assert_allclose(load_features(tmp_path / "a.safetensors"), load_features(tmp_path / "b.npy"),
+                               atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["vit", "dinov2", "clip"])
+def test_vision_models_class_token(models, data, tmp_path, name):
+    out = tmp_path / f"{name}.pt"
+    result = _cli("--model", models[name], "--data", data / "images", "--out", out, "--batch-size", 4)
+    assert result.exit_code == 0, result.output
+    saved = torch.load(out, weights_only=True)
+    assert saved["pool"] == "cls" and "mask" not in saved and saved["feats"].shape == (6, 3, 16)
+    np.testing.assert_allclose(saved["feats"].numpy(), _reference_vision(models[name], data / "images"),
+                               atol=TOL, rtol=0)
+
+
+def test_siglip_has_no_class_token_so_auto_is_the_mean(models, data, tmp_path):
+    summary = extract_features(models["siglip"], data / "images", tmp_path / "s.npy", batch_size=4)
+    assert summary.pool == "mean"
+    np.testing.assert_allclose(np.load(tmp_path / "s.npy"), _reference_vision(models["siglip"], data / "images", "mean"),
+                               atol=TOL, rtol=0)
+    with pytest.raises(DataError, match="no class token"):
+        extract_features(models["siglip"], data / "images", tmp_path / "t.npy", pool="cls")
+
+
+def test_a_vision_model_reads_the_caption_datasets_images_in_its_order(models, data, tmp_path):
+    a = extract_features(models["vit"], data / "dataset_tiny.json", tmp_path / "a.npy")
+    b = extract_features(models["vit"], data / "images", tmp_path / "b.npy")
+    assert a.shape == b.shape
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
+
+
+def test_files_score_and_table(models, data, tmp_path):
+    feats = tmp_path / "features"
+    for name in ("bert", "vit"):
+        src = data / ("dataset_tiny.json" if name == "bert" else "images")
+        assert _cli("--model", models[name], "--data", src, "--out", feats / f"{name}.pt", "-q").exit_code == 0
+    result = CliRunner().invoke(main, ["prh", "score", str(feats / "bert.pt"), str(feats / "vit.pt"), "--knn-k", "2",
+                                       "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["n"] == 6 and doc["layers_a"] == 3 and doc["layers_b"] == 3
+    result = CliRunner().invoke(main, ["prh", "table", str(feats), "--knn-k", "2", "--calibrate", "9", "--out",
+                                       str(tmp_path / "table"), "--no-figures", "-q"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "table" / "results.json").is_file()
+
+
+# ---------------------------------------------------------------- bad inputs: one line each
+
+
+def _one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_bad_inputs_are_one_line_errors(models, data, tmp_path):
+    from transformers import T5Config, T5Model
+
+    images, captions = data / "images", data / "dataset_tiny.json"
+    _one_line_error(_cli("--model", tmp_path, "--data", captions, "--out", tmp_path / "x.pt"),
+                    "not a Hugging Face checkpoint directory")
+    T5Model(T5Config(vocab_size=32, d_model=8, d_kv=4, d_ff=16, num_layers=1, num_heads=2)).save_pretrained(
+        tmp_path / "t5")
+    _one_line_error(_cli("--model", tmp_path / "t5", "--data", captions, "--out", tmp_path / "x.pt"),
+                    "encoder-decoder")
+    (tmp_path / "broken.json").write_text("{not json")
+    _one_line_error(_cli("--model", models["bert"], "--data", tmp_path / "broken.json", "--out", tmp_path / "x.pt"),
+                    "malformed JSON")
+    (tmp_path / "odd.csv").write_text("a,b\n")
+    _one_line_error(_cli("--model", models["bert"], "--data", tmp_path / "odd.csv", "--out", tmp_path / "x.pt"),
+                    "unknown dataset format")
+    (tmp_path / "notparquet.parquet").write_text("nope")
+    _one_line_error(_cli("--model", models["bert"], "--data", tmp_path / "notparquet.parquet", "--out",
+                         tmp_path / "x.pt"), "not a parquet file")
+    _one_line_error(_cli("--model", models["bert"], "--data", images, "--out", tmp_path / "x.pt"),
+                    "a folder of images", "language model")
+    _one_line_error(_cli("--model", models["vit"], "--data", data / "captions.parquet", "--out", tmp_path / "x.pt"),
+                    "vision model")
+    _one_line_error(_cli("--model", models["vit"], "--data", data / "captions.jsonl", "--out", tmp_path / "x.pt"),
+                    "does not name an image")
+    _one_line_error(_cli("--model", models["bert"], "--data", captions, "--out", tmp_path / "x.pt", "--pool",
+                         "last-token"), "for decoders")
+    _one_line_error(_cli("--model", models["bert"], "--data", captions, "--out", tmp_path / "x.pt", "--layers", "7"),
+                    "out of range")
+    _one_line_error(_cli("--model", models["bert"], "--data", captions, "--out", tmp_path / "x.csv"), "must end in")
+    (tmp_path / "exists.pt").write_text("")
+    _one_line_error(_cli("--model", models["bert"], "--data", captions, "--out", tmp_path / "exists.pt"),
+                    "exists", "--overwrite")
+    assert _cli("--model", models["bert"], "--data", captions, "--out", tmp_path / "exists.pt", "--overwrite",
+                "-q").exit_code == 0
+    assert load_features(tmp_path / "exists.pt").shape == (6, 3, 16)
+    assert not list(tmp_path.glob(".*partial*"))  # nothing half-written left behind
