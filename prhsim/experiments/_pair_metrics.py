@@ -52,7 +52,8 @@ def _at(rows: Rows | np.ndarray, states: np.ndarray) -> np.ndarray:
 def pair_metrics(rows_a: Rows | np.ndarray, q_a: np.ndarray, rows_b: Rows | np.ndarray, q_b: np.ndarray,
                  p_z: np.ndarray, *, rng: np.random.Generator, samples: int = SAMPLES,
                  permutations: int = 0) -> PairMetrics | None:
-    """Sample metrics of two modalities sharing Z (None when Z has fewer than 8 states).
+    """Sample metrics of two modalities sharing Z (None when Z has fewer than 8 states, or when a drawn row of
+    either representation is zero: the k-NN metrics compare directions, which a zero row has not).
 
     ``rows_a``, ``rows_b``: each modality's features at modal states (a function of the
     states, or a full table over ``Z x N``).
@@ -67,6 +68,8 @@ def pair_metrics(rows_a: Rows | np.ndarray, q_a: np.ndarray, rows_b: Rows | np.n
     na = rng.choice(q_a.size, size=n, p=q_a)
     nb = rng.choice(q_b.size, size=n, p=q_b)
     A, B = _at(rows_a, z * q_a.size + na), _at(rows_b, z * q_b.size + nb)
+    if not (np.all(np.any(A != 0, axis=1)) and np.all(np.any(B != 0, axis=1))):
+        return None
     k = min(KNN_K, n // 4)
     fit = np.zeros(n, dtype=bool)
     fit[rng.permutation(n)[: n // 2]] = True

@@ -83,8 +83,22 @@ def build(config: RunConfig) -> Setup:
         raise
     except ValueError as exc:
         raise WorldBuildError(f"{w.describe()} cannot be built: {exc}") from exc
+    if _static(base):
+        raise WorldBuildError(f"{w.describe()} never moves (every positive pair is one state twice, Pi = diag(p)): "
+                              "K is the identity, no feature but the constant is defined; let the world move")
     views = tuple(bad(config.bad_eps) if v == "bad" else good() for v in config.view_names)
     return Setup(w.kind, base, tuple(modalities), views)
+
+
+def _static(world) -> bool:
+    """Whether every factor's Π is diagonal: then K = I, every eigenvalue ties with the constant's (docs/theory.md §1.2)."""
+    for f in world.factors:
+        Pi = f.Pi
+        total = float(Pi.sum())
+        diagonal = float(Pi.diagonal().sum())
+        if total - diagonal > 1e-12 * total:
+            return False
+    return True
 
 
 def _tie_note(outcome: ModalityOutcome) -> str | None:

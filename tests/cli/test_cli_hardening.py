@@ -382,3 +382,21 @@ def test_an_empty_sweep_grid_is_refused_naming_its_key(sweep, key, tmp_path):
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"Error: {key}") and ("empty" in lines[0] or "at least 1" in lines[0])
     assert not out.exists()
+
+
+def test_a_world_that_never_moves_is_refused_and_one_that_partly_moves_is_scored_where_defined(tmp_path):
+    """Π = diag(p) (a ring with laziness 1): K = I, nothing but the constant is a feature: refused in one line, no
+    folder. A gridscene whose objects never move still has shapes and colours: it runs, and the PRH sample metrics
+    (which need nonzero rows) are left out where the features vanish; both used to end in a traceback."""
+    static = tmp_path / "static"
+    res = CliRunner().invoke(main, ["run", "--world", "ring", "--set", "world.laziness=1", "--no-figures", "-q",
+                                    "--out", str(static)])
+    assert res.exit_code == 2 and not static.exists(), res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and "never moves" in lines[0] and "Pi = diag(p)" in lines[0]
+    still = tmp_path / "still"
+    res = CliRunner().invoke(main, ["run", "--world", "gridscene", "--set", "world.move=[[0,0],[0,0]]", "--no-figures",
+                                    "-q", "--out", str(still)])
+    assert res.exit_code == 0, res.output
+    pairs = json.loads((still / "results.json").read_text())["pairs"]
+    assert pairs and all(p["mutual_knn"] is None for p in pairs)
