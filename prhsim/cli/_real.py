@@ -293,6 +293,10 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
         console().print(escape(f"wrote {out}: {feats.shape[0]:,} images x {feats.shape[1]} features"), highlight=False)
 
 
+#: ``prhsim real smoke --device cpu``: the sizes that replace the GPU defaults a user did not set.
+CPU_SMOKE = {"images": 200, "captions": 3, "batch_size": 16, "model": "tiny", "image_size": 56}
+
+
 @real.command("smoke")
 @click.option("--out", default="prhsim-smoke", show_default=True, metavar="DIR",
               help="Folder for the export, features and run (an export of the same size there is reused).")
@@ -307,7 +311,8 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
 @click.option("--image-size", type=click.IntRange(min=14), default=224, show_default=True)
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Data-loader workers decoding images and building batches (default: the CPUs less one, at most 16).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="auto: CUDA, refused without it; cpu: a CPU-sized smoke (200 images, tiny model, unless set).")
 @click.option("--compile", "compile_mode", type=click.Choice(["none", "default", "reduce-overhead", "max-autotune"]),
               default="none", show_default=True, help="torch.compile mode of the text encoder.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print smoke.json to stdout instead of a table.")
@@ -316,9 +321,21 @@ def smoke_command(out, images, captions, model, learner, views, batch_size, epoc
                   compile_mode, as_json, quiet) -> None:
     """The whole pipeline once at Flickr30k's size (export, DINOv2 features, one epoch of training, evaluation),
     printing samples/s, tokens/s, MFU and peak GPU memory."""
+    import torch
+
     from prhsim.real import DataError, TrainingDiverged
     from prhsim.real import smoke
 
+    if device == "auto" and not torch.cuda.is_available():
+        raise UsageProblem(f"prhsim real smoke is the GPU smoke test ({images:,} images, Flickr30k's size) and this "
+                           "machine has no CUDA device; --device cpu runs a CPU-sized version (under a minute)")
+    if device == "cpu":  # the CPU-sized smoke: every size left at its GPU default is scaled down
+        ctx = click.get_current_context()
+        for name, value in CPU_SMOKE.items():
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT:
+                ctx.params[name] = value
+        images, batch_size, model, image_size, captions = (ctx.params[n] for n in
+                                                           ("images", "batch_size", "model", "image_size", "captions"))
     learner, views = resolve_learner(learner, views, quiet=quiet or as_json)
     try:
         with bar_reporter("prhsim real smoke", quiet=quiet or as_json) as say:

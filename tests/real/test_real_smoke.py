@@ -79,3 +79,30 @@ def test_the_default_workers_are_the_cpus_less_one_at_most_sixteen(monkeypatch):
     for cpus, want in ((1, 1), (2, 1), (9, 8), (16, 15), (17, 16), (64, 16)):
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cpus: set(range(n)), raising=False)
         assert default_workers() == want
+
+
+def test_without_cuda_the_smoke_says_at_once_what_it_is_and_cpu_runs_a_cpu_sized_one(tmp_path, monkeypatch):
+    """It used to run for minutes on a CPU before saying anything; --device cpu scales every size left at its
+    GPU default down (200 images, 3 captions, batch 16, the tiny model, 56-pixel images)."""
+    import torch
+
+    from prhsim.cli._real import CPU_SMOKE
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    refused = CliRunner().invoke(main, ["real", "smoke", "--out", str(tmp_path / "gpu")])
+    assert refused.exit_code == 2 and not (tmp_path / "gpu").exists()
+    lines = refused.output.strip().splitlines()
+    assert len(lines) == 1 and "is the GPU smoke test" in lines[0] and "--device cpu" in lines[0]
+    calls = {}
+
+    def fake_smoke(out, **kw):
+        calls.update(kw)
+        raise ValueError("stopped here")
+
+    import prhsim.real
+
+    monkeypatch.setattr(prhsim.real, "smoke", fake_smoke)
+    CliRunner().invoke(main, ["real", "smoke", "--out", str(tmp_path / "cpu"), "--device", "cpu", "--images", "90"])
+    assert calls["images"] == 90  # set by the user: kept
+    assert {k: calls[k] for k in ("captions", "batch_size", "model", "image_size")} == {
+        k: CPU_SMOKE[k] for k in ("captions", "batch_size", "model", "image_size")}
