@@ -278,8 +278,12 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
     image in the dataset JSON's order: the image side of prhsim real eval."""
     from prhsim.real import DataError, encode_images
 
-    if Path(out).exists() and not overwrite:
-        raise UsageProblem(f"--out {out} exists; pass --overwrite to replace it")
+    from prhsim.io import OutputError, check_out_file
+
+    try:  # before any image is encoded: a file that cannot be written must not cost the work
+        check_out_file(Path(out), overwrite=overwrite)
+    except OutputError as exc:
+        raise UsageProblem(str(exc)) from None
     if image_size < 14 or batch_size < 1 or workers < 0:
         raise UsageProblem(f"--image-size must be at least 14, --batch-size at least 1 and --workers at least 0, "
                            f"got {image_size}, {batch_size}, {workers}")
@@ -387,9 +391,10 @@ def smoke_command(out, images, captions, model, learner, views, batch_size, epoc
 @click.option("--starts", type=click.IntRange(min=1), default=16, show_default=True, help="Starts of the iterative method.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", default=None, metavar="FILE.npz", help="Write the map (and each file's PCA whitening) here.")
+@click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out file.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print the report as JSON.")
 def align_command(unpaired, dim, method, pairs_a, pairs_b, paired, labels_a, labels_b, starts, seed, out,
-                  as_json) -> None:
+                  overwrite, as_json) -> None:
     """The map between two encoders' features found without any pair (docs/theory.md §9); pairs or labels,
     when given, only score it."""
     from prhsim.real import DataError
@@ -397,6 +402,13 @@ def align_command(unpaired, dim, method, pairs_a, pairs_b, paired, labels_a, lab
 
     if out is not None and not str(out).endswith(".npz"):
         raise UsageProblem(f"--out {out}: the map is written as .npz")
+    if out is not None:
+        from prhsim.io import OutputError, check_out_file
+
+        try:
+            check_out_file(Path(out), overwrite=overwrite)
+        except OutputError as exc:
+            raise UsageProblem(str(exc)) from None
     try:
         report = align_unpaired(unpaired[0], unpaired[1], dim=dim, method=method, pairs_a=pairs_a, pairs_b=pairs_b,
                                 paired=paired, labels_a=labels_a, labels_b=labels_b, starts=starts, out=out,

@@ -87,11 +87,42 @@ def check_out_folder(out: Path, *, overwrite: bool = False) -> None:
     os.rmdir(probe)
 
 
+def check_out_file(out: Path, *, overwrite: bool = False, flag: str = "--out") -> None:
+    """Refuse an output file that cannot be written, before any work is done.
+
+    ``out`` may exist only as a file and only with ``overwrite``; its nearest existing ancestor must be a
+    writable folder (tried with a probe file, removed at once).
+
+    Raises:
+        OutputError: naming the path and the reason.
+    """
+    if str(out).strip() == "":
+        raise OutputError(f"{flag} must not be empty")
+    given, out = out, Path(out).resolve()
+    if out.exists():
+        if out.is_dir():
+            raise OutputError(f"{flag} {given} is a folder; give a file name")
+        if not overwrite:
+            raise OutputError(f"{flag} {given} exists; pass --overwrite to replace it")
+        parent = out.parent
+    else:
+        parent = _nearest_existing(out.parent)
+        if not parent.is_dir():
+            raise OutputError(f"{flag} {given} cannot be created: {parent} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".prhsim-probe-", dir=parent)
+    except OSError as exc:
+        raise OutputError(f"{flag} {given} cannot be written: {parent}: {exc.strerror}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 @contextmanager
 def atomic_file(path: Path) -> Iterator[Path]:
     """Yield a hidden temporary sibling of ``path`` (same suffix) to write; on success rename it onto ``path``.
 
-    On any exception (KeyboardInterrupt included) the temporary file is removed and ``path`` is left as it was.
+    On any exception (KeyboardInterrupt included) the temporary file is removed and ``path`` is left as it was;
+    a failure of that clean-up never hides the exception.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +131,10 @@ def atomic_file(path: Path) -> Iterator[Path]:
         yield tmp
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # a read-only or vanished folder: the original error is the one to report
+            pass
         raise
 
 

@@ -110,3 +110,42 @@ def test_atomic_file_renames_on_success_and_leaves_nothing_on_failure(tmp_path):
     assert target.read_bytes() == b"new" and sorted(p.name for p in target.parent.iterdir()) == ["feats.npy"]
     write_text_atomic(tmp_path / "a.json", "{}")
     assert (tmp_path / "a.json").read_text() == "{}"
+
+
+def test_check_out_file_refuses_what_cannot_be_written_before_any_work(tmp_path):
+    from prhsim.io import OutputError, check_out_file
+
+    check_out_file(tmp_path / "new" / "deeper" / "map.npz")  # a new path under a writable folder
+    (tmp_path / "old.npz").write_bytes(b"x")
+    with pytest.raises(OutputError, match=r"old.npz exists; pass --overwrite to replace it"):
+        check_out_file(tmp_path / "old.npz")
+    check_out_file(tmp_path / "old.npz", overwrite=True)
+    with pytest.raises(OutputError, match="is a folder; give a file name"):
+        check_out_file(tmp_path)
+    (tmp_path / "plain").write_text("")
+    with pytest.raises(OutputError, match="cannot be created: .*plain is a file, not a folder"):
+        check_out_file(tmp_path / "plain" / "map.npz")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # root ignores the mode
+            pytest.skip("running as root: a read-only folder is writable")
+        with pytest.raises(OutputError, match=r"cannot be written: .*locked: Permission denied"):
+            check_out_file(locked / "map.npz")
+    finally:
+        locked.chmod(0o700)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locked", "old.npz", "plain"]  # no probe left
+
+
+def test_the_atomic_writer_never_raises_from_its_own_clean_up(tmp_path, monkeypatch):
+    from prhsim.io import atomic_file
+
+    def refuse(self, missing_ok=False):
+        raise OSError(30, "Read-only file system")
+
+    with pytest.raises(ValueError, match="the real error"):
+        with atomic_file(tmp_path / "x.txt") as tmp:
+            tmp.write_text("half")
+            monkeypatch.setattr(type(tmp), "unlink", refuse)
+            raise ValueError("the real error")

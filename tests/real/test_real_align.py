@@ -61,6 +61,8 @@ def test_the_map_found_without_pairs_retrieves_the_paired_rows(files, tmp_path):
 
 def test_the_command_prints_the_scores_and_every_problem_is_one_line(files, tmp_path):
     runner = CliRunner()
+    (tmp_path / "kept.npz").write_bytes(b"keep me")  # --out never replaces a file without --overwrite
+    (tmp_path / "plain").write_text("")
     ok = runner.invoke(main, ["real", "align", "--unpaired", str(files / "a.npy"), str(files / "b.npy"), "--dim", "3",
                               "--paired", "--json"])
     assert ok.exit_code == 0, ok.output
@@ -73,9 +75,15 @@ def test_the_command_prints_the_scores_and_every_problem_is_one_line(files, tmp_
         (["--dim", "3", "--method", "spectral"], "needs each encoder's own positive pairs"),
         (["--dim", "3", "--labels-a", str(files / "la.npy")], "give both --labels-a and --labels-b"),
         (["--dim", "3", "--out", str(tmp_path / "map.txt")], "the map is written as .npz"),
+        (["--dim", "3", "--out", str(tmp_path / "kept.npz")], "kept.npz exists; pass --overwrite to replace it"),
+        (["--dim", "3", "--out", str(tmp_path / "plain" / "m.npz")], "plain is a file, not a folder"),
     ):
         bad = runner.invoke(main, ["real", "align", "--unpaired", str(files / "a.npy"), str(files / "b.npy"), *args])
         assert bad.exit_code == 2 and message in bad.output and len(bad.output.strip().splitlines()) == 1, bad.output
+    assert (tmp_path / "kept.npz").read_bytes() == b"keep me"
+    replaced = runner.invoke(main, ["real", "align", "--unpaired", str(files / "a.npy"), str(files / "b.npy"), "--dim",
+                                    "3", "--out", str(tmp_path / "kept.npz"), "--overwrite"])
+    assert replaced.exit_code == 0 and "map" in np.load(tmp_path / "kept.npz").files
     missing = runner.invoke(main, ["real", "align", "--unpaired", str(tmp_path / "none.npy"), str(files / "b.npy")])
     assert missing.exit_code == 2 and "none.npy" in missing.output
 
