@@ -13,7 +13,8 @@ the PRH code:
    instead takes each input's quantile over its L x D entries and averages them over the
    N inputs (the PRH code's default ``exact=False``; the same in both conventions);
    ``clip_quantile=None`` or 1 skips the clip;
-2. L2-normalise every row of every layer (a zero row stays zero);
+2. L2-normalise every row of every layer (a zero row stays zero; each row is scaled by its largest
+   entry first, so that features near the top of float32 do not overflow);
 3. score every layer pair (i, j) with the metric: ``table[i, j] = metric(A[:, i], B[:, j])``;
 4. report the best score ``max_ij table[i, j]`` and its layer pair (the first in
    row-major order on ties), the whole table and the metric's chance level
@@ -218,6 +219,9 @@ def _prepare(name: str, x: Any, quantile: float | None, scope: ClipScope,
     for i, layer in enumerate(layers):
         check_finite(xp, name if len(layers) == 1 and not isinstance(x, (list, tuple)) else f"{name}[{i}]", layer)
         layer = clip_stack(layer, quantile, scope=scope, convention=convention)
+        # scaled by each row's largest entry first, so that the squares of huge entries cannot overflow
+        big = xp.max(xp.abs(layer), axis=-1, keepdims=True)
+        layer = layer / xp.where(big > 0, big, xp.ones_like(big))
         norm = xp.sqrt(xp.sum(layer * layer, axis=-1, keepdims=True))
         out.append(layer / xp.where(norm > 0, norm, xp.ones_like(norm)))
     if not isinstance(x, (list, tuple)):

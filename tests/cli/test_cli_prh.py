@@ -316,3 +316,16 @@ def test_table_records_its_convention(tmp_path):
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "results.json").read_text())
     assert doc["convention"] == "prh"
+
+
+def test_features_near_the_top_of_float32_score_without_an_overflow(tmp_path):
+    """Rows of size 1e37 used to overflow in the normalisation (a RuntimeWarning, then "row 0 of a is zero")."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(50, 8)).astype(np.float32)
+    np.save(tmp_path / "big.npy", a * np.float32(1e37))
+    np.save(tmp_path / "small.npy", a)
+    for metric in ("mutual_knn", "linear_cka"):
+        res = CliRunner().invoke(main, ["prh", "score", str(tmp_path / "big.npy"), str(tmp_path / "small.npy"),
+                                        "--metric", metric, "--no-clip", "--json"])
+        assert res.exit_code == 0 and "Warning" not in res.output, res.output
+        assert json.loads(res.stdout)["best"] == pytest.approx(1.0, abs=1e-6)  # the same rows, scaled
