@@ -29,7 +29,7 @@ class ExportSettings(Settings):
     test: float = Field(0.1, gt=0, lt=1)
     pixel_scale: int | None = Field(None, ge=1, le=64)
     k: int | Literal["auto"] = "auto"
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=2**63 - 1)  # torch seeds are signed 64-bit integers
 
     @model_validator(mode="after")
     def _renderable(self) -> "ExportSettings":
@@ -113,7 +113,7 @@ class RealTrainSettings(Settings):
     checkpoint_every: int = Field(100, ge=1)
     log_every: int = Field(10, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=2**63 - 1)  # torch seeds are signed 64-bit integers
 
     @model_validator(mode="before")
     @classmethod

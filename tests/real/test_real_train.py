@@ -340,3 +340,13 @@ def test_a_checkpoint_of_padded_views_is_refused_on_resume(data, tmp_path):
     state.write_text(json.dumps(document))
     with pytest.raises(DataError, match="padded every view instead of packing them"):
         train_real(_settings(data, steps=4), run, resume=True)
+
+
+def test_a_seed_beyond_64_bits_is_refused_naming_the_key():
+    """torch seeds are signed 64-bit integers: 2**70 used to fail in torch as "Overflow when unpacking long long"."""
+    from pydantic import ValidationError
+
+    from prhsim.real import RealTrainSettings
+
+    with pytest.raises(ValidationError, match=r"seed\n  Input should be less than or equal to 9223372036854775807"):
+        RealTrainSettings(data="x", seed=2**70)
