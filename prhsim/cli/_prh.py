@@ -4,7 +4,9 @@
 the 95th percentile of |x|, L2-normalise, score every layer pair, keep the best), its
 layer pair and the chance level; ``prhsim prh table DIR`` scores every pair of files in
 a folder (or rows x columns chosen by glob patterns, e.g. language models against vision
-models as the WIT-1024 table does) and writes results.json, table.csv and table.png;
+models as the WIT-1024 table does) and writes results.json, table.csv and table.png; a
+sub-folder holding a config.json is a checkpoint whose features are extracted over ``--data``
+first, through a cache keyed by the model and the data (:func:`prhsim.real.cached_features`);
 ``prhsim prh extract`` writes such a file from a local Hugging Face checkpoint (:mod:`prhsim.real._extract`).
 Feature formats: :mod:`prhsim.io._feature_files`. Every problem is one line naming the file.
 """
@@ -166,10 +168,56 @@ def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float,
                   f"is the max over all {_depth(fa) * _depth(fb)} layer pairs)", highlight=False)
 
 
+def _is_model(path: Path) -> bool:
+    return path.is_dir() and (path / "config.json").is_file()
+
+
+def _is_entry(path: Path) -> bool:
+    """A feature file or a checkpoint directory (a folder holding config.json)."""
+    return (path.is_file() and path.suffix.lower() in SUFFIXES) or _is_model(path)
+
+
+def _model_features(models: list[Path], data: Path, cache: Path, *, batch_size: int, device: str,
+                    shard_size: int | None, quiet: bool) -> dict[Path, Path]:
+    """The cached feature file of every checkpoint directory, extracted first where the cache has none."""
+    from prhsim.real import DataError, cached_features, data_digest
+
+    found = {}
+    try:
+        with bar_reporter("prhsim prh table", quiet=quiet) as say:
+            if not data.exists():
+                raise DataError(f"--data {data}: no such dataset file or image folder")
+            digest = data_digest(data)
+            for model in models:
+                def progress(message, done=None, total=None, _name=model.name):
+                    say(f"{_name}: extracting {message}", done, total)
+
+                path, hit = cached_features(model, data, cache, batch_size=batch_size, device=device, digest=digest,
+                                            shard_size=shard_size, progress=progress)
+                say(f"{model.name}: features {'cached' if hit else 'extracted'} ({path})")
+                found[model] = path
+    except (DataError, ValueError) as exc:
+        raise UsageProblem(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    return found
+
+
 @prh.command()
 @click.argument("folder", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--rows", default=None, metavar="GLOB", help="Files for the rows (default: every feature file).")
-@click.option("--cols", default=None, metavar="GLOB", help="Files for the columns (default: every feature file).")
+@click.option("--rows", default=None, metavar="GLOB",
+              help="Feature files or model folders for the rows (default: every one).")
+@click.option("--cols", default=None, metavar="GLOB",
+              help="Feature files or model folders for the columns (default: every one).")
+@click.option("--data", type=click.Path(path_type=Path), default=None, metavar="DATA",
+              help="Dataset the model folders' features are extracted over (as prhsim prh extract --data); "
+                   "required when FOLDER holds a model folder.")
+@click.option("--cache", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Folder of the extracted features, reused on a rerun (default FOLDER/.prhsim-features).")
+@click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True,
+              help="Inputs per forward pass when extracting.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="Device the model folders are run on.")
+@click.option("--shard-size", type=click.IntRange(1), default=None, metavar="S",
+              help="Extract in shards of S rows (as prhsim prh extract --shard-size): an interrupted run resumes.")
 @_metric
 @_k
 @_clip
@@ -179,33 +227,40 @@ def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float,
 @click.option("--no-figures", is_flag=True, default=False, help="Skip the heatmap.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
 @_calibration
-def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int, old_k: int | None, clip: float,
-          no_clip: bool, clip_scope: str, convention: str, out: Path | None, overwrite: bool, no_figures: bool,
-          quiet: bool, permutations: int | None, alpha: float) -> None:
-    """Score every row file against every column file of FOLDER; write results.json, table.csv, table.png.
+def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, cache: Path | None, batch_size: int,
+          device: str, shard_size: int | None, metric: str, k: int, old_k: int | None, clip: float, no_clip: bool, clip_scope: str,
+          convention: str, out: Path | None, overwrite: bool, no_figures: bool, quiet: bool,
+          permutations: int | None, alpha: float) -> None:
+    """Score every row against every column of FOLDER (feature files, and model folders extracted over --data);
+    write results.json, table.csv, table.png.
 
     \b
     Examples:
       prhsim prh table features/
       prhsim prh table features/ --rows 'llm-*' --cols 'vit-*' --metric cknna
+      prhsim prh table ckpt/ --data data/dataset_flickr30k.json --rows 'bert*' --cols 'dinov2*'
     """
     k = k if old_k is None else old_k
     if not folder.is_dir():
         raise UsageProblem(f"{folder}: no such folder")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
-    row_files = sorted(folder.glob(rows)) if rows else files
-    col_files = sorted(folder.glob(cols)) if cols else files
-    row_files = [p for p in row_files if p.suffix.lower() in SUFFIXES]
-    col_files = [p for p in col_files if p.suffix.lower() in SUFFIXES]
+    files = sorted(p for p in folder.iterdir() if _is_entry(p))
+    row_files = [p for p in sorted(folder.glob(rows)) if _is_entry(p)] if rows else files
+    col_files = [p for p in sorted(folder.glob(cols)) if _is_entry(p)] if cols else files
     if not row_files or not col_files:
         which = "--rows" if not row_files else "--cols"
-        raise UsageProblem(f"{folder}: no feature files ({', '.join(SUFFIXES)}) match {which if rows or cols else 'the folder'}")
+        raise UsageProblem(f"{folder}: no feature files ({', '.join(SUFFIXES)}) or model folders (config.json) "
+                           f"match {which if rows or cols else 'the folder'}")
+    models = [p for p in dict.fromkeys([*row_files, *col_files]) if _is_model(p)]
+    if models and data is None:
+        raise UsageProblem(f"{models[0]} is a model folder (config.json): pass --data DATA to extract its features")
     out_dir = out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-prh-table")
     try:
         check_out_folder(out_dir, overwrite=overwrite)
     except OutputError as exc:
         raise UsageProblem(str(exc)) from None
-    features = {p: _load(p) for p in dict.fromkeys([*row_files, *col_files])}
+    extracted = _model_features(models, data, cache or folder / ".prhsim-features", batch_size=batch_size,
+                                device=device, shard_size=shard_size, quiet=quiet) if models else {}
+    features = {p: _load(extracted.get(p, p)) for p in dict.fromkeys([*row_files, *col_files])}
     names_r, names_c = [p.name for p in row_files], [p.name for p in col_files]
     revision = git_revision()
 
@@ -238,7 +293,9 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
         document = {"git_revision": revision, "folder": str(folder), "metric": metric, "convention": convention,
                     "k": k if metric in KNN_METRICS else None,
                     "clip": None if no_clip else clip, "clip_scope": clip_scope,
-                    "rows": names_r, "cols": names_c, "orientation": "scores[i][j]: rows[i] is A, cols[j] is B; "
+                    "rows": names_r, "cols": names_c,
+                    "features": {p.name: str(extracted.get(p, p)) for p in features},
+                    "data": None if not extracted else str(data), "orientation": "scores[i][j]: rows[i] is A, cols[j] is B; "
                     "layer_pairs[i][j] = (layer of rows[i], layer of cols[j]), (-1, -1) where no pair scores "
                     "above 0 under --convention prh",
                     "scores": scores.tolist(), "layer_pairs": pairs.tolist(), "chance": chance,
@@ -307,16 +364,19 @@ def table(folder: Path, rows: str | None, cols: str | None, metric: str, k: int,
 @click.option("--max-length", type=click.IntRange(2), default=None,
               help="Truncate texts to this many tokens (default: the model's maximum).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--shard-size", type=click.IntRange(1), default=None, metavar="S",
+              help="Keep every S rows as a shard in OUT.shards/ so an interrupted run resumes from the shards done.")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out file.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
 def extract(model: Path, data: Path, out: Path, layers: str, pool: str, batch_size: int, max_length: int | None,
-            device: str, overwrite: bool, quiet: bool) -> None:
+            device: str, shard_size: int | None, overwrite: bool, quiet: bool) -> None:
     """Features of every input of DATA from every layer of a local checkpoint, as a PRH feature file (N x L x D).
 
     \b
     Examples:
       prhsim prh extract --model ckpt/bert --data data/dataset_flickr30k.json --out features/bert.pt
       prhsim prh extract --model ckpt/dinov2 --data data/ --out features/dinov2.pt
+      prhsim prh extract --model ckpt/gpt2 --data data/captions.jsonl --out features/gpt2.pt --shard-size 1000
     """
     if out.exists() and not overwrite:
         raise UsageProblem(f"--out {out} exists; pass --overwrite to replace it")
@@ -325,7 +385,8 @@ def extract(model: Path, data: Path, out: Path, layers: str, pool: str, batch_si
     try:
         with bar_reporter("prhsim prh extract", quiet=quiet) as say:
             summary = extract_features(model, data, out, layers=layers, pool=pool, batch_size=batch_size,
-                                       max_length=max_length, device=device, overwrite=overwrite, progress=say)
+                                       max_length=max_length, device=device, overwrite=overwrite,
+                                       shard_size=shard_size, progress=say)
     except (DataError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     if not quiet:

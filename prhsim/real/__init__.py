@@ -40,6 +40,7 @@ from prhsim.real._train import (
 from prhsim.real._eval import evaluate_run as evaluate_run
 from prhsim.real._image_features import encode_images as encode_images
 from prhsim.real._extract import ExtractSummary as ExtractSummary, extract_features as extract_features
+from prhsim.real._extract import cached_features as cached_features, data_digest as data_digest, features_key as features_key
 from prhsim.real._settings import ExportSettings as ExportSettings, RealTrainSettings as RealTrainSettings
 from prhsim.real._parquet import (
     StreamStats as StreamStats,
@@ -71,6 +72,9 @@ __all__ = [
     "evaluate_run",
     "export_synthetic",
     "extract_features",
+    "cached_features",
+    "features_key",
+    "data_digest",
     "plan_export",
     "write_export",
     "has_checkpoint",

@@ -31,11 +31,19 @@ Files by suffix: ``.pt`` a dict ``{"feats", "num_params", "mask" (N, T) int64 fo
 PRH code saves it, "layers", "pool"}``; ``.npy`` the array ``feats``; ``.safetensors`` the tensor
 ``feats`` (and ``mask``). Written whole or not at all (:func:`prhsim.io.atomic_file`). Every problem is
 a :class:`prhsim.real.DataError` of one line naming the path.
+
+Resuming (``shard_size=S``): every S rows are written as one shard (atomically) into ``OUT.shards/`` beside
+the output; a rerun reads back the shards whose key (:func:`features_key`: the model, the data, the layers,
+pooling and maximum length) matches and computes the rest; the finished file is written atomically and the
+shard folder removed. Caching (:func:`cached_features`): the features of a model and a dataset are stored
+under a cache folder by the same key and reused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -314,26 +322,141 @@ def pool_hidden(hidden: Sequence, mask, pool: str, layers: Sequence[int]):
     return torch.stack([h[rows, last] for h in states], dim=1)
 
 
+# ---------------------------------------------------------------- keys: resuming and caching
+
+#: Bumped when what a key covers, or the features it names, change.
+KEY_VERSION = 1
+
+
+def model_fingerprint(model: Path | str) -> dict:
+    """The resolved path of a checkpoint directory and the name, size and modification time (ns) of every file
+    directly in it (config.json, the weights, the tokenizer or image processor): rewriting any of them changes it."""
+    model = Path(model)
+    files = []
+    for path in sorted(p for p in model.iterdir() if p.is_file()):
+        stat = path.stat()
+        files.append([path.name, stat.st_size, stat.st_mtime_ns])
+    return {"path": str(model.resolve()), "files": files}
+
+
+def data_digest(data: Path | str) -> str:
+    """The SHA-256 of a dataset file's bytes, or of a folder's files (their relative names and bytes, recursively,
+    in sorted order; hidden files skipped)."""
+    data = Path(data)
+    digest = hashlib.sha256()
+    if data.is_dir():
+        paths = sorted(p for p in data.rglob("*") if p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(data).parts))
+    else:
+        paths = [data]
+    for path in paths:
+        if data.is_dir():
+            digest.update(str(path.relative_to(data)).encode("utf-8") + b"\0")
+        try:
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError as exc:
+            raise DataError(f"{path}: cannot be read: {exc}") from None
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def features_key(model: Path | str, data: Path | str, *, layers: str | Sequence[int] = "all", pool: str = "auto",
+                 max_length: int | None = None, digest: str | None = None) -> str:
+    """A hex key of the features :func:`extract_features` would write: the model (:func:`model_fingerprint`), the
+    data (its resolved path and :func:`data_digest`, or ``digest`` if already computed) and the layers, pooling and
+    maximum length asked for. The batch size and device are not part of it."""
+    data = Path(data)
+    doc = {"version": KEY_VERSION, "model": model_fingerprint(model), "data": str(data.resolve()),
+           "data_sha256": digest or data_digest(data),
+           "layers": layers.strip().lower() if isinstance(layers, str) else [int(i) for i in layers],
+           "pool": pool, "max_length": max_length}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def cached_features(model: Path | str, data: Path | str, cache: Path | str, *, layers: str | Sequence[int] = "all",
+                    pool: str = "auto", batch_size: int = 32, max_length: int | None = None, device: str = "auto",
+                    shard_size: int | None = None, digest: str | None = None,
+                    progress: Callable[..., None] | None = None) -> tuple[Path, bool]:
+    """The feature file of ``model`` over ``data`` under the folder ``cache`` and whether it was there already.
+
+    The file is ``cache/<model folder name>-<key>.pt`` (key: :func:`features_key`, first 16 hex digits): if it
+    exists it is returned as it is, else :func:`extract_features` writes it (resumable by ``shard_size``). Entries
+    of a model whose files changed are left in the folder (a new key, a new file); delete the folder to clear it.
+    """
+    model = Path(model)
+    if not (model / "config.json").is_file():
+        raise DataError(f"{model}: not a Hugging Face checkpoint directory (expected config.json and weights)")
+    if not Path(data).exists():
+        raise DataError(f"{data}: no such dataset file or image folder")
+    key = features_key(model, data, layers=layers, pool=pool, max_length=max_length, digest=digest)
+    path = Path(cache) / f"{model.name}-{key[:16]}.pt"
+    if path.is_file():
+        return path, True
+    extract_features(model, data, path, layers=layers, pool=pool, batch_size=batch_size, max_length=max_length,
+                     device=device, overwrite=True, shard_size=shard_size, progress=progress)
+    return path, False
+
+
+def shard_folder(out: Path | str) -> Path:
+    """The folder beside ``out`` where :func:`extract_features` keeps its shards: ``OUT.shards``."""
+    out = Path(out)
+    return out.with_name(out.name + ".shards")
+
+
+def _read_shard(path: Path, key: str, start: int, stop: int):
+    """(feats, lengths, layers) of a shard written for ``key`` and rows start..stop, or None (absent, stale, unreadable)."""
+    import torch
+
+    if not path.is_file():
+        return None
+    try:
+        doc = torch.load(path, weights_only=True)
+    except Exception:  # a damaged shard is computed again
+        return None
+    if not isinstance(doc, dict) or doc.get("key") != key or doc.get("start") != start or doc.get("stop") != stop:
+        return None
+    feats = doc.get("feats")
+    if feats is None or feats.shape[0] != stop - start:
+        return None
+    return feats, list(doc.get("lengths") or []), tuple(doc["layers"])
+
+
+def _save_shard(path: Path, key: str, start: int, stop: int, feats, lengths: list[int], layers: tuple[int, ...]) -> None:
+    import torch
+
+    with atomic_file(path) as tmp:
+        torch.save({"key": key, "start": start, "stop": stop, "feats": feats.contiguous(), "lengths": list(lengths),
+                    "layers": list(layers)}, tmp)
+
+
 # ---------------------------------------------------------------- extraction
 
 
 def extract_features(model: Path | str, data: Path | str, out: Path | str, *, layers: str | Sequence[int] = "all",
                      pool: str = "auto", batch_size: int = 32, max_length: int | None = None, device: str = "auto",
-                     overwrite: bool = False, progress: Callable[..., None] | None = None) -> ExtractSummary:
+                     overwrite: bool = False, shard_size: int | None = None,
+                     progress: Callable[..., None] | None = None) -> ExtractSummary:
     """Pool every hidden state of the checkpoint in ``model`` over the inputs of ``data``; write ``out`` (module docstring).
 
-    ``progress(message, done, total)`` is called after every batch.
+    ``progress(message, done, total)`` is called after every batch (and every shard read back). ``shard_size``:
+    keep every that many rows as a shard in :func:`shard_folder` of ``out`` so an interrupted run resumes where
+    it stopped (module docstring).
 
     Raises:
         DataError: not a checkpoint directory, a model kind that cannot be pooled, a dataset that cannot be read
             or that does not fit the model (texts for a vision model, images for a language model), an
             existing ``out`` without ``overwrite``, an unknown output suffix.
-        ValueError: a bad ``layers``, ``pool``, ``batch_size`` or ``max_length``; ``device="cuda"`` without CUDA.
+        ValueError: a bad ``layers``, ``pool``, ``batch_size``, ``max_length`` or ``shard_size``; ``device="cuda"``
+            without CUDA.
     """
     started = time.perf_counter()
     model, data, out = Path(model), Path(data), Path(out)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    if shard_size is not None and (isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1):
+        raise ValueError(f"shard_size must be an integer of at least 1, got {shard_size!r}")
     if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2):
         raise ValueError(f"max_length must be an integer of at least 2, got {max_length!r}")
     if out.suffix.lower() not in OUT_SUFFIXES:
@@ -377,30 +500,54 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
         autocast = torch.autocast("cuda", dtype=dtype)
     else:
         autocast = torch.autocast("cpu", enabled=False)
-    looping = time.perf_counter()
+    shards = shard_folder(out) if shard_size else None
+    key = features_key(model, data, layers=layers, pool=pool, max_length=max_length) if shards else None
+    step = shard_size or max(total, 1)
+    noun = "texts" if kind == "text" else "images"
+    looping, computed = time.perf_counter(), 0
     with torch.inference_mode(), autocast:
-        for start in range(0, total, batch_size):
-            chunk = inputs[start:start + batch_size]
-            if kind == "text":
-                batch = reader(list(chunk), padding=True, truncation=True, max_length=limit, return_tensors="pt")
-                mask = batch["attention_mask"]
-                lengths.extend(mask.sum(1).tolist())
-                feed = {k: v.to(dev) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-                hidden = net(**feed, output_hidden_states=True).hidden_states
-                mask = mask.to(dev)
-            else:
-                pixels = _pixels(reader, chunk).to(dev)
-                hidden = net(pixel_values=pixels, output_hidden_states=True).hidden_states
-                mask = None
-            if chosen is None:
-                chosen = parse_layers(layers, len(hidden))
-            rows.append(pool_hidden(hidden, mask, pool, chosen).float().cpu())
-            done = min(start + batch_size, total)
-            say(f"{done:,}/{total:,} {'texts' if kind == 'text' else 'images'}, "
-                f"{done / (time.perf_counter() - looping):,.1f}/s", done, total)
+        for first in range(0, total, step):
+            stop = min(first + step, total)
+            shard = shards / f"rows-{first:09d}-{stop:09d}.pt" if shards else None
+            kept = _read_shard(shard, key, first, stop) if shard else None
+            if kept is not None:
+                feats_kept, lengths_kept, layers_kept = kept
+                rows.append(feats_kept)
+                lengths.extend(lengths_kept)
+                chosen = chosen or layers_kept
+                say(f"{stop:,}/{total:,} {noun} (shard {first:,}..{stop - 1:,} read back)", stop, total)
+                continue
+            part, part_lengths = [], []
+            for start in range(first, stop, batch_size):
+                chunk = inputs[start:min(start + batch_size, stop)]
+                if kind == "text":
+                    batch = reader(list(chunk), padding=True, truncation=True, max_length=limit, return_tensors="pt")
+                    mask = batch["attention_mask"]
+                    part_lengths.extend(mask.sum(1).tolist())
+                    feed = {k: v.to(dev) for k, v in batch.items()
+                            if k in ("input_ids", "attention_mask", "token_type_ids")}
+                    hidden = net(**feed, output_hidden_states=True).hidden_states
+                    mask = mask.to(dev)
+                else:
+                    pixels = _pixels(reader, chunk).to(dev)
+                    hidden = net(pixel_values=pixels, output_hidden_states=True).hidden_states
+                    mask = None
+                if chosen is None:
+                    chosen = parse_layers(layers, len(hidden))
+                part.append(pool_hidden(hidden, mask, pool, chosen).float().cpu())
+                done = start + len(chunk)
+                computed += len(chunk)
+                say(f"{done:,}/{total:,} {noun}, {computed / (time.perf_counter() - looping):,.1f}/s", done, total)
+            block = torch.cat(part)
+            if shard:
+                _save_shard(shard, key, first, stop, block, part_lengths, chosen)
+            rows.append(block)
+            lengths.extend(part_lengths)
     feats = torch.cat(rows).contiguous()
     mask_all = _mask(lengths, pad_left) if kind == "text" else None
     _write(out, feats, mask_all, num_params, chosen, pool)
+    if shards is not None:
+        shutil.rmtree(shards, ignore_errors=True)
     return ExtractSummary(out, tuple(feats.shape), chosen, pool, kind, str(config.model_type), num_params,
                           time.perf_counter() - started)
 

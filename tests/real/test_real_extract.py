@@ -278,3 +278,153 @@ def test_bad_inputs_are_one_line_errors(models, data, tmp_path):
                 "-q").exit_code == 0
     assert load_features(tmp_path / "exists.pt").shape == (6, 3, 16)
     assert not list(tmp_path.glob(".*partial*"))  # nothing half-written left behind
+
+
+# ---------------------------------------------------------------- prhsim prh table over model folders: the cache
+
+
+def _table(folder, out, *args):
+    return CliRunner().invoke(main, ["prh", "table", str(folder), "--knn-k", "2", "--no-figures", "--out", str(out),
+                                     *map(str, args)])
+
+
+def _save_bert(path, seed):
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(seed)
+    tok, vocab = _tokenizer(cls_sep=True)
+    BertModel(BertConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=64), add_pooling_layer=False).save_pretrained(path)
+    tok.save_pretrained(path)
+
+
+def _counting(monkeypatch):
+    import prhsim.real._extract as module
+
+    calls = []
+    original = module.extract_features
+
+    def counted(model, *args, **kwargs):
+        calls.append(model.name)
+        return original(model, *args, **kwargs)
+
+    monkeypatch.setattr(module, "extract_features", counted)
+    return calls
+
+
+def test_table_over_model_folders_and_a_feature_file_uses_the_cache(models, data, tmp_path, monkeypatch):
+    import shutil
+
+    folder = tmp_path / "zoo"
+    folder.mkdir()
+    _save_bert(folder / "bert", 0)
+    shutil.copytree(models["vit"], folder / "vit")
+    extract_features(models["gpt2"], data / "dataset_tiny.json", folder / "gpt2.pt")
+    calls = _counting(monkeypatch)
+    result = _table(folder, tmp_path / "t1", "--data", data / "dataset_tiny.json")
+    assert result.exit_code == 0, result.output
+    assert sorted(calls) == ["bert", "vit"]
+    doc = json.loads((tmp_path / "t1" / "results.json").read_text())
+    assert doc["rows"] == doc["cols"] == ["bert", "gpt2.pt", "vit"]
+    cache = folder / ".prhsim-features"
+    cached = sorted(p.name.split("-")[0] for p in cache.glob("*.pt"))
+    assert cached == ["bert", "vit"]
+    # the cached features are those prhsim prh extract writes (a caption dataset's images for the vision model)
+    extract_features(folder / "vit", data / "dataset_tiny.json", tmp_path / "vit.npy")
+    np.testing.assert_array_equal(load_features(next(cache.glob("vit-*.pt"))), np.load(tmp_path / "vit.npy"))
+
+    # a rerun reads the cache: nothing extracted, the same table, and the progress says so
+    calls.clear()
+    result = _table(folder, tmp_path / "t2", "--data", data / "dataset_tiny.json")
+    assert result.exit_code == 0, result.output
+    assert calls == [] and "bert: features cached" in result.output
+    again = json.loads((tmp_path / "t2" / "results.json").read_text())
+    assert again["scores"] == doc["scores"]
+
+    # --rows/--cols globs pick model folders too
+    result = _table(folder, tmp_path / "t3", "--data", data / "dataset_tiny.json", "--rows", "b*", "--cols", "v*")
+    assert result.exit_code == 0, result.output
+    picked = json.loads((tmp_path / "t3" / "results.json").read_text())
+    assert picked["rows"] == ["bert"] and picked["cols"] == ["vit"] and calls == []
+
+    # new weights: a new key, extracted again (the other model stays cached)
+    _save_bert(folder / "bert", 1)
+    result = _table(folder, tmp_path / "t4", "--data", data / "dataset_tiny.json")
+    assert result.exit_code == 0, result.output
+    assert calls == ["bert"]
+    assert json.loads((tmp_path / "t4" / "results.json").read_text())["scores"] != doc["scores"]
+
+    # another --cache folder starts empty
+    calls.clear()
+    result = _table(folder, tmp_path / "t5", "--data", data / "dataset_tiny.json", "--cache", tmp_path / "c",
+                    "--shard-size", 4, "-q")
+    assert result.exit_code == 0, result.output
+    assert sorted(calls) == ["bert", "vit"] and len(list((tmp_path / "c").glob("*.pt"))) == 2
+    assert not list((tmp_path / "c").glob("*.shards"))  # the shards are gone once each file is written
+    sources = json.loads((tmp_path / "t5" / "results.json").read_text())["features"]
+    assert sources["gpt2.pt"] == str(folder / "gpt2.pt") and sources["bert"].startswith(str(tmp_path / "c"))
+
+
+def test_table_cache_key_follows_the_data(models, data, tmp_path):
+    from prhsim.real import features_key
+
+    (tmp_path / "a.jsonl").write_text((data / "captions.jsonl").read_text())
+    key = features_key(models["bert"], tmp_path / "a.jsonl")
+    assert features_key(models["bert"], tmp_path / "a.jsonl") == key
+    (tmp_path / "a.jsonl").write_text(json.dumps({"text": "changed"}) + "\n")
+    assert features_key(models["bert"], tmp_path / "a.jsonl") != key
+    assert features_key(models["bert"], tmp_path / "a.jsonl", layers="last") != features_key(
+        models["bert"], tmp_path / "a.jsonl")
+
+
+def test_table_model_folder_without_data_is_a_one_line_error(models, tmp_path):
+    import shutil
+
+    folder = tmp_path / "zoo"
+    shutil.copytree(models["bert"], folder / "bert")
+    _one_line_error(_table(folder, tmp_path / "t"), "model folder", "--data")
+    _one_line_error(_table(folder, tmp_path / "t", "--data", tmp_path / "missing.json"), "no such dataset")
+    assert not (tmp_path / "t" / "results.json").exists()
+
+
+# ---------------------------------------------------------------- resuming by shard
+
+
+def test_extraction_resumes_from_its_shards(models, data, tmp_path, monkeypatch):
+    import prhsim.real._extract as module
+
+    captions = data / "dataset_tiny.json"
+    whole = extract_features(models["bert"], captions, tmp_path / "whole.pt", batch_size=2)
+    out = tmp_path / "sharded.pt"
+    saved, pooled = [], []
+    save, pool = module._save_shard, module.pool_hidden
+
+    def save_then_stop(path, *args):
+        save(path, *args)
+        saved.append(path.name)
+        raise KeyboardInterrupt  # interrupted right after the first shard is on disk
+
+    def counted_pool(hidden, mask, *args):
+        pooled.append(int(hidden[0].shape[0]))
+        return pool(hidden, mask, *args)
+
+    monkeypatch.setattr(module, "_save_shard", save_then_stop)
+    monkeypatch.setattr(module, "pool_hidden", counted_pool)
+    with pytest.raises(KeyboardInterrupt):
+        extract_features(models["bert"], captions, out, batch_size=2, shard_size=2)
+    assert not out.exists() and saved == ["rows-000000000-000000002.pt"]
+    assert [p.name for p in module.shard_folder(out).iterdir()] == saved
+    # a stale shard (written for another key: another model or data) under the next shard's name is not reused
+    monkeypatch.setattr(module, "_save_shard", save)
+    module._save_shard(module.shard_folder(out) / "rows-000000002-000000004.pt", "another-key", 2, 4,
+                       torch.zeros(2, 3, 16), [1, 1], (0, 1, 2))
+    pooled.clear()
+    result = _cli("--model", models["bert"], "--data", captions, "--out", out, "--batch-size", 2, "--shard-size", 2)
+    assert result.exit_code == 0, result.output
+    assert pooled == [2, 2]  # rows 2..5 computed, rows 0..1 read back from the first shard
+    assert "read back" in result.output and not module.shard_folder(out).exists()
+    expected, got = torch.load(tmp_path / "whole.pt", weights_only=True), torch.load(out, weights_only=True)
+    assert whole.shape == tuple(got["feats"].shape)
+    np.testing.assert_array_equal(got["feats"].numpy(), expected["feats"].numpy())
+    np.testing.assert_array_equal(got["mask"].numpy(), expected["mask"].numpy())
+    assert got["layers"] == expected["layers"] and got["num_params"] == expected["num_params"]
