@@ -196,8 +196,8 @@ def _first_text(value: object) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def _jsonl_texts(path: Path) -> list[str]:
-    texts = []
+def _jsonl_records(path: Path) -> Iterator[tuple[int, object]]:
+    """``(line number, parsed record)`` of every non-blank line of a JSON-lines file; a DataError names a bad line."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -206,9 +206,14 @@ def _jsonl_texts(path: Path) -> list[str]:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            yield number, json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}: line {number}: malformed JSON: {exc.msg}") from None
+
+
+def _jsonl_texts(path: Path) -> list[str]:
+    texts = []
+    for number, item in _jsonl_records(path):
         text = None
         if isinstance(item, dict):
             for key in ("text", "caption", "texts", "captions"):
@@ -277,13 +282,7 @@ def image_paths(data: Path | str) -> list[Path]:
 def _jsonl_images(path: Path) -> list[str]:
     """The ``"image"`` field of every line of a JSON-lines dataset, or a DataError naming the first line without one."""
     names = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: line {number}: malformed JSON: {exc.msg}") from None
+    for number, item in _jsonl_records(path):
         name = item.get("image") if isinstance(item, dict) else None
         if not isinstance(name, str) or not name:
             raise DataError(f'{path}: line {number} does not name an image (an "image" field): a vision model '
