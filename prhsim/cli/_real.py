@@ -180,9 +180,10 @@ def train_command(data, learner, views, model, weights, tokenizer, steps, batch_
                                   "resume); delete the folder to start it again")
             raise OutputError(f"--out {out} exists and is not empty; pass --resume to continue that run, or choose another folder")
         with deprecation_notes("prhsim real train", quiet=quiet):
-            settings = resolve_settings(RealTrainSettings, base, [*sets, *flags])
+            settings = _absolute_paths(resolve_settings(RealTrainSettings, base, [*sets, *flags]))
             if resume:
-                old = RealTrainSettings.model_validate(json.loads((out / "config.json").read_text())).model_dump()
+                old = _absolute_paths(RealTrainSettings.model_validate(
+                    json.loads((out / "config.json").read_text()))).model_dump()
         if resume:
             from prhsim.real import parquet_shards
 
@@ -295,6 +296,16 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
         raise UsageProblem(str(exc).splitlines()[0]) from None
     if not quiet:
         console().print(escape(f"wrote {out}: {feats.shape[0]:,} images x {feats.shape[1]} features"), highlight=False)
+
+
+#: The settings of ``prhsim real train`` that name files: stored resolved, so that a run folder works from anywhere.
+PATH_SETTINGS = ("data", "features", "tokenizer", "weights")
+
+
+def _absolute_paths(settings):
+    """``settings`` with every path setting resolved against the current folder (None stays None)."""
+    return settings.model_copy(update={key: str(Path(getattr(settings, key)).expanduser().resolve())
+                                       for key in PATH_SETTINGS if getattr(settings, key)})
 
 
 #: ``prhsim real smoke --device cpu``: the sizes that replace the GPU defaults a user did not set.

@@ -350,3 +350,22 @@ def test_a_seed_beyond_64_bits_is_refused_naming_the_key():
 
     with pytest.raises(ValidationError, match=r"seed\n  Input should be less than or equal to 9223372036854775807"):
         RealTrainSettings(data="x", seed=2**70)
+
+
+def test_a_run_records_its_paths_resolved_so_eval_and_resume_work_from_anywhere(data, tmp_path, monkeypatch):
+    """A dataset typed as a relative path used to be recorded as typed: eval and --resume from another folder then
+    failed with "no such dataset folder"."""
+    runner = CliRunner()
+    monkeypatch.chdir(data.parent)
+    run = tmp_path / "run"
+    res = runner.invoke(main, ["real", "train", "--data", data.name, "--model", "tiny", "--steps", "2", "--batch-size",
+                               "8", "--out", str(run), "-q"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((run / "config.json").read_text())["data"] == str(data.resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert runner.invoke(main, ["real", "eval", str(run), "--n-fit", "5", "--calibrate", "0"]).exit_code == 0
+    resumed = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--steps", "4", "-q"])
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads((run / "summary.json").read_text())["steps"] == 4
