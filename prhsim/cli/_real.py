@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 
 from prhsim._budget import ResourceError
-from prhsim.io import OutputError, check_out_folder, json_text, write_text_atomic
+from prhsim.io import OutputError, check_out_folder
 from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.cli._driver import drive
 from prhsim.cli._options import git_revision, parse_out, read_own_config
@@ -200,8 +200,6 @@ def train_command(data, learner, views, model, weights, tokenizer, steps, batch_
         click.echo(f"prhsim real train: note: --model {model} is not used: the checkpoint {settings.weights} sets "
                    "the model's size", err=True)
     try:
-        if resume and main:  # the run's settings now include the new number of steps (before any step is taken)
-            write_text_atomic(out / "config.json", json_text(settings.model_dump(mode="json")))
         with bar_reporter("prhsim real train", quiet=quiet) as say:
             summary = train_real(settings, out, resume=resume, stop_after=stop_after, progress=say)
     except (DataError, TrainingDiverged, ResourceError, ValueError) as exc:

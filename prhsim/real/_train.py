@@ -356,9 +356,14 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
             raise DataError(f"{out}: --stop-after {stop_after} is not after the checkpoint's step {step}")
         if place.main:
             _truncate_metrics(out / METRICS_NAME, step)  # lines logged after the checkpoint are logged again
-        if step >= settings.steps:
+        if step > settings.steps:
+            raise DataError(f"{out}: the run is at step {step:,}; --steps {settings.steps:,} would end before it "
+                            "(give at least that many)")
+        if step == settings.steps:  # finished: nothing to do, and the folder stays as it is
             return TrainSummary(step, float(state.extra.get("loss", float("nan"))), time.perf_counter() - start_time,
                                 step)
+        if place.main:  # the run really proceeds: its settings now hold the new number of steps
+            write_text_atomic(out / CONFIG_NAME, json_text(settings.model_dump(mode="json")))
     source = batch_source(settings, data, tokenizer, start=step, rank=place.rank, world_size=place.world_size)
     if not resume and place.main:
         out.mkdir(parents=True, exist_ok=True)

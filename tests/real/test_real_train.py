@@ -369,3 +369,22 @@ def test_a_run_records_its_paths_resolved_so_eval_and_resume_work_from_anywhere(
     resumed = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--steps", "4", "-q"])
     assert resumed.exit_code == 0, resumed.output
     assert json.loads((run / "summary.json").read_text())["steps"] == 4
+
+
+def test_a_resume_that_does_not_proceed_leaves_the_run_folder_as_it_was(data, tmp_path):
+    """--resume --steps below the checkpoint is refused, and a truncated checkpoint is an error: in both, config.json
+    keeps its step count (it used to be rewritten before the checkpoint was read)."""
+    runner = CliRunner()
+    run = tmp_path / "run"
+    args = ["real", "train", "--data", str(data), "--model", "tiny", "--batch-size", "8", "--out", str(run), "-q"]
+    assert runner.invoke(main, [*args, "--steps", "4"]).exit_code == 0
+    before = (run / "config.json").read_text()
+    fewer = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--steps", "2", "-q"])
+    assert fewer.exit_code == 2 and "the run is at step 4; --steps 2 would end before it" in fewer.output
+    assert (run / "config.json").read_text() == before
+    same = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--steps", "4", "-q"])
+    assert same.exit_code == 0 and (run / "config.json").read_text() == before
+    for checkpoint in run.rglob("*.safetensors"):
+        checkpoint.write_bytes(checkpoint.read_bytes()[:100])  # truncated
+    broken = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--steps", "8", "-q"])
+    assert broken.exit_code != 0 and (run / "config.json").read_text() == before, broken.output
