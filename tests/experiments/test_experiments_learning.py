@@ -75,6 +75,11 @@ def test_the_cli_trains_both_learners_and_draws_the_convergence(tmp_path):
     assert config["learner"] == "all" and config["training"]["steps"] == 200 and config["training"]["n_seeds"] == 2
     assert (out / "convergence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "learned vs closed form" in result.output and "learned cross-modal rho_P" in result.output
+    # SIGReg is checked only against Ky Fan's bound: the summary says so, with its s_Theta to the closed form
+    s = [v for m in data["learned"][1]["modalities"] for v in m["s_theta"]]
+    note = [line for line in result.output.splitlines() if line.startswith("note: sigreg is not checked")]
+    assert len(note) == 1 and f"is {min(s):.3g} to {max(s):.3g}" in note[0]
+    assert not any(line.startswith("note: whiten") for line in result.output.splitlines())
 
 
 def test_the_convergence_figure_draws_the_median_over_seeds():
