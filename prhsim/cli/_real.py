@@ -171,8 +171,12 @@ def train_command(data, learner, views, model, weights, tokenizer, steps, batch_
             saved = out / "config.json"
             if not saved.is_file():
                 raise ConfigError(f"--resume: {out} holds no config.json (not a prhsim real run folder)")
-            base = {**json.loads(saved.read_text()), **base}
-        elif main and out.exists() and any(out.iterdir()):  # the other processes start when the first may have written
+            base = {**_saved_config(saved), **base}
+        elif out.exists() and not out.is_dir():
+            raise OutputError(f"--out {out} exists and is not a folder")
+        elif main and not out.exists():
+            check_out_folder(out)  # a path under a file, or in a folder that cannot be written: refused now
+        elif main and any(out.iterdir()):  # the other processes start when the first may have written
             from prhsim.real import has_checkpoint
 
             if (out / "config.json").is_file() and not has_checkpoint(out):
@@ -182,8 +186,7 @@ def train_command(data, learner, views, model, weights, tokenizer, steps, batch_
         with deprecation_notes("prhsim real train", quiet=quiet):
             settings = _absolute_paths(resolve_settings(RealTrainSettings, base, [*sets, *flags]))
             if resume:
-                old = _absolute_paths(RealTrainSettings.model_validate(
-                    json.loads((out / "config.json").read_text()))).model_dump()
+                old = _absolute_paths(RealTrainSettings.model_validate(_saved_config(out / "config.json"))).model_dump()
         if resume:
             from prhsim.real import parquet_shards
 
@@ -298,6 +301,18 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
 
 #: The settings of ``prhsim real train`` that name files: stored resolved, so that a run folder works from anywhere.
 PATH_SETTINGS = ("data", "features", "tokenizer", "weights")
+
+
+def _saved_config(path: Path) -> dict:
+    """A run folder's config.json, or a one-line ConfigError naming it when it cannot be read."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--resume: {path} cannot be read ({str(exc).splitlines()[0]}); the run folder is "
+                          "damaged") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--resume: {path} does not hold the run's settings")
+    return data
 
 
 def _absolute_paths(settings):

@@ -388,3 +388,20 @@ def test_a_resume_that_does_not_proceed_leaves_the_run_folder_as_it_was(data, tm
         checkpoint.write_bytes(checkpoint.read_bytes()[:100])  # truncated
     broken = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--steps", "8", "-q"])
     assert broken.exit_code != 0 and (run / "config.json").read_text() == before, broken.output
+
+
+def test_an_unusable_out_or_a_damaged_run_folder_is_one_line(data, tmp_path):
+    """These used to be tracebacks (NotADirectoryError, JSONDecodeError)."""
+    runner = CliRunner()
+    (tmp_path / "afile").write_text("x")
+    args = ["real", "train", "--data", str(data), "--model", "tiny", "--steps", "2", "--batch-size", "8", "-q"]
+    for out, message in ((tmp_path / "afile", "exists and is not a folder"),
+                         (tmp_path / "afile" / "run", "afile is a file, not a folder")):
+        res = runner.invoke(main, [*args, "--out", str(out)])
+        assert res.exit_code == 2 and message in res.output and len(res.output.strip().splitlines()) == 1, res.output
+    run = tmp_path / "run"
+    assert runner.invoke(main, [*args, "--out", str(run)]).exit_code == 0
+    (run / "config.json").write_text("{bad")
+    res = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--steps", "4", "-q"])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "config.json cannot be read" in res.output and "the run folder is damaged" in res.output
