@@ -242,6 +242,8 @@ def eval_command(run, features, data, n_fit, permutations, alpha, as_json) -> No
         result = evaluate_run(run, features=features, data=data, n_fit=n_fit, permutations=permutations, alpha=alpha)
     except (DataError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
+    except OSError as exc:  # eval.json could not be written (a read-only or full filesystem): nothing half-written
+        raise UsageProblem(f"{run}: eval.json cannot be written: {exc.strerror or exc}") from None
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return

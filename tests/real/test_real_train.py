@@ -405,3 +405,24 @@ def test_an_unusable_out_or_a_damaged_run_folder_is_one_line(data, tmp_path):
     res = runner.invoke(main, ["real", "train", "--out", str(run), "--resume", "--steps", "4", "-q"])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert "config.json cannot be read" in res.output and "the run folder is damaged" in res.output
+
+
+def test_eval_that_cannot_write_its_file_is_one_line_and_not_a_success(data, tmp_path, monkeypatch):
+    runner = CliRunner()
+    run = tmp_path / "run"
+    args = ["real", "train", "--data", str(data), "--model", "tiny", "--steps", "2", "--batch-size", "8", "-q"]
+    assert runner.invoke(main, [*args, "--out", str(run)]).exit_code == 0
+    import os
+
+    real_replace = os.replace
+
+    def read_only(src, dst):
+        if str(dst).endswith("eval.json"):
+            raise OSError(30, "Read-only file system")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", read_only)
+    res = runner.invoke(main, ["real", "eval", str(run), "--n-fit", "5", "--calibrate", "0"])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == [f"Error: {run}: eval.json cannot be written: Read-only file system"]
+    assert not (run / "eval.json").exists() and not list(run.glob(".eval.json.partial*"))
