@@ -39,6 +39,7 @@ from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
+from prhsim._budget import ensure_fits
 from prhsim.objectives import LAMBDA, lejepa_loss
 from prhsim.objectives import next_token_cross_entropy
 from prhsim.objectives import draw_directions
@@ -228,6 +229,16 @@ def _initial_params(law: CaptionLaw, k: int, config: TextConfig, seeds: tuple[in
     return jax.vmap(lambda key: _init(key, law, k, config))(jnp.stack([jax.random.key(s) for s in seeds]))
 
 
+def check_text_batches(config: TextConfig, length: int, n_seeds: int) -> None:
+    """Refuse (:class:`prhsim._budget.ResourceError`) text-learner batches that cannot fit: one chunk of drawn
+    steps (``log_every`` of them) holds, per seed, the record, caption and cut indices and the token arrays of
+    every pair, int64."""
+    chunk = min(config.log_every, config.steps)
+    ensure_fits(8.0 * n_seeds * chunk * config.batch_size * (2.0 * length + 6),
+                f"the text learner's batches ({n_seeds} seed(s) x {chunk:,} steps x {config.batch_size:,} pairs "
+                f"of {length} tokens)", "lower batch_size (or log_every)")
+
+
 def draw_steps(records: Records, law: CaptionLaw, config: TextConfig, steps: int,
                gen: np.random.Generator) -> dict[str, np.ndarray]:
     """The next ``steps`` steps' training pairs from ``records``: "x", "y" (steps, B, T), or prefixes and next tokens (ntp)."""
@@ -288,6 +299,7 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
         if r.captions < need or r.tokens.shape[2] != law.length:
             raise ValueError(f"{config.label} need records of at least {need} caption(s) of "
                              f"{law.length} tokens, got {r.tokens.shape[1:]}")
+    check_text_batches(config, law.length, len(seeds))
     key = _Key(config.task, config.objective, Optimiser.of(config), float(config.lam))
     init_state, run, loss_of = _runner(key)
     params = _initial_params(law, int(k), config, seeds)

@@ -400,3 +400,14 @@ def test_a_world_that_never_moves_is_refused_and_one_that_partly_moves_is_scored
     assert res.exit_code == 0, res.output
     pairs = json.loads((still / "results.json").read_text())["pairs"]
     assert pairs and all(p["mutual_knn"] is None for p in pairs)
+
+
+def test_a_text_learner_batch_that_cannot_fit_is_refused_in_one_line(tmp_path):
+    """sample-efficiency with batch_size 1e9 used to end in numpy's 1.8 TiB allocation traceback."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["sweep", "sample-efficiency", "--set", "batch_size=1000000000", "--set",
+                                    "budgets=[300]", "--set", "n_seeds=1", "--out", str(out), "--no-figures", "-q"])
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and "the text learner's batches" in lines[0] and "lower batch_size" in lines[0]
+    assert not out.exists()

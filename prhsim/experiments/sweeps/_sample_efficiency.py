@@ -59,12 +59,13 @@ from prhsim.experiments._sample_ratios import sample_ratio
 from prhsim.learners import (
     TEXT_TASKS,
     TextConfig,
+    check_text_batches,
     embed_captions,
     initial_text,
     train_text,
 )
 from prhsim.optima import next_token_optimum, span_optimum
-from prhsim.worlds import GridScene, Records, TooManySpans
+from prhsim.worlds import GridScene, Records, TooManySpans, caption_law
 
 DEFAULT_BUDGETS = (300, 1000, 3000, 10000, 30000)
 #: Seeds of one sweep: ``1000·rng + s`` for s < n_seeds, so sweeps of different ``rng`` never share one.
@@ -210,6 +211,9 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
     seed_list = tuple(int(rng) * 1000 + s for s in range(int(n_seeds)))
     configs = {x: TextConfig.for_task(x, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
                              hidden=tuple(hidden), min_span=int(min_span)) for x in tasks}
+    length = caption_law(scene).length
+    for config in configs.values():  # before anything is computed: batches that cannot fit are refused now
+        check_text_batches(config, length, len(seed_list))
     say("the pixel closed form and the evaluation set")
     target = caption_target(scene, k=k, n_fit=n_fit, rng=np.random.default_rng([int(rng), 0]))
     ceilings: dict[str, ClosedForm | None] = {}
