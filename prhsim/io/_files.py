@@ -48,6 +48,23 @@ def _nearest_existing(path: Path) -> Path:
     return Path("/")  # pragma: no cover - an absolute path's parents end at "/"
 
 
+def _creatable_parent(out: Path, given: Path, flag: str) -> Path:
+    """The nearest existing ancestor of a path to be created; an OutputError when it is a file."""
+    parent = _nearest_existing(out.parent)
+    if not parent.is_dir():
+        raise OutputError(f"{flag} {given} cannot be created: {parent} is a file, not a folder")
+    return parent
+
+
+def _probe(parent: Path, given: Path, flag: str) -> None:
+    """Whether ``parent`` takes a new entry: a probe folder is created there and removed at once."""
+    try:
+        probe = tempfile.mkdtemp(prefix=".prhsim-probe-", dir=parent)
+    except OSError as exc:
+        raise OutputError(f"{flag} {given} cannot be written: {parent}: {exc.strerror}") from None
+    os.rmdir(probe)
+
+
 def check_out_folder(out: Path, *, overwrite: bool = False) -> None:
     """Refuse an output folder that cannot be written, before any work is done.
 
@@ -75,23 +92,16 @@ def check_out_folder(out: Path, *, overwrite: bool = False) -> None:
             if not (out / RUN_MARKER).is_file():
                 raise OutputError(f"--out {given} is not a prhsim run folder (no {RUN_MARKER}); --overwrite "
                                   "replaces only run folders")
-        parent = out.parent
+        _probe(out.parent, given, "--out")
     else:
-        parent = _nearest_existing(out.parent)
-        if not parent.is_dir():
-            raise OutputError(f"--out {given} cannot be created: {parent} is a file, not a folder")
-    try:
-        probe = tempfile.mkdtemp(prefix=".prhsim-probe-", dir=parent)
-    except OSError as exc:
-        raise OutputError(f"--out {given} cannot be written: {parent}: {exc.strerror}") from None
-    os.rmdir(probe)
+        _probe(_creatable_parent(out, given, "--out"), given, "--out")
 
 
 def check_out_file(out: Path, *, overwrite: bool = False, flag: str = "--out") -> None:
     """Refuse an output file that cannot be written, before any work is done.
 
     ``out`` may exist only as a file and only with ``overwrite``; its nearest existing ancestor must be a
-    writable folder (tried with a probe file, removed at once).
+    writable folder (tried with a probe, removed at once).
 
     Raises:
         OutputError: naming the path and the reason.
@@ -104,17 +114,9 @@ def check_out_file(out: Path, *, overwrite: bool = False, flag: str = "--out") -
             raise OutputError(f"{flag} {given} is a folder; give a file name")
         if not overwrite:
             raise OutputError(f"{flag} {given} exists; pass --overwrite to replace it")
-        parent = out.parent
+        _probe(out.parent, given, flag)
     else:
-        parent = _nearest_existing(out.parent)
-        if not parent.is_dir():
-            raise OutputError(f"{flag} {given} cannot be created: {parent} is a file, not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".prhsim-probe-", dir=parent)
-    except OSError as exc:
-        raise OutputError(f"{flag} {given} cannot be written: {parent}: {exc.strerror}") from None
-    os.close(fd)
-    os.unlink(probe)
+        _probe(_creatable_parent(out, given, flag), given, flag)
 
 
 @contextmanager

@@ -217,7 +217,7 @@ def _prepare(name: str, x: Any, quantile: float | None, scope: ClipScope,
         layers = [x]
     out = []
     for i, layer in enumerate(layers):
-        check_finite(xp, name if len(layers) == 1 and not isinstance(x, (list, tuple)) else f"{name}[{i}]", layer)
+        check_finite(xp, f"{name}[{i}]" if isinstance(x, (list, tuple)) else name, layer)
         layer = clip_stack(layer, quantile, scope=scope, convention=convention)
         # scaled by each row's largest entry first, so that the squares of huge entries cannot overflow
         big = xp.max(xp.abs(layer), axis=-1, keepdims=True)

@@ -45,7 +45,6 @@ import hashlib
 import json
 import shutil
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -54,6 +53,7 @@ import numpy as np
 
 from prhsim.io import atomic_file
 from prhsim.real._karpathy import DataError, read_captions
+from prhsim.real._weights import silent_transformers
 
 #: Pooling choices: ``auto`` picks by model kind (module docstring).
 POOLS = ("auto", "mean", "cls", "last-token")
@@ -82,22 +82,6 @@ class ExtractSummary:
     model_type: str
     num_params: int
     seconds: float
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """transformers' warnings (its multi-line load report) and progress bars off while loading."""
-    from transformers.utils import logging
-
-    from prhsim.real._text_models import quiet_transformers
-
-    quiet_transformers()
-    level = logging.get_verbosity()
-    logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
 
 
 def model_kind(config) -> str:
@@ -472,7 +456,7 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
 
     from prhsim.real._train import _device
 
-    with _quiet():
+    with silent_transformers():
         try:
             config = AutoConfig.from_pretrained(str(model), local_files_only=True)
         except Exception as exc:  # a config transformers cannot read, in one line
@@ -560,7 +544,7 @@ def _load(model: Path, config, kind: str):
     """The model (its vision tower for a whole CLIP/SigLIP) and its tokenizer or image processor."""
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-    with _quiet():
+    with silent_transformers():
         try:
             net = AutoModel.from_pretrained(str(model), local_files_only=True)
         except Exception as exc:  # missing weights, an unknown architecture: one line
