@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from prhsim.experiments import kernel_mismatch, merge_rule, rotation_uniqueness
+from prhsim.experiments import kernel_mismatch, rotation_uniqueness
 from prhsim.metrics import principal_angles, procrustes
 from prhsim.optima import GAP_TOL, TieWarning, alignment_loss, kronecker_top, whitened_optimum, whitening_error
 from prhsim.testing._tolerances import ATOL, CLEAR_GAP, SLACK, SOLVER_ATOL, gap_atol
+from prhsim.testing.strategies import pair_kernel, uncentred_spectrum
 from prhsim.worlds import ProductWorld, World
 
 
@@ -51,20 +52,6 @@ def _at_most(claim: str, section: str, bound: float, observed: float, tol: float
         _fail(claim, section, f"at most {bound:.12g}", observed, tol, context)
 
 
-def _dense(matrix: Any) -> np.ndarray:
-    return np.asarray(matrix.toarray() if hasattr(matrix, "toarray") else matrix, dtype=float)
-
-
-def _spectrum(world: World) -> np.ndarray:
-    """λ_1 ≥ … of ``K = D^{-1/2} Π D^{-1/2}`` by a dense eigh (an independent route from prhsim's solvers)."""
-    K = np.ones((1, 1))
-    for f in world.factors:
-        s = np.sqrt(np.asarray(f.p, dtype=float))
-        Kf = _dense(f.Pi) / np.outer(s, s)
-        K = np.kron(K, (Kf + Kf.T) / 2)
-    return np.linalg.eigvalsh(K)[::-1]
-
-
 def assert_ky_fan(world: World, k: int, *, centred: bool = True, tables: Sequence[np.ndarray] = ()) -> None:
     """§1.1 (Ky Fan): the whitened optimum's alignment loss is ``L* = 2 Σ_{i≤k} (1 − μ_i)`` (μ the uncentred
     spectrum, or without its trivial 1 when centred; ties included), its table is whitened (``FᵀDF = I``, and
@@ -72,7 +59,7 @@ def assert_ky_fan(world: World, k: int, *, centred: bool = True, tables: Sequenc
     n = world.n
     if not 1 <= k <= (n - 2 if centred else n - 1):
         raise ValueError(f"k = {k} must lie in 1..{n - 2 if centred else n - 1} for {n} states")
-    lam = _spectrum(world)
+    lam = uncentred_spectrum(world)
     mu = lam[1:] if centred else lam
     value = float(2 * np.sum(1 - mu[:k]))
     with warnings.catch_warnings():
@@ -97,7 +84,7 @@ def assert_rotation_unique(base: World, modalities: Sequence[Any], views: Sequen
     """§2, §4 (rotation uniqueness): with good views of one π_Z and a positive centred top-k of K_Z at a gap,
     every modality's optimum is nuisance-free (``k_Z = k``) and every pair of modalities has ``ρ_P = s_Θ = 0``
     and canonical correlations 1 (within a tolerance scaled by the gap, :func:`gap_atol`)."""
-    mu = _spectrum(base)[1:]
+    mu = uncentred_spectrum(base)[1:]
     gap = float(mu[k - 1] - mu[k]) if k < mu.size else float(mu[k - 1])
     if not all(v.label == "good" for v in views):
         raise ValueError("rotation uniqueness is claimed for good views only: "
@@ -121,7 +108,7 @@ def _with_rule(out: Any, base: World, k: int, rule: Callable[..., Any]) -> Any:
     """``out`` with every modality's prediction (and every pair's predicted ρ_P) from a user's merge rule."""
     from dataclasses import replace
 
-    lam = _spectrum(base)
+    lam = uncentred_spectrum(base)
     mods = tuple(replace(m, predicted=rule(lam, m.view, m.world.n_nuisance, k)) for m in out.modalities)
     kz = {m.name: m.predicted.nuisance_free for m in mods}
     pairs = tuple(replace(pair, predicted_rho=None if kz[pair.a] is None or kz[pair.b] is None
@@ -135,7 +122,7 @@ def _kz_determined(base: World, view: Any, n_nuisance: int, k: int, values: np.n
     level = values[k - 1]
     if level - values[k] > GAP_TOL or n_nuisance == 1:
         return True
-    lam = _spectrum(base)
+    lam = uncentred_spectrum(base)
     eps = getattr(view, "eps", None) or 0.0
     return not (np.any(np.abs(lam[1:] - level) <= GAP_TOL) and np.any(np.abs((1 - eps) * lam - level) <= GAP_TOL))
 
@@ -242,8 +229,7 @@ def assert_kronecker_top(world: ProductWorld, m: int, *, centred: bool = False) 
     finite = world.to_finite()
     p = np.asarray(finite.p)
     s = np.sqrt(p)
-    K = _dense(finite.Pi) / np.outer(s, s)
-    K = (K + K.T) / 2
+    K = pair_kernel(p, finite.Pi)
     vals, vecs = np.linalg.eigh(K - 3 * np.outer(s, s) if centred else K)
     vals, vecs = vals[::-1][: world.n - centred], vecs[:, ::-1][:, : world.n - centred]
     basis = kronecker_top(world, m, centred=centred)
