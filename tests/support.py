@@ -37,3 +37,36 @@ def negatives_above_positives() -> FiniteWorld:
 def real_task(task: str) -> dict[str, str]:
     """The ``prhsim real`` settings of a task: ``{"learner": "ntp"}`` for next-token prediction, else the views."""
     return {"learner": "ntp"} if task == "ntp" else {"views": task}
+
+
+#: A refusal may allocate no more than this before it answers (it must come before any large allocation).
+REFUSAL_PEAK_BYTES = 50e6
+
+
+def refusal(args: list[str]):
+    """Run ``prhsim ARGS`` in-process under tracemalloc: (the click result, the peak bytes Python allocated).
+
+    Import what the command imports before calling, so the peak counts the command's own work, not imports."""
+    import tracemalloc
+
+    from click.testing import CliRunner
+
+    from prhsim.cli import main
+
+    tracemalloc.start()
+    try:
+        result = CliRunner().invoke(main, args)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak
+
+
+def assert_one_line_refusal(result, peak: float, names: list[str]) -> None:
+    """Exit 2, one line ``Error: …`` naming every string of ``names``, no traceback, and a small peak."""
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    for name in names:
+        assert name in lines[0], lines[0]
+    assert peak < REFUSAL_PEAK_BYTES, f"the refusal allocated {peak / 1e6:.0f} MB first"

@@ -6,12 +6,13 @@ the sweeps come from :data:`prhsim.experiments.sweeps.SWEEPS`), ``prhsim prh`` (
 protocol on feature files), ``prhsim worlds`` (every world kind with its settings) and ``prhsim
 real`` (real caption and image data). Each command's module is imported only when that command
 runs, so ``prhsim run`` never imports the sweeps, ``prhsim.real``, JAX or torch. Usage errors are one
-line and exit 2; an unexpected exception is a bug and ends with its traceback (exit 1); Ctrl-C
+line and exit 2 (a full disk too, naming the path); an unexpected exception is a bug and ends with its traceback (exit 1); Ctrl-C
 exits 130.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 
 import click
@@ -40,6 +41,18 @@ class LazyGroup(click.Group):
             return None
         module, attribute, _ = COMMANDS[name]
         return getattr(importlib.import_module(module), attribute)
+
+    def invoke(self, ctx: click.Context):
+        """Run the command; a full disk that a writer did not name itself is still one line, exit 2."""
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            from prhsim.cli._console import UsageProblem
+
+            where = f" writing {exc.filename}" if exc.filename else ""
+            raise UsageProblem(f"no space left on the device{where}; free some space or write elsewhere") from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):

@@ -1,13 +1,42 @@
-"""Options and their parsing shared by the commands: output folders, sizes, k, config files, the git revision."""
+"""Options and their parsing shared by the commands: output folders, sizes, k, config files, the memory limit,
+the git revision."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 import click
 
 from prhsim.config import is_run_folder_config, read_config_file
+
+
+def memory_limit_option(fn):
+    """``--memory-limit GB``: the command runs under :func:`memory_limit_of` (work whose estimated peak memory
+    exceeds GB is refused up front); the wrapped function does not see the option."""
+    @functools.wraps(fn)
+    def wrapper(*args, memory_gb: float | None = None, **kwargs):
+        with memory_limit_of(memory_gb):
+            return fn(*args, **kwargs)
+
+    return click.option("--memory-limit", "memory_gb", type=click.FloatRange(min=0, min_open=True), default=None,
+                        metavar="GB", help="Refuse work whose estimated peak memory exceeds GB (default: half of "
+                                           "this machine's).")(wrapper)
+
+
+@contextlib.contextmanager
+def memory_limit_of(memory_gb: float | None) -> Iterator[None]:
+    """The block under a memory limit of ``memory_gb`` GB (:func:`prhsim.memory_limit`); None: the default."""
+    if memory_gb is None:
+        yield
+        return
+    from prhsim import memory_limit
+
+    with memory_limit(memory_gb * 1e9):
+        yield
 
 
 def git_revision() -> str | None:

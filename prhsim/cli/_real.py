@@ -18,7 +18,7 @@ from prhsim._budget import ResourceError
 from prhsim.io import OutputError, check_out_folder
 from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.cli._driver import drive
-from prhsim.cli._options import git_revision, parse_out, read_own_config
+from prhsim.cli._options import git_revision, memory_limit_option, parse_out, read_own_config
 from pydantic import ValidationError
 
 from prhsim.config import ConfigError, format_validation_error, resolve_settings
@@ -43,6 +43,7 @@ def real() -> None:
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print the export's summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
+@memory_limit_option
 def export_synthetic_command(world_kind, out, images, captions, seed, config_file, sets, overwrite, as_json,
                              quiet) -> None:
     """A Flickr-format dataset from a prhsim world: PNG images, Karpathy JSON with captions, and the pixel
@@ -56,9 +57,11 @@ def export_synthetic_command(world_kind, out, images, captions, seed, config_fil
     try:
         settings = resolve_settings(ExportSettings, read_own_config(config_file, None, []), [*sets, *flags])
         check_out_folder(out, overwrite=overwrite)
-    except (ConfigError, OutputError) as exc:
+        from prhsim.real import check_export, plan_export, write_export
+
+        check_export(settings.images, settings.captions, out)
+    except (ConfigError, OutputError, ResourceError) as exc:
         raise UsageProblem(str(exc)) from None
-    from prhsim.real import plan_export, write_export
 
     def compute(say):
         say(f"planning {settings.images:,} images and {settings.images * settings.captions:,} captions")
@@ -148,6 +151,7 @@ def deprecation_notes(command: str, *, quiet: bool):
               help="JSON or TOML file of these settings; --set and flags override it.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting (values as in TOML; repeatable).")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
+@memory_limit_option
 def train_command(data, learner, views, model, weights, tokenizer, steps, batch_size, features, workers, out, resume,
                   stop_after, config_file, sets, quiet) -> None:
     """Train a text encoder on a caption dataset with the objectives of prhsim.objectives (the jepa learner on good or
@@ -195,10 +199,13 @@ def train_command(data, learner, views, model, weights, tokenizer, steps, batch_
             if changed:
                 raise ConfigError(f"--resume continues the run as it was set up; only {', '.join(free)} may "
                                   f"change, not {', '.join(changed)}")
+        from prhsim.real import plan_training
+
+        plan_training(settings)  # what cannot fit is refused before the data or the model is read
     except ValidationError as exc:
         raise UsageProblem(format_validation_error(exc)) from None
-    except (ConfigError, OutputError) as exc:
-        raise UsageProblem(str(exc)) from None
+    except (ConfigError, OutputError, ResourceError, DataError) as exc:
+        raise UsageProblem(str(exc).splitlines()[0]) from None
     if model is not None and settings.weights and not resume and not quiet:
         click.echo(f"prhsim real train: note: --model {model} is not used: the checkpoint {settings.weights} sets "
                    "the model's size", err=True)

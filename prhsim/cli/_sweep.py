@@ -2,7 +2,7 @@
 
 Every sweep follows one pattern: its settings model resolved from defaults <- ``--config``
 <- ``--set`` <- its shorthand flags, the output folder checked, the sweep's own notes (its
-cost; a refusal before any work), then :func:`prhsim.cli._driver.drive`: the sweep run with
+cost; a refusal before any work, under ``--memory-limit``), then :func:`prhsim.cli._driver.drive`: the sweep run with
 progress, ``results.json``, ``config.json`` and the figure written into a folder renamed whole
 into place, and its summary printed (or the results document with ``--json``). Usage errors
 are one line and exit 2.
@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
-from prhsim.cli._options import git_revision, parse_out, read_own_config
+from prhsim.cli._options import git_revision, memory_limit_option, parse_out, read_own_config
 from prhsim.config import ConfigError, format_validation_error, resolve_settings
 from prhsim.io import OutputError, check_out_folder, json_text
 
@@ -81,20 +81,31 @@ def _report(sweep: Any, result: Any, out: Console) -> None:
     out.print(f"{result.seconds:.2f} s", highlight=False)
 
 
+def _common_options(sweep: Any, model: type[BaseModel]):
+    """The options every sweep takes, then the click command of the function they decorate."""
+    def decorate(fn):
+        for option in reversed((
+            click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                         help="JSON or TOML file of this sweep's settings; --set overrides it."),
+            click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                         help="Any setting (values as in TOML; repeatable)."),
+            click.option("--out", callback=parse_out, default=None, metavar="DIR",
+                         help=f"Output folder (default runs/<time>-{sweep.name}); must be new or empty."),
+            click.option("--overwrite", is_flag=True, default=False,
+                         help="Replace an existing --out folder holding results.json."),
+            click.option("--no-figures", is_flag=True, default=False, help="Skip the PNG figure."),
+            click.option("--json", "as_json", is_flag=True, default=False, help="Print results.json to stdout instead."),
+            click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors."),
+        )):
+            fn = option(fn)
+        return click.command(sweep.name, help=f"{sweep.help}\n\nSettings: {', '.join(model.model_fields)} "
+                                              "(--config FILE, --set key=value).")(fn)
+    return decorate
+
+
 def _command(sweep: Any) -> click.Command:
     model = sweep.settings_model()
 
-    @click.command(sweep.name, help=f"{sweep.help}\n\nSettings: {', '.join(model.model_fields)} "
-                                    "(--config FILE, --set key=value).")
-    @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-                  help="JSON or TOML file of this sweep's settings; --set overrides it.")
-    @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any setting (values as in TOML; repeatable).")
-    @click.option("--out", callback=parse_out, default=None, metavar="DIR",
-                  help=f"Output folder (default runs/<time>-{sweep.name}); must be new or empty.")
-    @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out folder holding results.json.")
-    @click.option("--no-figures", is_flag=True, default=False, help="Skip the PNG figure.")
-    @click.option("--json", "as_json", is_flag=True, default=False, help="Print results.json to stdout instead.")
-    @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
     def command(config_file, sets, out, overwrite, no_figures, as_json, quiet, **flags) -> None:
         notes: list[str] = []
         try:
@@ -130,7 +141,9 @@ def _command(sweep: Any) -> click.Command:
               compute=compute, write=write, report=lambda result, console: _report(sweep, result, console),
               errors=(ConfigError, ValueError))
 
-    for flag in sweep.flags:
+    if not any(flag.name == "memory-limit" for flag in sweep.flags):  # a sweep with its own flag sets it in its settings
+        command = memory_limit_option(command)
+    for flag in reversed(sweep.flags):
         command = click.option(f"--{flag.name}", flag.name.replace("-", "_"), type=flag.type, default=None,
                                metavar=flag.metavar, help=f"{flag.help} Shorthand for --set {flag.key}=….")(command)
-    return command
+    return _common_options(sweep, model)(command)

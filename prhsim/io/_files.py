@@ -5,11 +5,16 @@ work is done; :func:`staged_folder` has the run written into a temporary sibling
 folder and renames it into place at the end, so an interrupted or failed run
 leaves nothing behind; :func:`atomic_file` does the same for one file. Files and folders get the permissions of ordinary ones
 under the process's umask (0644 and 0755 under the usual 022), not mkdtemp's
-private 0700.
+private 0700. A writer that fails because the disk is full (``ENOSPC``/``EDQUOT`` anywhere in
+the exception's chain, or any failure while less than :data:`FULL_BELOW` bytes are free, which
+catches libraries that hide the errno) raises one :class:`OutputError` naming the path, what was
+written before the disk filled, and the space free; :func:`check_free_space` refuses a write
+whose size is known up front.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -17,6 +22,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+from prhsim._budget import format_bytes
 
 #: A folder holding this file is a run folder, which ``overwrite`` may replace.
 RUN_MARKER = "results.json"
@@ -34,6 +41,52 @@ UMASK = _read_umask()
 
 class OutputError(ValueError):
     """An output folder cannot be used; the message says why."""
+
+
+#: A failed write while fewer bytes than this are free on the device is taken for a full disk.
+FULL_BELOW = 1 << 20
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes free on the device holding ``path`` (its nearest existing ancestor); None when it cannot be read."""
+    try:
+        return int(shutil.disk_usage(_nearest_existing(Path(path).resolve())).free)
+    except OSError:
+        return None
+
+
+def check_free_space(path: Path, nbytes: float, what: str) -> None:
+    """Refuse (OutputError) writing about ``nbytes`` bytes of ``what`` under ``path`` when its device has less free."""
+    free = free_bytes(path)
+    if free is not None and nbytes > free:
+        raise OutputError(f"{what} needs about {format_bytes(nbytes)} on the device of {path}, which has "
+                          f"{format_bytes(free)} free; free some space or write elsewhere")
+
+
+def _size(path: Path) -> int:
+    try:
+        if path.is_file():
+            return path.stat().st_size
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    except OSError:
+        return 0
+
+
+def full_disk_error(exc: BaseException, target: Path, written: Path) -> OutputError | None:
+    """The one-line error of a write of ``target`` (``written``: what it had written so far) that failed because
+    its device is full (module docstring), else None."""
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 16:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    free = free_bytes(target.parent)
+    full = any(isinstance(e, OSError) and e.errno in _FULL_ERRNOS for e in chain)
+    if not full and not (isinstance(exc, Exception) and free is not None and free < FULL_BELOW):
+        return None
+    return OutputError(f"no space left on the device of {target}: {format_bytes(_size(written))} were written before "
+                       f"it filled ({format_bytes(free or 0)} free) and more is needed; free some space or write "
+                       "elsewhere (nothing was written)")
 
 
 def json_text(data: Any) -> str:
@@ -132,11 +185,14 @@ def atomic_file(path: Path) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        full = full_disk_error(exc, path, tmp)
         try:
             tmp.unlink(missing_ok=True)
         except OSError:  # a read-only or vanished folder: the original error is the one to report
             pass
+        if full is not None:
+            raise full from None
         raise
 
 
@@ -172,6 +228,9 @@ def staged_folder(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
             if out.exists():
                 out.rmdir()
             os.replace(stage, out)
-    except BaseException:
+    except BaseException as exc:
+        full = None if isinstance(exc, OutputError) else full_disk_error(exc, out, stage)
         shutil.rmtree(stage, ignore_errors=True)
+        if full is not None:
+            raise full from None
         raise

@@ -59,7 +59,7 @@ from prhsim.learners._text_learners import (
 )
 from prhsim.learners._train_torch import TorchLearner as TorchLearner, train_torch as train_torch
 from prhsim.learners._losses import exact_law as exact_law
-from prhsim.learners._caption_decoder import CaptionDecoder as CaptionDecoder, DecoderConfig as DecoderConfig, decode_captions as decode_captions, train_caption_decoder as train_caption_decoder
+from prhsim.learners._caption_decoder import CaptionDecoder as CaptionDecoder, DecoderConfig as DecoderConfig, check_decoder as check_decoder, decode_captions as decode_captions, train_caption_decoder as train_caption_decoder
 
 from prhsim.learners._registry import LEARNERS as LEARNERS, SGD_OBJECTIVES as SGD_OBJECTIVES, LearnerKind as LearnerKind
 __all__ = [
@@ -97,6 +97,7 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "check_text_batches",
+    "check_decoder",
     "embed_captions",
     "evaluate_learned",
     "fit_log_bilinear",

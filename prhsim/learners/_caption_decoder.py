@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from prhsim._budget import ensure_fits
 from prhsim.learners._encoders import mlp_apply, mlp_init
 from prhsim.learners._optimiser import Optimiser, positive_int, scan_steps
 from prhsim.worlds import CaptionLaw
@@ -143,6 +144,19 @@ def _trainer(config: DecoderConfig, length: int, vocab: int, blocks: int):
     return jax.jit(opt.init), jax.jit(run)
 
 
+def check_decoder(config: DecoderConfig, law: CaptionLaw, k: int) -> None:
+    """Refuse (:class:`prhsim._budget.ResourceError`) a decoder that cannot fit, before it is built: per step the
+    MLP's input ``(B, T, k + T·(V+1) + T)`` and every layer's activations, float32, kept for the backward pass with
+    their gradients (3 copies), and the parameters with AdamW's moments, the gradient and the update (5 copies)."""
+    T, V = law.length, law.vocab_size
+    widths = (float(k + T * (V + 1) + T), *map(float, config.hidden), float(V))
+    params = sum(a * b + b for a, b in zip(widths, widths[1:]))
+    activations = float(config.batch_size) * T * sum(widths)
+    ensure_fits(4.0 * (5 * params + 3 * activations),
+                f"the caption decoder ({config.batch_size:,} captions x {T} positions per step, widths "
+                f"{' x '.join(f'{w:,.0f}' for w in widths)})", "lower decoder_batch (or the decoder's hidden widths)")
+
+
 def train_caption_decoder(law: CaptionLaw, features: np.ndarray, config: DecoderConfig | None = None, *,
                           seed: int = 0) -> CaptionDecoder:
     """Train the decoder (module docstring) on captions drawn from ``law``, read through ``features``.
@@ -173,6 +187,7 @@ def train_caption_decoder(law: CaptionLaw, features: np.ndarray, config: Decoder
     units = np.arange(n_z * n_n)
     captions = law.captions(units // n_n, units % n_n)
     T, V, k = law.length, law.vocab_size, int(F.shape[1])
+    check_decoder(config, law, k)
     blocks = min(10, config.steps)
     init_state, run = _trainer(config, T, V, blocks)
     key, sub = jax.random.split(jax.random.key(int(seed)))

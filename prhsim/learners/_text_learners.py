@@ -229,14 +229,28 @@ def _initial_params(law: CaptionLaw, k: int, config: TextConfig, seeds: tuple[in
     return jax.vmap(lambda key: _init(key, law, k, config))(jnp.stack([jax.random.key(s) for s in seeds]))
 
 
-def check_text_batches(config: TextConfig, length: int, n_seeds: int) -> None:
-    """Refuse (:class:`prhsim._budget.ResourceError`) text-learner batches that cannot fit: one chunk of drawn
-    steps (``log_every`` of them) holds, per seed, the record, caption and cut indices and the token arrays of
-    every pair, int64."""
+def check_text_batches(config: TextConfig, length: int, n_seeds: int, *, n_ids: int | None = None,
+                       k: int | None = None) -> None:
+    """Refuse (:class:`prhsim._budget.ResourceError`) a text learner that cannot fit, before anything is drawn.
+
+    Two estimates, each checked: the batches of one chunk of drawn steps (``log_every`` of them), per
+    seed the record, caption and cut indices and the token arrays of every pair, int64; and, when the
+    vocabulary ``n_ids`` is given, the MLP ``T·n_ids → hidden… → k`` (``k`` = 64 when not given): per seed
+    its parameters with Adam's two moments, the gradient and the update (5 float32 copies), plus one
+    step's activations, the one-hot input and every hidden layer of both sides of ``batch_size`` pairs.
+    """
     chunk = min(config.log_every, config.steps)
     ensure_fits(8.0 * n_seeds * chunk * config.batch_size * (2.0 * length + 6),
                 f"the text learner's batches ({n_seeds} seed(s) x {chunk:,} steps x {config.batch_size:,} pairs "
                 f"of {length} tokens)", "lower batch_size (or log_every)")
+    if n_ids is None:
+        return
+    widths = (float(length) * n_ids, *map(float, config.hidden), float(k or 64))
+    params = sum(a * b + b for a, b in zip(widths, widths[1:]))
+    activations = 2.0 * config.batch_size * sum(widths)
+    ensure_fits(4.0 * n_seeds * (5 * params + 2 * activations),
+                f"the text learner's MLP ({n_seeds} seed(s), widths {' x '.join(f'{w:,.0f}' for w in widths)}, "
+                f"{params:,.0f} parameters, batches of {config.batch_size:,})", "lower hidden (or batch_size)")
 
 
 def draw_steps(records: Records, law: CaptionLaw, config: TextConfig, steps: int,
@@ -299,7 +313,7 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
         if r.captions < need or r.tokens.shape[2] != law.length:
             raise ValueError(f"{config.label} need records of at least {need} caption(s) of "
                              f"{law.length} tokens, got {r.tokens.shape[1:]}")
-    check_text_batches(config, law.length, len(seeds))
+    check_text_batches(config, law.length, len(seeds), n_ids=law.vocab_size + 1, k=int(k))
     key = _Key(config.task, config.objective, Optimiser.of(config), float(config.lam))
     init_state, run, loss_of = _runner(key)
     params = _initial_params(law, int(k), config, seeds)

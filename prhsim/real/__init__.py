@@ -20,6 +20,8 @@ from prhsim.real._export import (
     ExportPlan as ExportPlan,
     ExportSummary as ExportSummary,
     export_synthetic as export_synthetic,
+    check_export as check_export,
+    export_cost as export_cost,
     plan_export as plan_export,
     write_export as write_export,
 )
@@ -42,6 +44,7 @@ from prhsim.real._image_features import encode_images as encode_images
 from prhsim.real._extract import ExtractSummary as ExtractSummary, extract_features as extract_features
 from prhsim.real._extract import cached_features as cached_features, data_digest as data_digest, features_key as features_key
 from prhsim.real._settings import ExportSettings as ExportSettings, RealTrainSettings as RealTrainSettings
+from prhsim.real._plan import TrainingPlan as TrainingPlan, plan_training as plan_training
 from prhsim.real._parquet import (
     StreamStats as StreamStats,
     shard_slots as shard_slots,
@@ -62,6 +65,8 @@ __all__ = [
     "IMAGE_DIR",
     "JSON_NAME",
     "RealTrainSettings",
+    "TrainingPlan",
+    "plan_training",
     "Record",
     "StreamStats",
     "TrainSummary",
@@ -75,6 +80,8 @@ __all__ = [
     "cached_features",
     "features_key",
     "data_digest",
+    "check_export",
+    "export_cost",
     "plan_export",
     "write_export",
     "has_checkpoint",

@@ -53,6 +53,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from prhsim.io import full_disk_error
+
 #: The version written to ``state.json`` and the only one read.
 FORMAT_VERSION = 1
 #: The checkpoint's folder inside the run's folder, and its files.
@@ -115,6 +117,7 @@ def save_checkpoint(folder: Path, *, model: torch.nn.Module, optimizer: torch.op
         CheckpointError: when something cannot be stored (a value JSON cannot hold, a non-tensor
             model entry); the previous checkpoint is left as it was.
         ValueError: on a negative step.
+        OutputError: the disk is full (one line naming the checkpoint); the previous checkpoint is kept.
         OSError: when the folder cannot be written.
     """
     step = operator.index(step)
@@ -135,8 +138,11 @@ def save_checkpoint(folder: Path, *, model: torch.nn.Module, optimizer: torch.op
         _write_checkpoint(building, state_path, model=model, optimizer=optimizer, scheduler=scheduler,
                           generator=generator, step=step, extra=extra)
         _swap_in(folder, building)
-    except BaseException:
+    except BaseException as exc:
+        full = full_disk_error(exc, final, building)
         shutil.rmtree(building, ignore_errors=True)
+        if full is not None:
+            raise full from None
         raise
     return final
 

@@ -29,8 +29,9 @@ from typing import Any, Literal
 import numpy as np
 
 from prhsim import __version__
-from prhsim.io import json_text, staged_folder
+from prhsim._budget import ensure_fits
 from prhsim._rng import RngLike, check_rng
+from prhsim.io import check_free_space, json_text, staged_folder
 from prhsim.optima import closed_form
 from prhsim.worlds import GridScene, caption_law, good, pixels, view_world
 
@@ -39,6 +40,29 @@ FEATURES_NAME = "image_features.npy"
 IMAGE_DIR = "images"
 #: The side in pixels an exported image is blown up to (DINOv2 reads 224 x 224).
 TARGET_SIDE = 224
+#: Memory of the plan per image and per caption (the Karpathy entries as Python objects: about 660 and 1,475
+#: bytes measured with tracemalloc), doubled for the JSON text written from them.
+PLAN_BYTES_PER_IMAGE, PLAN_BYTES_PER_CAPTION = 2 * 700, 2 * 1600
+#: Disk per image (one PNG: under 1 kB of data, a 4 kB block) and per caption (its JSON sentence, about 330 bytes).
+DISK_BYTES_PER_IMAGE, DISK_BYTES_PER_CAPTION = 4096, 400
+
+
+def export_cost(images: int, captions: int) -> tuple[float, float]:
+    """Estimated peak memory and disk bytes of an export of ``images`` records of ``captions`` captions
+    (image features excluded: k floats per image, negligible beside the entries)."""
+    memory = float(images) * (PLAN_BYTES_PER_IMAGE + captions * PLAN_BYTES_PER_CAPTION)
+    disk = float(images) * (DISK_BYTES_PER_IMAGE + captions * DISK_BYTES_PER_CAPTION)
+    return memory, disk
+
+
+def check_export(images: int, captions: int, out: Path | str | None = None) -> None:
+    """Refuse an export that cannot fit in memory (:class:`prhsim.ResourceError`) or, given ``out``, on its disk
+    (:class:`prhsim.io.OutputError`), before anything is drawn."""
+    memory, disk = export_cost(images, captions)
+    ensure_fits(memory, f"the export's records ({images:,} images x {captions} captions)",
+                "lower --images (or --captions)")
+    if out is not None:
+        check_free_space(Path(out), disk, f"the export of {images:,} images x {captions} captions")
 
 
 @dataclass(frozen=True)
@@ -91,8 +115,10 @@ def export_synthetic(scene: GridScene, out: Path | str, *, images: int = 2000, c
         meta: extra keys for world.json (the command adds its settings and git revision).
 
     Raises:
-        ValueError: on a bad count or fraction; :class:`prhsim.io.OutputError` on an unusable folder.
+        ValueError: on a bad count or fraction; :class:`prhsim.ResourceError` when the records cannot fit in
+            memory; :class:`prhsim.io.OutputError` on an unusable folder or too little free disk.
     """
+    check_export(_count("images", images, 3), _count("captions", captions, 1), out)
     plan = plan_export(scene, images=images, captions=captions, val=val, test=test, pixel_scale=pixel_scale, k=k,
                        rng=rng, meta=meta)
     with staged_folder(Path(out), overwrite=overwrite) as stage:
@@ -105,6 +131,7 @@ def plan_export(scene: GridScene, *, images: int = 2000, captions: int = 5, val:
                 meta: dict[str, Any] | None = None) -> ExportPlan:
     """The export's records, splits, captions and image features (arguments of :func:`export_synthetic`); no file."""
     images, captions = _count("images", images, 3), _count("captions", captions, 1)
+    check_export(images, captions)
     if not (0 < val < 1 and 0 < test < 1 and val + test < 1):
         raise ValueError(f"val and test must be fractions in (0, 1) summing below 1, got {val} and {test}")
     gen = check_rng(rng)

@@ -37,7 +37,8 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
           "30-state random world with two modalities and k = 2.",
           flags=(Flag("lam", "lams", "Weights lam to train at (default: 9 log-spaced from 1e-4 to 0.5).", comma_list,
                       "A,B,.."),
-                 Flag("world", "world", "World kind over Z (default random with 30 states).", metavar="KIND"),
+                 Flag("world", "world.kind", "World kind over Z (default random with 30 states); --set world.… "
+                      "keys apply to it.", lambda value: f'"{value}"', metavar="KIND"),
                  Flag("modalities", "modalities", "Number of modalities (default 2 on a random world, else 3).",
                       metavar="M", type=int),
                  Flag("views", "views", "good or bad views (default good).", metavar="good|bad"),
@@ -64,10 +65,10 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
           flags=(Flag("seeds", "n_seeds", "Seeds per budget.", metavar="S"),
                  Flag("budgets", "budgets", "Training samples per run, comma-separated (e.g. 300,1000,3000).",
                       lambda value: "[" + value + "]", "N,N,..."),
-                 Flag("world", "world", "The world; only gridscene has a caption renderer. 'gridscene' keeps "
+                 Flag("world", "world.kind", "The world; only gridscene has a caption renderer. 'gridscene' keeps "
                       "the sweep's scene (4x4 grid, 2 objects, 2 shapes, 2 colours; --set world.size=… "
                       "changes it); any other kind is refused.",
-                      lambda value: None if value == "gridscene" else value, "KIND"))),
+                      lambda value: None if value == "gridscene" else f'"{value}"', "KIND"))),
     Sweep("ntp-ca", _S + "_ntp_ca", "NtpCaSettings", _S + "_ntp_ca_figure:ntp_ca_figure",
           "Next-token prediction: the whitened softmax optimum against correspondence analysis as the "
           "dependence strength sigma_1 shrinks."),

@@ -57,6 +57,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from prhsim import __version__
+from prhsim._budget import ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress
 from prhsim.config import GridSceneWorld, Settings, WorldConfig
@@ -64,11 +65,12 @@ from prhsim.experiments._results import _Record
 from prhsim.learners import (
     CaptionDecoder,
     DecoderConfig,
+    check_decoder,
     decode_captions,
     train_caption_decoder,
 )
 from prhsim.metrics import orthogonal_map, procrustes
-from prhsim.optima import closed_form, span_optimum
+from prhsim.optima import AUTO_K_MAX, closed_form, span_optimum
 from prhsim.worlds import (
     CaptionLaw,
     GridScene,
@@ -557,6 +559,7 @@ def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | 
         fits = sorted({int(n) for n in fits})
     if 0 in fits and pair_free is None:
         raise ValueError("N_fit = 0 needs a pair-free map (pair_free=...)")
+    check_draws(max(fits), pair_free_samples if 0 in fits else 0, K)
     n_z = law.n_states
     n_in = int(round(held_in * n_z))
     if not 1 <= n_in <= n_z - 2:
@@ -667,6 +670,25 @@ class CaptioningSettings(Settings):
         if self.world.kind != "gridscene":
             raise ValueError(f"captioning needs a world with pixel and caption renderers (gridscene), got {self.world.kind}")
         return self
+
+
+def check_draws(n_fit: int, pair_free_samples: int, k: int) -> None:
+    """Refuse (ResourceError) draws that cannot fit: the largest fit's ``n_fit`` pairs (states, nuisances, image
+    and caption features and their noisy copy, 8·n·(4k + 6) bytes) and the pair-free sample (six tables of
+    ``pair_free_samples`` x k and their indices, 8·n·(8k + 16) bytes)."""
+    ensure_fits(8.0 * n_fit * (4 * k + 6), f"the {n_fit:,} (image, caption) pairs of the largest N_fit (k = {k})",
+                "lower n_fits")
+    ensure_fits(8.0 * pair_free_samples * (8 * k + 16),
+                f"the pair-free sample of {pair_free_samples:,} rows per modality (k = {k})", "lower pair_free_samples")
+
+
+def notes(s: CaptioningSettings) -> list[str]:
+    """Refuse, before any work, what cannot fit (the decoder, the fitted pairs, the pair-free sample; k = auto
+    counted at its largest, AUTO_K_MAX); no note otherwise."""
+    k = AUTO_K_MAX if s.k == "auto" else int(s.k)
+    check_decoder(DecoderConfig(steps=s.decoder_steps, batch_size=s.decoder_batch), caption_law(s.world.build_scene()), k)
+    check_draws(max(s.n_fits or [0]), 0 if s.pair_free == "none" else s.pair_free_samples, k)
+    return []
 
 
 def run(s: CaptioningSettings, say: Progress = lambda message: None) -> Any:

@@ -44,7 +44,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from prhsim import __version__
-from prhsim._budget import ResourceError
+from prhsim._budget import ResourceError, ensure_fits
 from prhsim._moved import renamed_keyword
 from prhsim._types import Progress
 from prhsim.config import GridSceneWorld, Settings, WorldConfig
@@ -179,6 +179,16 @@ def closed_form_alignment(target: CaptionTarget, task: str, config: TextConfig, 
     return ClosedForm(alignment=caption_alignment(target, optimum.captions), unique=optimum.unique, gap=optimum.gap)
 
 
+def check_cost(scene: GridScene, configs, budget: int, n_seeds: int, k: int | Literal["auto"]) -> None:
+    """Refuse (ResourceError) a sweep that cannot fit, before any work: every task's learner and batches
+    (:func:`prhsim.learners.check_text_batches`) and the records of the largest ``budget``, per seed."""
+    law = caption_law(scene)
+    for config in configs:
+        check_text_batches(config, law.length, n_seeds, n_ids=law.vocab_size + 1, k=None if k == "auto" else int(k))
+    ensure_fits(n_seeds * law.records_bytes(budget, 2),
+                f"the training records of the largest budget ({n_seeds} seed(s) x {budget:,} samples)", "lower budgets")
+
+
 @renamed_keyword("learners", "tasks", "good and bad are views of the JEPA learner, not learners")
 def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDGETS, n_seeds: int = 3,
                       steps: int = 3000, batch_size: int = 512, lr: float = 1e-2, hidden: Sequence[int] = (128,),
@@ -211,9 +221,7 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
     seed_list = tuple(int(rng) * 1000 + s for s in range(int(n_seeds)))
     configs = {x: TextConfig.for_task(x, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
                              hidden=tuple(hidden), min_span=int(min_span)) for x in tasks}
-    length = caption_law(scene).length
-    for config in configs.values():  # before anything is computed: batches that cannot fit are refused now
-        check_text_batches(config, length, len(seed_list))
+    check_cost(scene, configs.values(), budgets[-1], len(seed_list), k)  # before anything is computed
     say("the pixel closed form and the evaluation set")
     target = caption_target(scene, k=k, n_fit=n_fit, rng=np.random.default_rng([int(rng), 0]))
     ceilings: dict[str, ClosedForm | None] = {}
@@ -359,6 +367,14 @@ class SampleEfficiencySettings(Settings):
         if self.reference_budget is not None and self.reference_budget not in self.budgets:
             raise ValueError(f"reference_budget {self.reference_budget} is not one of the budgets {self.budgets}")
         return self
+
+
+def notes(s: SampleEfficiencySettings) -> list[str]:
+    """What cannot fit is refused before any work (:func:`check_cost`); no note otherwise."""
+    configs = [TextConfig.for_task(x, steps=s.steps, batch_size=s.batch_size, lr=s.lr, hidden=tuple(s.hidden),
+                                   min_span=s.min_span) for x in dict.fromkeys(s.tasks)]
+    check_cost(s.world.build_scene(), configs, max(s.budgets), s.n_seeds, s.k)
+    return []
 
 
 def run(s: SampleEfficiencySettings, say: Progress = lambda message: None) -> Any:

@@ -1,0 +1,127 @@
+"""Every sweep as hard as `prhsim run`: what cannot fit is refused up front in one line (exit 2, no folder, a small
+tracemalloc peak), unusable outputs are refused before computing, and a full disk is one line naming the path.
+The `prhsim real` commands' table is tests/real/test_real_refusals.py."""
+
+from __future__ import annotations
+
+import errno
+import pathlib
+
+import pytest
+from click.testing import CliRunner
+
+from prhsim.cli import main
+from prhsim.experiments.sweeps import SWEEPS
+from support import assert_one_line_refusal, refusal
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm_imports():
+    """What the sweeps import (JAX among them), imported before any tracemalloc window opens."""
+    import jax  # noqa: F401
+
+    import prhsim.experiments.sweeps._captioning  # noqa: F401
+    import prhsim.experiments.sweeps._sample_efficiency  # noqa: F401
+    import prhsim.experiments.sweeps._sigreg_weight  # noqa: F401
+
+
+@pytest.mark.parametrize("args, names", [
+    (["sample-efficiency", "--set", "hidden=[100000000]"], ["text learner's MLP", "100,000,000", "lower hidden"]),
+    (["sample-efficiency", "--set", "budgets=[1000000000000]"], ["training records", "lower budgets"]),
+    (["sample-efficiency", "--set", "batch_size=1000000000"], ["text learner's batches", "lower batch_size"]),
+    (["sample-efficiency", "--memory-limit", "0.001"], ["limit 1 MB"]),
+    (["captioning", "--set", "decoder_batch=1000000000"], ["caption decoder", "lower decoder_batch"]),
+    (["captioning", "--set", "n_fits=[100000000]"], ["100,000,000 (image, caption) pairs", "lower n_fits"]),
+    (["captioning", "--set", "pair_free_samples=1000000000000"], ["pair-free sample", "lower pair_free_samples"]),
+    (["captioning", "--memory-limit", "0.001"], ["caption decoder", "limit 1 MB"]),
+    (["sigreg-weight", "--k", "2", "--world", "ring", "--n", "2000000", "--memory-limit", "0.05"],
+     ["limit 50 MB", "world.n"]),
+])
+def test_what_cannot_fit_is_refused_up_front_in_one_line(args, names, tmp_path):
+    """These used to end in a numpy or JAX allocation traceback, or the OOM killer, after minutes."""
+    out = tmp_path / "out"
+    if "--memory-limit" not in args:
+        args = [*args, "--memory-limit", "8"]  # the same refusals on any machine
+    result, peak = refusal(["sweep", *args, "--out", str(out), "--no-figures"])
+    assert_one_line_refusal(result, peak, names)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", sorted(SWEEPS))
+def test_every_sweep_refuses_an_unusable_out_before_computing(name, tmp_path):
+    (tmp_path / "file").write_text("x")
+    result, peak = refusal(["sweep", name, "--out", str(tmp_path / "file" / "sub"), "--no-figures"])
+    assert_one_line_refusal(result, peak, ["is a file, not a folder"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_a_world_flag_keeps_the_world_settings_given_with_set(tmp_path):
+    """`--world ring --set world.laziness=1` used to replace the world table by a default ring (laziness 0.5) and run:
+    now the flag sets the kind, the key applies to it, and the static ring is refused."""
+    out = tmp_path / "out"
+    result, peak = refusal(["sweep", "sigreg-weight", "--set", "world.laziness=1", "--world", "ring", "--out", str(out),
+                            "--no-figures", "-q"])  # refused once built (its progress lines quiet)
+    assert_one_line_refusal(result, peak, ["never moves", "Pi = diag(p)"])
+    wrong = CliRunner().invoke(main, ["sweep", "sigreg-weight", "--set", "world.size=3", "--world", "ring",
+                                      "--out", str(out), "--no-figures"])
+    assert wrong.exit_code == 2 and "size" in wrong.output and len(wrong.output.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def _full_disk_on(name: str, monkeypatch):
+    """Writing a file called ``name`` fails as on a full disk."""
+    write_text = pathlib.Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name == name:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+
+
+def test_a_full_disk_while_a_sweep_writes_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    _full_disk_on("config.json", monkeypatch)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["sweep", "gap-sensitivity", "--set", "gaps=[0.05]", "--out", str(out), "--no-figures",
+                                    "-q"])
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: no space left on the device of {out}"), res.output
+    assert "were written before it filled" in lines[0] and "nothing was written" in lines[0]
+    assert list(tmp_path.iterdir()) == []  # neither the folder nor its staging sibling
+
+
+def test_a_full_disk_that_a_library_hides_is_still_one_line(tmp_path, monkeypatch):
+    """matplotlib reports a full disk while saving a PNG as ``'_idat' object has no attribute 'fileno'``: with
+    almost nothing free on the device, a failed write is taken for a full disk."""
+    from matplotlib.figure import Figure
+
+    import prhsim.io._files as files
+
+    def savefig(self, *args, **kwargs):
+        raise AttributeError("'_idat' object has no attribute 'fileno'")
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    monkeypatch.setattr(files, "free_bytes", lambda path: 4096)
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["run", "--world", "ring", "--n", "12", "--k", "2", "--modalities", "2",
+                                    "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines()[-1].startswith(f"Error: no space left on the device of {out}"), res.output
+    assert "Traceback" not in res.output and list(tmp_path.iterdir()) == []
+
+
+def test_a_bug_while_writing_is_not_taken_for_a_full_disk(tmp_path, monkeypatch):
+    """With space free, a failure while writing stays what it is (a traceback, exit 1): not every error is the disk."""
+    from matplotlib.figure import Figure
+
+    def savefig(self, *args, **kwargs):
+        raise AttributeError("a bug")
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["run", "--world", "ring", "--n", "12", "--k", "2", "--modalities", "2",
+                                    "--out", str(out)])
+    assert res.exit_code == 1 and isinstance(res.exception, AttributeError)
+    assert list(tmp_path.iterdir()) == []
