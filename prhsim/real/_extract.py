@@ -1,10 +1,10 @@
 """``prhsim prh extract``: PRH feature files from a local Hugging Face checkpoint directory.
 
-The model is read with transformers' ``AutoConfig``/``AutoModel`` and its ``AutoTokenizer`` (language
-models) or ``AutoImageProcessor`` (vision models), all with ``local_files_only=True``: nothing is
-downloaded. Every hidden state the model returns with ``output_hidden_states=True`` is pooled into one
-row per input, so a file holds ``feats`` (N, L, D) float32, the layout ``prhsim prh`` and
-:func:`prhsim.io.load_features` read.
+The model is read with transformers' ``AutoConfig``/``AutoModel`` (``AutoModelForCausalLM`` for a decoder with an
+LM head) and its ``AutoTokenizer`` (language models) or ``AutoImageProcessor`` (vision models), all with
+``local_files_only=True``: nothing is downloaded. Every hidden state the model returns with
+``output_hidden_states=True`` is pooled into one row per input, so a file holds ``feats`` (N, L, D) float32,
+the layout ``prhsim prh`` and :func:`prhsim.io.load_features` read.
 
 Model kinds and pooling (``pool="auto"``), as the public PRH code pools:
 
@@ -27,22 +27,53 @@ parquet with a ``text`` or ``caption`` column, in row order) for language models
 folder of images (sorted file names) or a caption dataset whose images are read in its order (a
 Karpathy JSON's ``filename``, a JSON line's ``"image"``; from ``images/`` beside the file, else its folder).
 
+Language-model loss (decoders whose checkpoint has an LM head: ``AutoModelForCausalLM`` is loaded and its
+``hidden_states``, the states ``AutoModel`` returns, are pooled), as the PRH code computes it (platonic-rep
+``utils.cross_entropy_loss`` and ``utils.cross_entropy_to_bits_per_unit``, saved by ``extract_features.py`` as
+``loss = stack(avg_loss).mean()`` and ``bpb = stack(bpb).mean()``): for text i with non-padding tokens
+x_1..x_T (after truncation), ``nats_i = sum_{t<T} -log softmax(logits_t)[x_{t+1}]`` (float32 log-softmax of the
+model's logits, summed in float64), ``loss_i = nats_i / (T - 1)``, ``bpb_i = nats_i * log2(e) /
+len(text_i.encode("utf-8"))``; ``loss`` and ``bpb`` are the means over i. A prediction counts where both its input
+and its target are non-padding (``mask[:, :-1] * mask[:, 1:]``); the PRH code's ``mask[:, :-1]`` alone is the same
+under the left padding its ``load_tokenizer`` sets (under right padding it would also score each shorter text's
+first pad). Differences from the PRH code: the scalars are Python floats (it saves 0-d tensors); a text of one
+token has no prediction, so its ``loss_i`` and ``bpb_i`` are NaN and the means skip it (there ``loss`` would be
+NaN and ``bpb_i`` 0); texts are truncated at the maximum length (it does not truncate) while ``bpb_i`` still
+divides by the whole text's bytes, so a truncated text's bpb is low. As there, the first token is never predicted
+but its bytes count. Decoders get ``position_ids = max(cumsum(mask) - 1, 0)`` (as transformers' ``generate``),
+so a left-padding tokenizer gives the features and loss of the unpadded text (right padding: unchanged).
+``num_params`` counts the loaded model (with an untied head, its V x D too, as the PRH code's causal-LM count).
+Encoders (BERT family), vision models and decoder checkpoints without a head (an untied one missing from the
+weights: ``AutoModel`` is loaded) have no next-token loss: nothing is saved for them.
+
 Files by suffix: ``.pt`` a dict ``{"feats", "num_params", "mask" (N, T) int64 for language models as the
-PRH code saves it, "layers", "pool"}``; ``.npy`` the array ``feats``; ``.safetensors`` the tensor
-``feats`` (and ``mask``). Written whole or not at all (:func:`prhsim.io.atomic_file`). Every problem is
-a :class:`prhsim.real.DataError` of one line naming the path.
+PRH code saves it, "layers", "pool"}`` plus, with a loss, ``"loss"``, ``"bpb"`` (floats) and
+``"loss_per_sample"``, ``"bpb_per_sample"`` ((N,) float64); ``.npy`` the array ``feats`` only (no mask, no
+loss); ``.safetensors`` the tensor ``feats`` (and ``mask``, ``loss_per_sample``, ``bpb_per_sample``; ``loss``
+and ``bpb`` as strings in its metadata). Written whole or not at all (:func:`prhsim.io.atomic_file`). Every
+problem is a :class:`prhsim.real.DataError` of one line naming the path (too little memory: the guard below).
+
+Memory guard: before the model is loaded, :func:`peak_bytes` estimates the peak (the weight files; per batch
+``batch_size x T x D x S x 4`` bytes of hidden states, S = blocks + 1, T the longest text's tokens after
+truncation or an image's tokens, plus ``(batch_size + 2) x T x V x 4`` of logits for a decoder; the kept features
+``2 x N x len(layers) x D x 4`` and the mask ``N x T x 8``) and :func:`prhsim._budget.ensure_fits` refuses it in
+one line (a :class:`prhsim.ResourceError` naming ``--batch-size``, ``--max-length``, ``--layers``) above the
+memory limit (half the machine's memory unless :func:`prhsim.memory_limit` sets it).
 
 Resuming (``shard_size=S``): every S rows are written as one shard (atomically) into ``OUT.shards/`` beside
 the output; a rerun reads back the shards whose key (:func:`features_key`: the model, the data, the layers,
-pooling and maximum length) matches and computes the rest; the finished file is written atomically and the
-shard folder removed. Caching (:func:`cached_features`): the features of a model and a dataset are stored
-under a cache folder by the same key and reused.
+pooling, maximum length and :data:`KEY_VERSION`) matches and computes the rest; the finished file is written
+atomically and the shard folder removed. With a loss a shard also holds its rows' ``nats_i`` and prediction
+counts; one without them (an older version's) is computed again. Caching (:func:`cached_features`): the features
+of a model and a dataset are stored under a cache folder by the same key and reused.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
+import math
 import shutil
 import time
 from dataclasses import dataclass
@@ -51,6 +82,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from prhsim._budget import ensure_fits, format_bytes
 from prhsim.io import atomic_file
 from prhsim.real._karpathy import DataError, read_captions
 from prhsim.real._weights import silent_transformers
@@ -72,7 +104,8 @@ TOWERED = ("clip", "siglip", "siglip2")
 @dataclass(frozen=True)
 class ExtractSummary:
     """What :func:`extract_features` wrote: the file, its shape (N, L, D), the layers kept (hidden-state
-    indices), the pooling used, the model kind ("text" or "vision") and type, its parameter count and the time."""
+    indices), the pooling used, the model kind ("text" or "vision") and type, its parameter count, the time, and
+    the mean next-token loss (nats) and bits per byte (None without an LM head; module docstring)."""
 
     out: Path
     shape: tuple[int, int, int]
@@ -82,6 +115,8 @@ class ExtractSummary:
     model_type: str
     num_params: int
     seconds: float
+    loss: float | None = None
+    bpb: float | None = None
 
 
 def model_kind(config) -> str:
@@ -307,8 +342,8 @@ def pool_hidden(hidden: Sequence, mask, pool: str, layers: Sequence[int]):
 
 # ---------------------------------------------------------------- keys: resuming and caching
 
-#: Bumped when what a key covers, or the features it names, change.
-KEY_VERSION = 1
+#: Bumped when what a key covers, or the features it names, change (2: shards and files carry the LM loss).
+KEY_VERSION = 2
 
 
 def model_fingerprint(model: Path | str) -> dict:
@@ -388,8 +423,9 @@ def shard_folder(out: Path | str) -> Path:
     return out.with_name(out.name + ".shards")
 
 
-def _read_shard(path: Path, key: str, start: int, stop: int):
-    """(feats, lengths, layers) of a shard written for ``key`` and rows start..stop, or None (absent, stale, unreadable)."""
+def _read_shard(path: Path, key: str, start: int, stop: int, scored: bool = False):
+    """(feats, lengths, layers, scores) of a shard written for ``key`` and rows start..stop, or None (absent, stale,
+    unreadable, or, when ``scored``, without its rows' next-token nats and prediction counts: ``scores``)."""
     import torch
 
     if not path.is_file():
@@ -403,15 +439,108 @@ def _read_shard(path: Path, key: str, start: int, stop: int):
     feats = doc.get("feats")
     if feats is None or feats.shape[0] != stop - start:
         return None
-    return feats, list(doc.get("lengths") or []), tuple(doc["layers"])
+    scores = None
+    if scored:
+        nats, counts = doc.get("nats"), doc.get("predicted")
+        if not all(isinstance(t, torch.Tensor) and tuple(t.shape) == (stop - start,) for t in (nats, counts)):
+            return None  # written without the loss (an older version): computed again
+        scores = (nats.double(), counts.long())
+    return feats, list(doc.get("lengths") or []), tuple(doc["layers"]), scores
 
 
-def _save_shard(path: Path, key: str, start: int, stop: int, feats, lengths: list[int], layers: tuple[int, ...]) -> None:
+def _save_shard(path: Path, key: str, start: int, stop: int, feats, lengths: list[int], layers: tuple[int, ...],
+                scores=None) -> None:
+    """Write a shard; ``scores``: (nats (n,), prediction counts (n,)) of its rows, or None without an LM head."""
     import torch
 
+    doc = {"key": key, "start": start, "stop": stop, "feats": feats.contiguous(), "lengths": list(lengths),
+           "layers": list(layers)}
+    if scores is not None:
+        doc["nats"], doc["predicted"] = scores[0].contiguous(), scores[1].contiguous()
     with atomic_file(path) as tmp:
-        torch.save({"key": key, "start": start, "stop": stop, "feats": feats.contiguous(), "lengths": list(lengths),
-                    "layers": list(layers)}, tmp)
+        torch.save(doc, tmp)
+
+
+# ---------------------------------------------------------------- the memory guard
+
+#: Suffixes of weight files counted in the memory estimate.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def _dims(config, kind: str) -> tuple[int, int, int]:
+    """(hidden states returned, hidden size, vocabulary size; 0 where the config does not say) of the model pooled."""
+    inner = config.vision_config if kind == "vision" and config.model_type in TOWERED else config
+    if kind == "text" and hasattr(inner, "get_text_config"):
+        inner = inner.get_text_config()
+    blocks = getattr(inner, "num_hidden_layers", None)
+    width = getattr(inner, "hidden_size", None)
+    vocab = getattr(inner, "vocab_size", None) if kind == "text" else 0
+    number = [v if isinstance(v, int) and v > 0 else 0 for v in (blocks, width, vocab)]
+    return (number[0] + 1 if number[0] else 0), number[1], number[2]
+
+
+def _image_tokens(processor, config) -> int:
+    """Tokens of one image: (H / patch) x (W / patch) patches, plus the class token and any registers, H x W the
+    processor's crop (or resize) size, else the config's ``image_size``; 0 where neither says."""
+    inner = config.vision_config if config.model_type in TOWERED else config
+    patch = getattr(inner, "patch_size", None)
+    side = None
+    for name in (("crop_size",) if getattr(processor, "do_center_crop", False) else ()) + ("size",):
+        spec = getattr(processor, name, None)
+        if spec is None:
+            continue
+        get = spec.get if isinstance(spec, dict) else (lambda k, s=spec: getattr(s, k, None))
+        if isinstance(spec, int):
+            side = (spec, spec)
+        elif get("height") and get("width"):
+            side = (int(get("height")), int(get("width")))
+        elif get("shortest_edge"):
+            side = (int(get("shortest_edge")),) * 2  # the longer edge may be longer: a lower bound
+        if side:
+            break
+    if side is None and isinstance(getattr(inner, "image_size", None), int):
+        side = (inner.image_size, inner.image_size)
+    if not side or not isinstance(patch, int) or patch < 1:
+        return 0
+    extra = (0 if config.model_type in NO_CLS_VISION else 1) + int(getattr(inner, "num_register_tokens", 0) or 0)
+    return (side[0] // patch) * (side[1] // patch) + extra
+
+
+def peak_bytes(config, kind: str, *, inputs: int, batch_size: int, tokens: int, kept_layers: int | None = None,
+               logits: bool = False, weights: int = 0) -> tuple[float, str]:
+    """The estimated peak bytes of an extraction and what they are, in words: ``weights`` (bytes of the weight files)
+    + per batch ``batch_size x tokens x D x S x 4`` (S hidden states of width D; ``tokens``: a text's padded length or
+    an image's tokens) + with ``logits`` ``(batch_size + 2) x tokens x V x 4`` (a batch's logits and one row's
+    float32 log-softmax) + the kept features ``2 x inputs x kept_layers x D x 4`` (the parts and their concatenation)
+    + for text the mask ``inputs x tokens x 8``."""
+    states, width, vocab = _dims(config, kind)
+    kept = kept_layers if kept_layers is not None else states
+    hidden = float(batch_size) * tokens * width * states * 4
+    head = float(batch_size + 2) * tokens * vocab * 4 if logits else 0.0
+    feats = 2.0 * inputs * kept * width * 4
+    mask = float(inputs) * tokens * 8 if kind == "text" else 0.0
+    unit = "tokens" if kind == "text" else "tokens per image"
+    parts = [f"weights {format_bytes(weights)}",
+             f"hidden states {batch_size:,} x {tokens:,} {unit} x {states} states x {width} = {format_bytes(hidden)}"]
+    if logits:
+        parts.append(f"logits {batch_size:,} x {tokens:,} x {vocab:,} = {format_bytes(head)}")
+    parts.append(f"kept features {inputs:,} x {kept} layers x {width} = {format_bytes(feats)}")
+    what = f"extracting {inputs:,} {'texts' if kind == 'text' else 'images'} ({'; '.join(parts)})"
+    return weights + hidden + head + feats + mask, what
+
+
+def _longest(tokenizer, texts: Sequence[str], limit: int, chunk: int = 4096) -> int:
+    """The most tokens of any text after truncation at ``limit`` (a batch's padded length at most), in chunks."""
+    longest = 0
+    with silent_transformers():
+        for start in range(0, len(texts), chunk):
+            ids = tokenizer(list(texts[start:start + chunk]), truncation=True, max_length=limit)["input_ids"]
+            longest = max(longest, *map(len, ids))
+    return longest
+
+
+def _weight_bytes(model: Path) -> int:
+    return sum(p.stat().st_size for p in model.iterdir() if p.is_file() and p.suffix.lower() in WEIGHT_SUFFIXES)
 
 
 # ---------------------------------------------------------------- extraction
@@ -425,12 +554,14 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
 
     ``progress(message, done, total)`` is called after every batch (and every shard read back). ``shard_size``:
     keep every that many rows as a shard in :func:`shard_folder` of ``out`` so an interrupted run resumes where
-    it stopped (module docstring).
+    it stopped (module docstring). A decoder with an LM head also gets its next-token ``loss`` and ``bpb``.
 
     Raises:
         DataError: not a checkpoint directory, a model kind that cannot be pooled, a dataset that cannot be read
             or that does not fit the model (texts for a vision model, images for a language model), an
             existing ``out`` without ``overwrite``, an unknown output suffix.
+        ResourceError: the estimated peak memory (:func:`peak_bytes`) is above the memory limit; checked before
+            the model is loaded.
         ValueError: a bad ``layers``, ``pool``, ``batch_size``, ``max_length`` or ``shard_size``; ``device="cuda"``
             without CUDA.
     """
@@ -468,15 +599,30 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
                         "give it a caption dataset")
     inputs = read_texts(data) if kind == "text" else image_paths(data)
     dev = _device(device)
-    net, reader = _load(model, config, kind)
-    net = net.to(dev).eval()
-    num_params = int(sum(p.numel() for p in net.parameters()))
+    reader = _reader(model, kind)
+    causal = kind == "text" and is_decoder(config)
     if kind == "text":
         limit = _max_length(reader, config, max_length)
         pad_left = getattr(reader, "padding_side", "right") == "left"
+        tokens = _longest(reader, inputs, limit)
+    else:
+        tokens = _image_tokens(reader, config)
+    states = _dims(config, kind)[0]
+    try:
+        kept_layers = len(parse_layers(layers, states)) if states else None
+    except ValueError:  # reported against the hidden states the model returns, after its first batch
+        kept_layers = None
+    need, what = peak_bytes(config, kind, inputs=len(inputs), batch_size=batch_size, tokens=tokens,
+                            kept_layers=kept_layers, logits=causal, weights=_weight_bytes(model))
+    ensure_fits(need, what, "lower --batch-size or --max-length, or keep fewer --layers" if kind == "text"
+                else "lower --batch-size, or keep fewer --layers")
+    net, scored = _network(model, config, kind)
+    net = net.to(dev).eval()
+    num_params = int(sum(p.numel() for p in net.parameters()))
+    positions = causal and "position_ids" in inspect.signature(net.forward).parameters
 
     say = progress or (lambda message, done=None, total=None: None)
-    rows, lengths, chosen = [], [], None
+    rows, lengths, nats, counts, chosen = [], [], [], [], None
     total = len(inputs)
     if dev.type == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
@@ -492,15 +638,18 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
         for first in range(0, total, step):
             stop = min(first + step, total)
             shard = shards / f"rows-{first:09d}-{stop:09d}.pt" if shards else None
-            kept = _read_shard(shard, key, first, stop) if shard else None
+            kept = _read_shard(shard, key, first, stop, scored) if shard else None
             if kept is not None:
-                feats_kept, lengths_kept, layers_kept = kept
+                feats_kept, lengths_kept, layers_kept, scores_kept = kept
                 rows.append(feats_kept)
                 lengths.extend(lengths_kept)
+                if scored:
+                    nats.append(scores_kept[0])
+                    counts.append(scores_kept[1])
                 chosen = chosen or layers_kept
                 say(f"{stop:,}/{total:,} {noun} (shard {first:,}..{stop - 1:,} read back)", stop, total)
                 continue
-            part, part_lengths = [], []
+            part, part_lengths, part_nats, part_counts = [], [], [], []
             for start in range(first, stop, batch_size):
                 chunk = inputs[start:min(start + batch_size, stop)]
                 if kind == "text":
@@ -509,8 +658,15 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
                     part_lengths.extend(mask.sum(1).tolist())
                     feed = {k: v.to(dev) for k, v in batch.items()
                             if k in ("input_ids", "attention_mask", "token_type_ids")}
-                    hidden = net(**feed, output_hidden_states=True).hidden_states
+                    if positions:  # each text's own positions 0..T-1, whichever side it is padded on
+                        feed["position_ids"] = (mask.long().cumsum(1) - 1).clamp_min(0).to(dev)
+                    output = net(**feed, output_hidden_states=True)
+                    hidden = output.hidden_states
                     mask = mask.to(dev)
+                    if scored:
+                        batch_nats, batch_counts = _next_token_nats(output.logits, feed["input_ids"], mask)
+                        part_nats.append(batch_nats)
+                        part_counts.append(batch_counts)
                 else:
                     pixels = _pixels(reader, chunk).to(dev)
                     hidden = net(pixel_values=pixels, output_hidden_states=True).hidden_states
@@ -522,17 +678,52 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
                 computed += len(chunk)
                 say(f"{done:,}/{total:,} {noun}, {computed / (time.perf_counter() - looping):,.1f}/s", done, total)
             block = torch.cat(part)
+            scores = (torch.cat(part_nats), torch.cat(part_counts)) if scored else None
             if shard:
-                _save_shard(shard, key, first, stop, block, part_lengths, chosen)
+                _save_shard(shard, key, first, stop, block, part_lengths, chosen, scores)
             rows.append(block)
             lengths.extend(part_lengths)
+            if scored:
+                nats.append(scores[0])
+                counts.append(scores[1])
     feats = torch.cat(rows).contiguous()
     mask_all = _mask(lengths, pad_left) if kind == "text" else None
-    _write(out, feats, mask_all, num_params, chosen, pool)
+    losses = _losses(torch.cat(nats), torch.cat(counts), inputs) if scored else None
+    _write(out, feats, mask_all, num_params, chosen, pool, losses)
     if shards is not None:
         shutil.rmtree(shards, ignore_errors=True)
     return ExtractSummary(out, tuple(feats.shape), chosen, pool, kind, str(config.model_type), num_params,
-                          time.perf_counter() - started)
+                          time.perf_counter() - started, losses["loss"] if losses else None,
+                          losses["bpb"] if losses else None)
+
+
+def _next_token_nats(logits, ids, mask):
+    """(B,) float64 summed next-token cross-entropy (nats) and (B,) int64 prediction counts of a batch: position t
+    predicts token t + 1 where both are non-padding (module docstring); float32 log-softmax, one row at a time."""
+    import torch
+
+    keep = (mask[:, :-1] * mask[:, 1:]).bool()
+    nats = []
+    for row in range(ids.shape[0]):
+        chosen = keep[row]
+        nll = torch.nn.functional.cross_entropy(logits[row, :-1][chosen].float(), ids[row, 1:][chosen],
+                                                reduction="none")
+        nats.append(nll.double().sum())
+    return torch.stack(nats).cpu(), keep.sum(1).long().cpu()
+
+
+def _losses(nats, counts, texts: Sequence[str]) -> dict:
+    """The PRH code's ``loss`` and ``bpb`` (means over texts) and the per-text values (module docstring): loss_i =
+    nats_i / count_i, bpb_i = nats_i * log2(e) / UTF-8 bytes_i; NaN (and skipped by the means) where count_i = 0."""
+    import torch
+
+    nbytes = torch.tensor([len(t.encode("utf-8")) for t in texts], dtype=torch.float64)
+    has = counts > 0
+    nan = torch.full_like(nats, math.nan)
+    loss = torch.where(has, nats / counts.clamp_min(1).double(), nan)
+    bpb = torch.where(has, nats * math.log2(math.e) / nbytes, nan)
+    mean = (lambda v: float(v[has].mean())) if bool(has.any()) else (lambda v: math.nan)
+    return {"loss": mean(loss), "bpb": mean(bpb), "loss_per_sample": loss, "bpb_per_sample": bpb}
 
 
 def _line(exc: Exception) -> str:
@@ -540,17 +731,12 @@ def _line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _load(model: Path, config, kind: str):
-    """The model (its vision tower for a whole CLIP/SigLIP) and its tokenizer or image processor."""
-    from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
+def _reader(model: Path, kind: str):
+    """The checkpoint's tokenizer (padding with its end-of-sequence or unknown token if it has no padding token)
+    or image processor, or a one-line DataError."""
+    from transformers import AutoImageProcessor, AutoTokenizer
 
     with silent_transformers():
-        try:
-            net = AutoModel.from_pretrained(str(model), local_files_only=True)
-        except Exception as exc:  # missing weights, an unknown architecture: one line
-            raise DataError(f"{model}: the checkpoint cannot be loaded ({_line(exc)})") from None
-        if kind == "vision" and config.model_type in TOWERED:
-            net = net.vision_model
         try:
             if kind == "text":
                 reader = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
@@ -565,7 +751,44 @@ def _load(model: Path, config, kind: str):
         if fallback is None:
             raise DataError(f"{model}: the tokenizer has no padding, end-of-sequence or unknown token to pad with")
         reader.pad_token = fallback  # padded positions are masked out: which token pads does not matter
-    return net, reader
+    return reader
+
+
+def _head_loaded(net, info: dict) -> bool:
+    """Whether the output embeddings (the LM head) of a loaded causal LM came from the checkpoint (or are tied to
+    its input embeddings), not newly initialised: none of their parameters is a missing or mismatched key."""
+    head = net.get_output_embeddings()
+    if head is None:
+        return False
+    names = {f"{prefix}.{name}" if prefix else name for prefix, module in net.named_modules() if module is head
+             for name, _ in module.named_parameters()}
+    fresh = set(info.get("missing_keys") or ())
+    fresh |= {m[0] if isinstance(m, (tuple, list)) else m for m in info.get("mismatched_keys") or ()}
+    return not names & fresh
+
+
+def _network(model: Path, config, kind: str):
+    """(the model, whether it has an LM head): ``AutoModelForCausalLM`` for a decoder whose checkpoint holds (or
+    ties) the head, else ``AutoModel`` (for a whole CLIP/SigLIP its vision tower); a one-line DataError."""
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    with silent_transformers():
+        if kind == "text" and is_decoder(config):
+            try:
+                net, info = AutoModelForCausalLM.from_pretrained(str(model), local_files_only=True,
+                                                                 output_loading_info=True)
+            except Exception:  # no causal-LM class for this config, or unloadable: AutoModel below says which
+                net = None
+            if net is not None and _head_loaded(net, info):
+                return net, True
+            del net
+        try:
+            net = AutoModel.from_pretrained(str(model), local_files_only=True)
+        except Exception as exc:  # missing weights, an unknown architecture: one line
+            raise DataError(f"{model}: the checkpoint cannot be loaded ({_line(exc)})") from None
+    if kind == "vision" and config.model_type in TOWERED:
+        net = net.vision_model
+    return net, False
 
 
 def _max_length(tokenizer, config, given: int | None) -> int:
@@ -606,7 +829,9 @@ def _mask(lengths: list[int], pad_left: bool):
     return (positions < lengths_t[:, None]).long()
 
 
-def _write(out: Path, feats, mask, num_params: int, layers: tuple[int, ...], pool: str) -> None:
+def _write(out: Path, feats, mask, num_params: int, layers: tuple[int, ...], pool: str,
+           losses: dict | None = None) -> None:
+    """Write the file of ``out``'s suffix (module docstring); ``losses``: :func:`_losses` of a decoder's LM head."""
     import torch
 
     with atomic_file(out) as tmp:
@@ -615,6 +840,8 @@ def _write(out: Path, feats, mask, num_params: int, layers: tuple[int, ...], poo
             doc = {"feats": feats, "num_params": num_params, "layers": list(layers), "pool": pool}
             if mask is not None:
                 doc["mask"] = mask
+            if losses is not None:
+                doc.update(losses)
             torch.save(doc, tmp)
         elif suffix == ".npy":
             np.save(tmp, feats.numpy())
@@ -622,7 +849,11 @@ def _write(out: Path, feats, mask, num_params: int, layers: tuple[int, ...], poo
             from safetensors.torch import save_file
 
             tensors = {"feats": feats}
+            metadata = {"pool": pool, "layers": ",".join(map(str, layers)), "num_params": str(num_params)}
             if mask is not None:
                 tensors["mask"] = mask.contiguous()
-            save_file(tensors, str(tmp), metadata={"pool": pool, "layers": ",".join(map(str, layers)),
-                                                   "num_params": str(num_params)})
+            if losses is not None:
+                tensors["loss_per_sample"] = losses["loss_per_sample"].contiguous()
+                tensors["bpb_per_sample"] = losses["bpb_per_sample"].contiguous()
+                metadata.update(loss=repr(losses["loss"]), bpb=repr(losses["bpb"]))
+            save_file(tensors, str(tmp), metadata=metadata)

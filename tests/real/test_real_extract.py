@@ -1,12 +1,15 @@
 """``prhsim prh extract`` and ``prhsim.real.extract_features`` on tiny random checkpoints built here (BERT, GPT-2,
 ViT, DINOv2, CLIP vision, SigLIP vision): the features equal the model run sample by sample through transformers
 with the pooling written from its definition (mean over the attention mask, the class token, the last token), to
-1e-5 in float32; the file reads back with ``prhsim.io.load_features`` and scores with ``prhsim prh score``; every
-bad input is a one-line error."""
+1e-5 in float32; a decoder's saved loss and bits per byte equal the next-token cross-entropy written from its
+definition (the PRH code's) on the model's logits, under either padding side and across resumed shards; the file
+reads back with ``prhsim.io.load_features`` and scores with ``prhsim prh score``; every bad input, and an extraction
+that would not fit in memory, is a one-line error."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -52,7 +55,7 @@ def data(tmp_path_factory):
     return root
 
 
-def _tokenizer(*, cls_sep: bool):
+def _tokenizer(*, cls_sep: bool, padding_side: str = "right"):
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -68,7 +71,7 @@ def _tokenizer(*, cls_sep: bool):
                                        sep_token="[SEP]", model_max_length=64), len(vocab)
     # GPT-2 style: no padding token (the extractor pads with the end-of-sequence token)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="[SEP]", unk_token="[UNK]",
-                                   model_max_length=64), len(vocab)
+                                   model_max_length=64, padding_side=padding_side), len(vocab)
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +164,9 @@ def test_language_models_mean_over_the_mask(models, data, tmp_path, name, capfd)
     lengths = [len(tok) for tok in _tokens(models[name])]
     assert saved["mask"].sum(1).tolist() == lengths and saved["mask"].shape[1] == max(lengths)
     np.testing.assert_array_equal(load_features(out), saved["feats"].numpy())
+    # a next-token loss only for the decoder (BERT has none, and none is made up)
+    assert {"loss", "bpb", "loss_per_sample", "bpb_per_sample"} <= set(saved) if name == "gpt2" else \
+        not {"loss", "bpb", "loss_per_sample", "bpb_per_sample"} & set(saved)
 
 
 def _tokens(path):
@@ -428,3 +434,182 @@ def test_extraction_resumes_from_its_shards(models, data, tmp_path, monkeypatch)
     np.testing.assert_array_equal(got["feats"].numpy(), expected["feats"].numpy())
     np.testing.assert_array_equal(got["mask"].numpy(), expected["mask"].numpy())
     assert got["layers"] == expected["layers"] and got["num_params"] == expected["num_params"]
+
+
+# ---------------------------------------------------------------- a decoder's next-token loss and bits per byte
+
+
+def _reference_loss(path, texts=CAPTIONS):
+    """Per-text (loss, bpb) from the definition: each text alone (no padding) through the causal LM, the next-token
+    cross-entropy by hand (log-softmax of the logits at t, the token at t + 1), nats summed; loss = nats / (T - 1),
+    bpb = nats / ln 2 / UTF-8 bytes."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True).eval()
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    losses, bpbs = [], []
+    with torch.no_grad():
+        for text in texts:
+            ids = tok(text, return_tensors="pt")["input_ids"]
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+            nats = -logp[torch.arange(ids.shape[1] - 1), ids[0, 1:]].double().sum().item()
+            losses.append(nats / (ids.shape[1] - 1))
+            bpbs.append(nats / math.log(2) / len(text.encode("utf-8")))
+    return np.array(losses), np.array(bpbs)
+
+
+def _padded_left(models, tmp_path):
+    """A copy of the GPT-2 checkpoint whose tokenizer pads on the left (as the PRH code's load_tokenizer sets)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    left = tmp_path / "gpt2-left"
+    shutil.copytree(models["gpt2"], left)
+    _tokenizer(cls_sep=False, padding_side="left")[0].save_pretrained(left)
+    assert AutoTokenizer.from_pretrained(str(left), local_files_only=True).padding_side == "left"
+    return left
+
+
+def test_decoder_loss_and_bpb_equal_the_definition(models, data, tmp_path):
+    out = tmp_path / "gpt2.pt"
+    result = _cli("--model", models["gpt2"], "--data", data / "dataset_tiny.json", "--out", out, "--batch-size", 4)
+    assert result.exit_code == 0, result.output
+    saved = torch.load(out, weights_only=True)
+    loss, bpb = _reference_loss(models["gpt2"])
+    assert saved["mask"].sum(1).min() < saved["mask"].shape[1]  # some texts were padded in their batch
+    np.testing.assert_allclose(saved["loss_per_sample"].numpy(), loss, atol=TOL, rtol=0)
+    np.testing.assert_allclose(saved["bpb_per_sample"].numpy(), bpb, atol=TOL, rtol=0)
+    assert isinstance(saved["loss"], float) and isinstance(saved["bpb"], float)
+    assert saved["loss"] == pytest.approx(loss.mean(), abs=TOL) and saved["bpb"] == pytest.approx(bpb.mean(), abs=TOL)
+    assert saved["loss"] > 0 and saved["bpb"] > 0
+    np.testing.assert_allclose(saved["feats"].numpy(), _reference_text(models["gpt2"], "mean"), atol=TOL, rtol=0)
+
+    # the library's summary, and safetensors (per-text tensors, the means in the metadata); npy holds feats only
+    summary = extract_features(models["gpt2"], data / "captions.jsonl", tmp_path / "g.safetensors", batch_size=3)
+    assert summary.loss == pytest.approx(saved["loss"], abs=TOL) and summary.bpb == pytest.approx(saved["bpb"], abs=TOL)
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "g.safetensors"), "pt") as handle:
+        np.testing.assert_allclose(handle.get_tensor("loss_per_sample").numpy(), loss, atol=TOL, rtol=0)
+        np.testing.assert_allclose(handle.get_tensor("bpb_per_sample").numpy(), bpb, atol=TOL, rtol=0)
+        assert float(handle.metadata()["bpb"]) == pytest.approx(bpb.mean(), abs=TOL)
+    assert extract_features(models["gpt2"], data / "captions.jsonl", tmp_path / "g.npy").loss is not None
+    assert np.load(tmp_path / "g.npy").shape == (6, 3, 16)
+    # an encoder has no next-token loss
+    assert extract_features(models["bert"], data / "captions.jsonl", tmp_path / "b.pt").loss is None
+
+
+def test_left_and_right_padding_give_the_same_loss_and_features(models, data, tmp_path):
+    left = _padded_left(models, tmp_path)
+    a = extract_features(models["gpt2"], data / "captions.jsonl", tmp_path / "right.pt", batch_size=4)
+    b = extract_features(left, data / "captions.jsonl", tmp_path / "left.pt", batch_size=4)
+    right, lefted = torch.load(tmp_path / "right.pt", weights_only=True), torch.load(tmp_path / "left.pt", weights_only=True)
+    assert not torch.equal(right["mask"], lefted["mask"])  # the padding really is on the other side
+    np.testing.assert_array_equal(right["mask"].sum(1).numpy(), lefted["mask"].sum(1).numpy())
+    np.testing.assert_allclose(lefted["loss_per_sample"].numpy(), right["loss_per_sample"].numpy(), atol=TOL, rtol=0)
+    np.testing.assert_allclose(lefted["bpb_per_sample"].numpy(), _reference_loss(left)[1], atol=TOL, rtol=0)
+    assert b.loss == pytest.approx(a.loss, abs=TOL) and b.bpb == pytest.approx(a.bpb, abs=TOL)
+    np.testing.assert_allclose(lefted["feats"].numpy(), right["feats"].numpy(), atol=TOL, rtol=0)
+    extract_features(left, data / "captions.jsonl", tmp_path / "last.npy", pool="last-token", batch_size=4)
+    np.testing.assert_allclose(np.load(tmp_path / "last.npy"), _reference_text(models["gpt2"], "last-token"),
+                               atol=TOL, rtol=0)
+
+
+def test_an_untied_head_missing_from_the_checkpoint_gives_no_loss(data, tmp_path):
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(0)
+    tok, vocab = _tokenizer(cls_sep=False)
+    GPT2Model(GPT2Config(vocab_size=vocab, n_embd=16, n_layer=2, n_head=2, n_positions=64, bos_token_id=3,
+                         eos_token_id=3, tie_word_embeddings=False)).save_pretrained(tmp_path / "base")
+    tok.save_pretrained(tmp_path / "base")
+    summary = extract_features(tmp_path / "base", data / "captions.jsonl", tmp_path / "x.pt")
+    saved = torch.load(tmp_path / "x.pt", weights_only=True)
+    assert summary.loss is None and "loss" not in saved and "bpb_per_sample" not in saved
+    np.testing.assert_allclose(saved["feats"].numpy(), _reference_text(tmp_path / "base", "mean"), atol=TOL, rtol=0)
+
+
+def test_decoder_resume_keeps_the_losses_and_recomputes_a_shard_without_them(models, data, tmp_path, monkeypatch):
+    import prhsim.real._extract as module
+    from prhsim.real import features_key
+
+    captions = data / "dataset_tiny.json"
+    extract_features(models["gpt2"], captions, tmp_path / "whole.pt", batch_size=2)
+    out = tmp_path / "sharded.pt"
+    save, pool = module._save_shard, module.pool_hidden
+    pooled = []
+
+    def save_then_stop(path, *args):
+        save(path, *args)
+        raise KeyboardInterrupt
+
+    def counted_pool(hidden, mask, *args):
+        pooled.append(int(hidden[0].shape[0]))
+        return pool(hidden, mask, *args)
+
+    monkeypatch.setattr(module, "_save_shard", save_then_stop)
+    monkeypatch.setattr(module, "pool_hidden", counted_pool)
+    with pytest.raises(KeyboardInterrupt):
+        extract_features(models["gpt2"], captions, out, batch_size=2, shard_size=2)
+    monkeypatch.setattr(module, "_save_shard", save)
+    # a shard of this very key written without the per-text losses (an older version's) is not read back
+    key = features_key(models["gpt2"], captions, pool="mean")
+    module._save_shard(module.shard_folder(out) / "rows-000000002-000000004.pt", key, 2, 4, torch.zeros(2, 3, 16),
+                       [1, 1], (0, 1, 2))
+    pooled.clear()
+    result = _cli("--model", models["gpt2"], "--data", captions, "--out", out, "--batch-size", 2, "--shard-size", 2)
+    assert result.exit_code == 0, result.output
+    assert pooled == [2, 2] and "read back" in result.output  # rows 0..1 read back, rows 2..5 computed
+    expected, got = torch.load(tmp_path / "whole.pt", weights_only=True), torch.load(out, weights_only=True)
+    np.testing.assert_array_equal(got["feats"].numpy(), expected["feats"].numpy())
+    for name in ("loss_per_sample", "bpb_per_sample"):
+        np.testing.assert_array_equal(got[name].numpy(), expected[name].numpy())
+    assert got["loss"] == expected["loss"] and got["bpb"] == expected["bpb"]
+    np.testing.assert_allclose(got["loss_per_sample"].numpy(), _reference_loss(models["gpt2"])[0], atol=TOL, rtol=0)
+
+
+# ---------------------------------------------------------------- the memory guard
+
+
+def _never_loaded(monkeypatch):
+    import prhsim.real._extract as module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(module, "_network", refuse)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "vit"])
+def test_an_extraction_that_cannot_fit_is_refused_in_one_line_before_loading(models, data, tmp_path, name,
+                                                                              monkeypatch):
+    _never_loaded(monkeypatch)
+    src = data / ("images" if name == "vit" else "dataset_tiny.json")
+    out = tmp_path / "x.pt"
+    result = _cli("--model", models[name], "--data", src, "--out", out, "--batch-size", 1000000000)
+    _one_line_error(result, "would need", "limit", "--batch-size", "--layers", "hidden states 1,000,000,000 x")
+    assert ("logits" in result.output) == (name == "gpt2")
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_the_memory_guard_refuses_exactly_above_its_estimate(models, data, tmp_path, monkeypatch):
+    import prhsim.real._extract as module
+    from transformers import AutoConfig
+
+    from prhsim import ResourceError, memory_limit
+
+    config = AutoConfig.from_pretrained(str(models["gpt2"]), local_files_only=True)
+    tokens = max(len(ids) for ids in _tokens(models["gpt2"]))
+    weights = sum(p.stat().st_size for p in models["gpt2"].iterdir() if p.suffix == ".safetensors")
+    need, what = module.peak_bytes(config, "text", inputs=6, batch_size=4, tokens=tokens, kept_layers=1,
+                                   logits=True, weights=weights)
+    hidden, vocab = config.hidden_size, config.vocab_size
+    assert need == weights + 4 * tokens * hidden * 3 * 4 + 6 * tokens * vocab * 4 + 2 * 6 * 1 * hidden * 4 + 6 * tokens * 8
+    with memory_limit(int(need)):
+        assert extract_features(models["gpt2"], data / "captions.jsonl", tmp_path / "a.pt", batch_size=4,
+                                layers="last").shape == (6, 1, 16)
+    _never_loaded(monkeypatch)
+    with memory_limit(int(need) - 1), pytest.raises(ResourceError, match="kept features 6 x 1 layers") as caught:
+        extract_features(models["gpt2"], data / "captions.jsonl", tmp_path / "b.pt", batch_size=4, layers="last")
+    assert "\n" not in str(caught.value) and "--max-length" in str(caught.value)
