@@ -45,17 +45,6 @@ def sweep() -> None:
     """Experiments over a grid of one setting (one folder, one figure)."""
 
 
-def _refuse_empty_grids(settings: Any) -> None:
-    """A list setting that is empty computes nothing: refuse it naming the key (nested settings included)."""
-    for key, value in settings:
-        if isinstance(value, (list, tuple)) and len(value) == 0:
-            raise ValueError(f"{key} is empty: a sweep over no values computes nothing; give at least one value")
-        if isinstance(value, BaseModel):
-            for sub, inner in value:
-                if isinstance(inner, (list, tuple)) and len(inner) == 0:
-                    raise ValueError(f"{key}.{sub} is empty: give at least one value")
-
-
 def _shorthand(sweep: Any, flags: dict[str, Any]) -> list[str]:
     """The ``--set`` assignments of the sweep's shorthand flags that were given."""
     out = []
@@ -111,7 +100,6 @@ def _command(sweep: Any) -> click.Command:
         try:
             file_data = read_own_config(config_file, None, notes)
             settings = resolve_settings(model, file_data, [*sets, *_shorthand(sweep, flags)])
-            _refuse_empty_grids(settings)
             out_dir = out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{sweep.name}")
             check_out_folder(out_dir, overwrite=overwrite)
             notes += sweep.notes(settings)

@@ -31,11 +31,27 @@ Probability = Annotated[float, Field(ge=0, le=1)]
 
 
 class Settings(BaseModel):
-    """Strict, frozen, no unknown keys, finite numbers; a key an earlier release used is refused naming its new name."""
+    """Strict, frozen, no unknown keys, finite numbers; a key an earlier release used is refused naming its new name;
+    no list setting is empty, and the grids a model names in :attr:`grids` hold each value once."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     #: Keys of an earlier release -> the key each is now (the vocabulary of docs/architecture.md).
     renamed: ClassVar[dict[str, str]] = {}
+    #: List settings that are grids swept over: a value given twice would compute the same cells twice.
+    grids: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="after")
+    def _lists(self) -> "Settings":
+        for key, value in self:
+            if isinstance(value, (list, tuple)) and len(value) == 0:
+                raise ValueError(f"{key} is empty: give at least one value")
+            if key in self.grids and isinstance(value, (list, tuple)):
+                seen = set()
+                for item in value:
+                    if item in seen:
+                        raise ValueError(f"{key} holds {item!r} twice: give each value once")
+                    seen.add(item)
+        return self
 
     @model_validator(mode="before")
     @classmethod

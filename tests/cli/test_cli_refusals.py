@@ -125,3 +125,17 @@ def test_a_bug_while_writing_is_not_taken_for_a_full_disk(tmp_path, monkeypatch)
                                     "--out", str(out)])
     assert res.exit_code == 1 and isinstance(res.exception, AttributeError)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("sweep, key, value", [
+    ("sample-efficiency", "budgets", "[300,300]"), ("calibration", "widths", "[8,8]"), ("captioning", "n_fits", "[4,4]"),
+    ("pair-free", "samples", "[100,100]"), ("bad-view", "eps_grid", "[0.2,0.1,0.1]"), ("ntp-ca", "strengths", "[0.5,0.5]"),
+    ("gap-sensitivity", "gaps", "[0.05,0.05]"), ("kernel-mismatch", "perturbations", "[0.1,0.1]"),
+    ("sigreg-weight", "lams", "[0.1,0.1]"),
+])
+def test_a_grid_value_given_twice_is_refused_naming_the_key(sweep, key, value, tmp_path):
+    """Sample-efficiency and captioning used to drop the copy silently, calibration to compute it twice."""
+    out = tmp_path / "out"
+    result, peak = refusal(["sweep", sweep, "--set", f"{key}={value}", "--out", str(out), "--no-figures"])
+    assert_one_line_refusal(result, peak, [f"{key} holds", "twice"])
+    assert not out.exists()

@@ -157,7 +157,7 @@ def test_the_sigreg_weight_sweep_collapses_below_beta_one_and_writes_its_folder(
 
 @pytest.mark.parametrize("lam, message", [("0,0.1", "lam must be a positive finite number, got 0.0"),
                                           ("1.5", "lam must be below 1 in the lejepa convention"),
-                                          ("0.1,0.1", "lam values must be distinct"),
+                                          ("0.1,0.1", "lams holds 0.1 twice"),
                                           ("x", "expected numbers like 1e-3,0.01,0.1")])
 def test_a_bad_weight_grid_is_a_one_line_error(tmp_path, lam, message):
     result = CliRunner().invoke(main, ["sweep", "sigreg-weight", "--lam", lam, "--out", str(tmp_path / "x")])

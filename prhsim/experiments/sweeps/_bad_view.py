@@ -212,6 +212,8 @@ class BadViewSweepSettings(Settings):
         seed: seeds the world, the modalities and one stream per eps.
     """
 
+    grids = ('eps_grid',)
+
     world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=3, objects=1))
     renamed = {"eps": "eps_grid"}
 

@@ -534,6 +534,8 @@ class CalibrationSettings(Settings):
         seed: seeds every draw.
     """
 
+    grids = ('widths', 'depths', 'metrics')
+
     samples: int = Field(256, ge=8, le=20_000)
     permutations: int = Field(199, ge=1, le=100_000)
     alpha: float = Field(0.05, gt=0, lt=1)

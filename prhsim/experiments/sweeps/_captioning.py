@@ -649,6 +649,8 @@ class CaptioningSettings(Settings):
         seed: seeds the decoder and the draws.
     """
 
+    grids = ('n_fits',)
+
     renamed = {"seeds": "n_seeds"}
 
     world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=1))

@@ -163,6 +163,8 @@ def gap_sensitivity(
 class GapSensitivitySettings(Settings):
     """``prhsim sweep gap-sensitivity``: path(n) x path(n) with the gap at k = 1 set to each value."""
 
+    grids = ('gaps',)
+
     renamed = {"size": "perturbation"}
 
     gaps: list[float] | None = None

@@ -183,6 +183,8 @@ def kernel_mismatch_sweep(
 class KernelMismatchSweepSettings(Settings):
     """``prhsim sweep kernel-mismatch``: random worlds and each perturbation against both bounds."""
 
+    grids = ('perturbations',)
+
     renamed = {"sizes": "perturbations"}
 
     n: int = Field(30, ge=4, le=5000)

@@ -198,6 +198,8 @@ class NtpCaSettings(Settings):
         seed: seeds the tables and the fits.
     """
 
+    grids = ('strengths',)
+
     strengths: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
     d: int = Field(2, ge=1, le=5)
     worlds: int = Field(3, ge=1, le=100)

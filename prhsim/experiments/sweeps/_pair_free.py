@@ -293,6 +293,8 @@ class PairFreeSettings(Settings):
         seed: seeds the world and every draw.
     """
 
+    grids = ('gaps', 'samples', 'eps_grid')
+
     renamed = {"seeds": "n_seeds", "eps": "eps_grid"}
 
     gaps: list[Annotated[float, Field(ge=0, le=0.5)]] | None = Field(None, min_length=1)

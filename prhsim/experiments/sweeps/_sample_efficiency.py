@@ -339,6 +339,8 @@ class SampleEfficiencySettings(Settings):
         seed: seeds the records, the initialisations and the evaluation draws.
     """
 
+    grids = ('budgets', 'tasks')
+
     renamed = {"seeds": "n_seeds", "learners": "tasks"}
 
     world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=2, shapes=2, colours=2))

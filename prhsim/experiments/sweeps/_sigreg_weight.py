@@ -92,6 +92,8 @@ class SigregWeightSettings(RunConfig):
     k "auto"). ``lams`` are checked by :func:`check_lams` and kept sorted.
     """
 
+    grids = ('lams',)
+
     world: WorldConfig = Field(default_factory=lambda: RandomWorld(n=30))
     modalities: int = Field(2, ge=1, le=8)
     k: int | Literal["auto"] = 2
