@@ -1,6 +1,9 @@
 """Training batches of ``prhsim real train``: a pure function of (seed, rank, step), so the data position is the step.
 
-Every batch is the views of its images (:func:`._views.cut_views`) packed into rows as long as
+Every batch is the views of its images (:func:`._views.cut_views`, cut from the captions' tokens
+without special tokens), each between the tokenizer's special tokens (``specials``, from
+:func:`._tokenizer.special_tokens`: BERT's ``[CLS] … [SEP]``, as the checkpoint was trained to read
+a text; none for a tokenizer without them; never masked), packed into rows as long as
 its longest view (:func:`._packing.pack`, view-major: sequence ``v·B + b``): token ids,
 position ids and segments, (R, L) each (L ≤ max_length), built in data-loader workers when
 ``num_workers > 0`` (pinned memory on CUDA). Two sources:
@@ -39,12 +42,14 @@ from torch.utils.data import Dataset, IterableDataset
 
 from prhsim.real._karpathy import DataError
 from prhsim.real._parquet import shard_slots, stream_records
-from prhsim.real._tokenizer import encode
+from prhsim.real._tokenizer import content_length, encode, special_tokens
 from prhsim.real._packing import pack, row_length
 from prhsim.real._views import ViewKind, ViewLaw, cut_views
 
 #: Stream tags of the generators: ``default_rng([seed, TAG, ...])``.
 ORDER, SHUFFLE, VIEWS = 11, 12, 13
+#: The ids put before and after every view: none.
+NO_SPECIALS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
 
 def view_generators(seed: int, step: int, first: int, count: int) -> list[np.random.Generator]:
@@ -53,22 +58,28 @@ def view_generators(seed: int, step: int, first: int, count: int) -> list[np.ran
 
 
 def _views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, *, pad: int, mask_id: int, max_length: int,
-           row_multiple: int, seed: int, step: int, first: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The packed views of a batch: (ids, positions, segments)."""
+           row_multiple: int, seed: int, step: int, first: int,
+           specials: tuple[np.ndarray, np.ndarray] = NO_SPECIALS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The packed views of a batch, each between ``specials`` (before, after) and ``max_length`` long at most:
+    (ids, positions, segments)."""
     gens = view_generators(seed, step, first, len(captions))
     views = cut_views(captions, kind, ViewLaw(), mask_id=mask_id, gens=gens)
-    sequences = [span[:max_length] for row in views for span in row]
+    before, after = specials
+    room = max_length - before.size - after.size
+    sequences = [np.concatenate([before, span[:room], after]) for row in views for span in row]
     packed = pack(sequences, row_length=row_length(sequences, max_length), pad=pad, row_multiple=row_multiple)
     return torch.from_numpy(packed.ids), torch.from_numpy(packed.positions), torch.from_numpy(packed.segments)
 
 
 class EpochBatches(Dataset):
     """Step-indexed batches of a caption dataset in memory (module docstring); ``batches[step]`` is (ids, positions,
-    segments)."""
+    segments). ``captions``: each image's captions as token ids without special tokens; ``specials``: the ids put
+    before and after every view."""
 
     def __init__(self, captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, *, batch_size: int, pad: int,
-                 mask_id: int, max_length: int, seed: int, rank: int = 0, world_size: int = 1, row_multiple: int = 1):
-        self.captions, self.kind, self.batch_size = captions, kind, batch_size
+                 mask_id: int, max_length: int, seed: int, rank: int = 0, world_size: int = 1, row_multiple: int = 1,
+                 specials: tuple[np.ndarray, np.ndarray] = NO_SPECIALS):
+        self.captions, self.kind, self.batch_size, self.specials = captions, kind, batch_size, specials
         self.pad, self.mask_id, self.max_length, self.row_multiple = pad, mask_id, max_length, row_multiple
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.per_epoch = len(captions) // (batch_size * world_size)
@@ -88,7 +99,8 @@ class EpochBatches(Dataset):
     def __getitem__(self, step: int):
         batch = [self.captions[i] for i in self.images(step)]
         return _views(batch, self.kind, pad=self.pad, mask_id=self.mask_id, max_length=self.max_length,
-                      row_multiple=self.row_multiple, seed=self.seed, step=step, first=self.rank * self.batch_size)
+                      row_multiple=self.row_multiple, seed=self.seed, step=step, first=self.rank * self.batch_size,
+                      specials=self.specials)
 
 
 class StreamBatches(IterableDataset):
@@ -161,13 +173,15 @@ class StreamBatches(IterableDataset):
         role = (worker + self.start) % self.roles
         step = self.start + worker  # this worker's first global batch
         pad, mask_id = self.tokenizer.token_to_id("[PAD]"), self.tokenizer.token_to_id("[MASK]")
+        specials, room = special_tokens(self.tokenizer), content_length(self.tokenizer, self.max_length)
         for records in self.role_batches(role, step // self.roles):
             texts = [t for r in records for t in r.texts]
-            ids = encode(self.tokenizer, texts, self.max_length)
+            ids = encode(self.tokenizer, texts, room, specials=False)  # the views are cut from the text's own tokens
             bounds = np.cumsum([0, *(len(r.texts) for r in records)])
             captions = [ids[bounds[i]:bounds[i + 1]] for i in range(len(records))]
             yield _views(captions, self.kind, pad=pad, mask_id=mask_id, max_length=self.max_length,
-                         row_multiple=self.row_multiple, seed=self.seed, step=step, first=self.rank * self.batch_size)
+                         row_multiple=self.row_multiple, seed=self.seed, step=step, first=self.rank * self.batch_size,
+                         specials=specials)
             step += self.roles
 
 

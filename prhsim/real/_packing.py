@@ -18,7 +18,8 @@ fill 98 % of the rows.
 * :func:`attention_mask`: position i attends to position j of its row iff ``segments`` agree (and
   ``j ≤ i`` for causal attention). With the position ids, every sequence gets the hidden states it
   would get alone; padding attends to padding only, so no row of the mask is empty.
-* :func:`segment_mean`: the mean hidden state of each sequence's tokens, (S, H).
+* :func:`segment_mean`: the mean hidden state of each sequence's tokens, (S, H) (a view's special
+  tokens, put around it before packing, are its tokens too: the mean over its attention mask).
 * :func:`next_token_targets`: the positions whose next token belongs to the same sequence (the
   targets of next-token prediction).
 """

@@ -17,6 +17,9 @@
   tokens (the platonic-representation protocol's pooling), before any projector.
 * Training reads packed rows (:mod:`._packing`): many views per row, each attending to itself with
   its own position ids, pooled by segment; the same function of each view as reading it alone.
+  Each view carries the tokenizer's special tokens (:mod:`._batches`) and is pooled over all its
+  tokens, those included: for a sentence-transformers checkpoint, a whole caption's pooled state is
+  its sentence embedding (the mean over the attention mask of ``[CLS] … [SEP]``) before Normalize.
 """
 
 from __future__ import annotations
@@ -151,12 +154,22 @@ class TextEncoder(nn.Module):
         if self.model.config._attn_implementation != ATTENTION:
             raise ValueError(f"packed rows need {ATTENTION!r} attention (boolean block masks), the model has "
                              f"{self.model.config._attn_implementation!r}")
-        extra = {"use_cache": False} if self.causal else {}
-        hidden = self.backbone(input_ids=ids, attention_mask=attention_mask(segments, causal=self.causal),
-                               position_ids=positions, **extra).last_hidden_state
+        hidden = self._packed_states(ids, positions, segments)
         if not self.causal:
             return self.projector(segment_mean(hidden, segments, count))  # the projector reads the raw mean
         return self.model.cls.predictions.transform(hidden[:, :-1])
+
+    def _packed_states(self, ids: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor) -> torch.Tensor:
+        """The backbone's last hidden states on packed rows, each sequence attending to itself: (R, L, hidden)."""
+        extra = {"use_cache": False} if self.causal else {}
+        return self.backbone(input_ids=ids, attention_mask=attention_mask(segments, causal=self.causal),
+                             position_ids=positions, **extra).last_hidden_state
+
+    def pooled_packed(self, ids: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor,
+                      count: int) -> torch.Tensor:
+        """What the projector reads in training: the mean of the last hidden states over each sequence's tokens
+        (special tokens included), from packed rows, (count, hidden); not normalised."""
+        return segment_mean(self._packed_states(ids, positions, segments), segments, count)
 
     def next_token_loss(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of every real next token given its prefix (causal attention), from padded rows (the

@@ -2,7 +2,15 @@
 
 Either built from the training captions (the offline default), or read from a local
 ``tokenizer.json`` (any Hugging Face fast tokenizer) or ``vocab.txt`` (a BERT WordPiece vocabulary).
-Nothing is downloaded. Captions are encoded without special tokens and cut at ``max_length``.
+Nothing is downloaded.
+
+Special tokens are the tokenizer's own: those its post-processor puts around one text
+(:func:`special_tokens`; a BERT checkpoint's tokenizer.json: ``[CLS] … [SEP]``; a ``vocab.txt`` is
+read as BERT's tokenizer, with the same two). :func:`encode` gives each text as the model reads it
+(the specials included, ``max_length`` tokens at most, as ``tokenizer(text, truncation=True,
+max_length=…)`` of transformers does); training cuts its views from the text's tokens without them
+(:func:`encode` with ``specials=False``) and puts them around every view (:mod:`._batches`). The
+vocabulary built here has the special tokens but no post-processor: nothing is added.
 
 The built vocabulary: BERT's normaliser (lower-cased) and pre-tokeniser split the captions into
 words; the vocabulary is the special tokens below, every character (as a word start and as a
@@ -56,7 +64,7 @@ def load_tokenizer(path: Path | str):
         DataError: no such file, or a file the tokenizers library cannot read, or one without
             the pad and mask tokens.
     """
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
     path = Path(path)
     if path.is_dir():
@@ -71,6 +79,9 @@ def load_tokenizer(path: Path | str):
             tokenizer = Tokenizer(models.WordPiece.from_file(str(path), unk_token="[UNK]"))
             tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
             tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+            cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+            if cls is not None and sep is not None:  # BERT's tokenizer reads a text as [CLS] … [SEP]
+                tokenizer.post_processor = processors.BertProcessing(("[SEP]", sep), ("[CLS]", cls))
         else:
             tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:  # the library raises its own exception types
@@ -83,11 +94,53 @@ def load_tokenizer(path: Path | str):
     return tokenizer
 
 
-def encode(tokenizer, texts: list[str], max_length: int) -> list[np.ndarray]:
-    """Token ids of each text (no special tokens), cut at ``max_length``; at least one id each ([UNK] if empty)."""
+#: The text whose encodings with and without special tokens tell where the tokenizer puts them.
+PROBE = "a"
+
+
+def special_tokens(tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """The ids the tokenizer's post-processor puts before and after one text (BERT: ``[CLS]``, ``[SEP]``); two
+    empty arrays for a tokenizer without one.
+
+    Raises:
+        DataError: a post-processor that changes the text's own tokens.
+    """
+    if tokenizer.post_processor is None:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    bare = tokenizer.encode(PROBE, add_special_tokens=False).ids
+    full = tokenizer.encode(PROBE, add_special_tokens=True).ids
+    starts = [k for k in range(len(full) - len(bare) + 1) if full[k:k + len(bare)] == bare]
+    if not bare or not starts:
+        raise DataError(f"the tokenizer's post-processor changes the tokens of a text ({bare} to {full}), not only "
+                        "adding special tokens around it")
+    k = starts[0]
+    return np.asarray(full[:k], dtype=np.int64), np.asarray(full[k + len(bare):], dtype=np.int64)
+
+
+def content_length(tokenizer, max_length: int) -> int:
+    """The text tokens a sequence of ``max_length`` holds beside the tokenizer's special tokens.
+
+    Raises:
+        DataError: the special tokens leave no room.
+    """
+    room = max_length - sum(a.size for a in special_tokens(tokenizer))
+    if room < 1:
+        raise DataError(f"max_length {max_length} leaves no room for a text token beside the tokenizer's "
+                        f"{max_length - room} special tokens")
+    return room
+
+
+def encode(tokenizer, texts: list[str], max_length: int, *, specials: bool = True) -> list[np.ndarray]:
+    """Token ids of each text, ``max_length`` at most: its tokens cut to fit, between the tokenizer's special tokens
+    (:func:`special_tokens`), or alone (``specials=False``, cut at ``max_length``; [UNK] for an empty text)."""
     unk = tokenizer.token_to_id("[UNK]")
+    before, after = special_tokens(tokenizer) if specials else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    room = content_length(tokenizer, max_length) if specials else max_length
     out = []
     for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=False):
-        ids = np.asarray(encoding.ids[:max_length], dtype=np.int64)
-        out.append(ids if ids.size else np.array([unk], dtype=np.int64))
+        ids = np.asarray(encoding.ids[:room], dtype=np.int64)
+        if before.size or after.size:
+            out.append(np.concatenate([before, ids, after]))
+        else:
+            out.append(ids if ids.size else np.array([unk], dtype=np.int64))
     return out

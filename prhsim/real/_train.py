@@ -2,7 +2,9 @@
 
 One step: a batch of B images (:mod:`._batches`: epochs of a caption dataset in memory, or parquet
 shards streamed; a function of (seed, step), so a resumed run sees the batches an uninterrupted one
-would), their views (:mod:`._views`) packed into rows as long as the longest (:mod:`._packing`:
+would), their views (:mod:`._views`), each between the tokenizer's special tokens (BERT's ``[CLS] … [SEP]``,
+as a checkpoint reads a text; the checkpoint records them, and a resumed run must have the same), packed into
+rows as long as the longest (:mod:`._packing`:
 each view attends to itself and is pooled alone, so the encoder runs on real tokens, not padding), and
 
 * JEPA views: ``λ·SIGReg + (1 − λ)·invariance`` on the projector's outputs,
@@ -41,7 +43,7 @@ from typing import Callable
 
 from prhsim.io import json_text, write_text_atomic
 from prhsim.real._karpathy import CaptionDataset, DataError, read_captions
-from prhsim.real._tokenizer import encode, load_tokenizer, train_wordpiece
+from prhsim.real._tokenizer import content_length, encode, load_tokenizer, special_tokens, train_wordpiece
 from prhsim.real._views import ViewLaw
 from prhsim.real._weights import RECORD_NAME, run_record
 
@@ -185,11 +187,12 @@ def batch_source(settings, data: CaptionDataset | list[Path], tokenizer, *, star
     from prhsim.real._batches import EpochBatches, StreamBatches
 
     pad, mask_id = tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[MASK]")
+    room = content_length(tokenizer, settings.max_length)  # the text tokens beside the special tokens of every view
     if isinstance(data, CaptionDataset):
-        captions = [encode(tokenizer, list(r.texts), settings.max_length) for r in data.split("train")]
+        captions = [encode(tokenizer, list(r.texts), room, specials=False) for r in data.split("train")]
         return EpochBatches(captions, settings.task, batch_size=settings.batch_size // world_size, pad=pad, mask_id=mask_id,
                             max_length=settings.max_length, seed=settings.seed, rank=rank, world_size=world_size,
-                            row_multiple=settings.row_multiple)
+                            row_multiple=settings.row_multiple, specials=special_tokens(tokenizer))
     return StreamBatches(data, settings.text_columns, settings.task, tokenizer=tokenizer,
                          batch_size=settings.batch_size // world_size, max_length=settings.max_length, seed=settings.seed,
                          start=start, num_workers=settings.num_workers, shuffle_buffer=settings.shuffle_buffer,
@@ -346,6 +349,9 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
             raise DataError(f"{out}: the checkpoint was written by an earlier prhsim that padded every view instead "
                             "of packing them (other dropout draws); this version cannot continue it exactly (start a "
                             "new run)")
+        if state.extra.get("specials", [[], []]) != _specials(tokenizer):
+            raise DataError(f"{out}: the checkpoint was written by an earlier prhsim that fed the views without the "
+                            "tokenizer's special tokens; this version cannot continue it exactly (start a new run)")
         if not isinstance(data, CaptionDataset):
             saved = (state.extra.get("world_size", 1), state.extra.get("num_workers", 0))
             if saved != (place.world_size, settings.num_workers):
@@ -433,7 +439,8 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
             if save and place.main:
                 save_checkpoint(out, model=model, optimizer=optimizer, scheduler=scheduler, generator=None, step=step,
                                 extra={"loss": loss_value, "world_size": place.world_size,
-                                       "num_workers": settings.num_workers, "layout": LAYOUT})
+                                       "num_workers": settings.num_workers, "layout": LAYOUT,
+                                       "specials": _specials(tokenizer)})
     finally:
         if metrics is not None:
             metrics.close()
@@ -450,6 +457,11 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
         write_text_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "learner": settings.learner, "views": settings.views_used,
                                                      "model": label}))
     return summary
+
+
+def _specials(tokenizer) -> list[list[int]]:
+    """The ids put before and after every view (:func:`._tokenizer.special_tokens`), as the checkpoint records them."""
+    return [a.tolist() for a in special_tokens(tokenizer)]
 
 
 def model_label(settings, record: dict | None) -> str:

@@ -230,3 +230,84 @@ def test_a_readers_error_reaches_the_command_line_from_a_worker_as_one_line(shar
     assert result.exit_code == 2
     assert "part-00.parquet, " in result.output and "fewer records with captions than one batch of 20" in result.output
     assert not run.exists()
+
+
+@pytest.fixture(scope="module")
+def bert_tokenizer(export):
+    """The export's WordPiece vocabulary with BERT's post-processor: a text reads as [CLS] … [SEP]."""
+    from tokenizers import processors
+
+    tok = train_wordpiece((t for r in read_captions(export / "dataset_synthetic.json").records for t in r.texts), 64)
+    tok.post_processor = processors.BertProcessing(("[SEP]", tok.token_to_id("[SEP]")),
+                                                   ("[CLS]", tok.token_to_id("[CLS]")))
+    return tok
+
+
+def test_encode_gives_each_text_as_transformers_tokenizes_it_specials_included(export, tokenizer, bert_tokenizer,
+                                                                               tmp_path):
+    from transformers import PreTrainedTokenizerFast
+
+    from prhsim.real._tokenizer import load_tokenizer, special_tokens
+
+    texts = [t for r in read_captions(export / "dataset_synthetic.json").records[:10] for t in r.texts] + [""]
+    reference = PreTrainedTokenizerFast(tokenizer_object=bert_tokenizer)
+    for length in (5, 64):  # cut (the specials kept) and whole
+        got = encode(bert_tokenizer, texts, length)
+        want = reference(texts, truncation=True, max_length=length)["input_ids"]
+        assert [g.tolist() for g in got] == want
+    cls, sep = bert_tokenizer.token_to_id("[CLS]"), bert_tokenizer.token_to_id("[SEP]")
+    assert [a.tolist() for a in special_tokens(bert_tokenizer)] == [[cls], [sep]]
+    # the vocabulary built here has no post-processor: nothing is added, with or without `specials`
+    assert [a.size for a in special_tokens(tokenizer)] == [0, 0]
+    assert all(np.array_equal(a, b) for a, b in zip(encode(tokenizer, texts, 12),
+                                                    encode(tokenizer, texts, 12, specials=False)))
+    vocab = tmp_path / "vocab.txt"  # a BERT vocabulary is read as BERT's tokenizer: [CLS] … [SEP]
+    vocab.write_text("".join(f"{token}\n" for token, _ in sorted(bert_tokenizer.get_vocab().items(),
+                                                                 key=lambda item: item[1])))
+    assert [a.tolist() for a in special_tokens(load_tokenizer(vocab))] == [[cls], [sep]]
+
+
+def _wrapped(plain, wrapped, before, after, count):
+    """Every sequence of the ``wrapped`` batch is ``before + the same sequence of plain + after``, its positions
+    restarting from 0, no special token masked."""
+    ids, positions, segments = (t.numpy() for t in wrapped)
+    got, want = unpack(ids, segments, count), unpack(plain[0].numpy(), plain[2].numpy(), count)
+    assert all(np.array_equal(g, np.concatenate([before, w, after])) for g, w in zip(got, want))
+    for i in range(count):
+        assert np.array_equal(positions[segments == i], np.arange(want[i].size + before.size + after.size))
+
+
+@pytest.mark.parametrize("kind", ["good", "ntp"])
+def test_every_view_of_a_batch_is_between_the_tokenizers_special_tokens(export, bert_tokenizer, kind):
+    """Twin: the views are those of the captions' own tokens (the same draws), each put between [CLS] and [SEP]."""
+    from prhsim.real._tokenizer import special_tokens
+
+    records = read_captions(export / "dataset_synthetic.json").split("train")
+    before, after = special_tokens(bert_tokenizer)
+    captions = [encode(bert_tokenizer, list(r.texts), 10, specials=False) for r in records]
+    options = dict(batch_size=4, pad=bert_tokenizer.token_to_id("[PAD]"),
+                   mask_id=bert_tokenizer.token_to_id("[MASK]"), seed=5)
+    plain = EpochBatches(captions, kind, max_length=10, **options)
+    wrapped = EpochBatches(captions, kind, max_length=12, specials=(before, after), **options)
+    count = 4 * ViewLaw().views_per_image(kind)
+    for step in range(3):
+        _wrapped(plain[step], wrapped[step], before, after, count)
+
+
+def test_a_stream_batch_puts_the_special_tokens_around_every_view(shards, bert_tokenizer):
+    """Twin from the definition, for a tokenizer with special tokens: the views of the captions' own tokens (cut to
+    leave room for the specials), each between [CLS] and [SEP]."""
+    from prhsim.real._tokenizer import special_tokens
+
+    before, after = special_tokens(bert_tokenizer)
+    source = _stream(shards, bert_tokenizer)
+    got = _take(source, 0, 3, 0)
+    for g, (ids, positions, segments) in enumerate(got):
+        records = list(itertools.islice(source.role_batches(0, 0), 3))[g]
+        captions = [encode(bert_tokenizer, list(r.texts), 10, specials=False) for r in records]
+        views = cut_views(captions, "good", ViewLaw(), mask_id=bert_tokenizer.token_to_id("[MASK]"),
+                          gens=[np.random.default_rng([3, VIEWS, g, i]) for i in range(len(records))])
+        sequences = [np.concatenate([before, span, after]) for row in views for span in row]
+        want = pack(sequences, row_length=row_length(sequences, 12), pad=bert_tokenizer.token_to_id("[PAD]"))
+        assert np.array_equal(ids.numpy(), want.ids) and np.array_equal(positions.numpy(), want.positions)
+        assert np.array_equal(segments.numpy(), want.segments)

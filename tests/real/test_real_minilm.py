@@ -95,3 +95,24 @@ def test_score_the_extracted_text_features_against_the_image_features(export, ex
     number = re.search(r"= (-?\d+\.\d+)", scored.output)
     assert number and math.isfinite(float(number.group(1))), scored.output
     assert "N = 48" in scored.output, scored.output
+
+
+def test_training_pools_each_caption_as_sentence_transformers_does(minilm, export):
+    """Training and extraction see the same input: a whole caption in a training batch of the real checkpoint (packed
+    with others, or alone in its row) is its tokenizer's [CLS] … [SEP] ids, and its pooled state is the
+    sentence-transformers embedding before Normalize (AutoTokenizer, AutoModel, the mean over the attention mask)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from prhsim.real import RealTrainSettings
+    from prhsim.real._train import build
+    from prhsim.real._weights import silent_transformers
+    from test_real_weights import pooled_as_sentence_transformers
+
+    settings = RealTrainSettings(data=str(export), weights=str(minilm), max_length=64, batch_size=8, device="cpu")
+    data = read_captions(dataset_json(export))
+    tokenizer, model, _, _ = build(settings, data)
+    reference = AutoTokenizer.from_pretrained(str(minilm), local_files_only=True)
+    with silent_transformers():
+        bert = AutoModel.from_pretrained(str(minilm), local_files_only=True).eval()
+    worst, compared = pooled_as_sentence_transformers(model, tokenizer, settings, data, reference, bert)
+    assert compared == 8 and worst < 1e-5, worst

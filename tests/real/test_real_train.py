@@ -426,3 +426,67 @@ def test_eval_that_cannot_write_its_file_is_one_line_and_not_a_success(data, tmp
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines() == [f"Error: {run}: eval.json cannot be written: Read-only file system"]
     assert not (run / "eval.json").exists() and not list(run.glob(".eval.json.partial*"))
+
+
+def test_a_run_from_a_checkpoint_resumes_to_the_run_it_would_have_been(data, tmp_path):
+    """A run started from a checkpoint (a tiny random BERT saved with save_pretrained, its tokenizer with BERT's
+    [CLS] … [SEP]), killed and resumed, ends with the parameters, optimiser state and metric lines of the
+    uninterrupted run."""
+    from safetensors.torch import load_file
+    from tokenizers import processors
+    from transformers import BertConfig, BertModel
+
+    from prhsim.real import read_captions
+    from prhsim.real._tokenizer import train_wordpiece
+    from prhsim.real._train import dataset_json
+
+    weights = tmp_path / "bert"
+    tokenizer = train_wordpiece((t for r in read_captions(dataset_json(data)).records for t in r.texts), 64)
+    tokenizer.post_processor = processors.BertProcessing(("[SEP]", tokenizer.token_to_id("[SEP]")),
+                                                         ("[CLS]", tokenizer.token_to_id("[CLS]")))
+    torch.manual_seed(2)
+    BertModel(BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=64)).save_pretrained(weights)
+    tokenizer.save(str(weights / "tokenizer.json"))
+    settings = _settings(data, steps=8, checkpoint_every=100, weights=str(weights))
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    train_real(settings, straight)
+    train_real(settings, killed, stop_after=5)
+    assert json.loads((killed / "checkpoint" / "state.json").read_text())["extra"]["specials"] == [
+        [tokenizer.token_to_id("[CLS]")], [tokenizer.token_to_id("[SEP]")]]
+    train_real(settings, killed, resume=True)
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        a, b = (load_file(run / "checkpoint" / name) for run in (straight, killed))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+    lines = [[json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()] for run in (straight, killed)]
+    keep = ("step", "loss", "lr", "model")  # the throughputs and token share cover the steps since the last line or start
+    assert [[{k: x[k] for k in keep} for x in run] for run in lines] == [[{k: x[k] for k in keep}
+                                                                          for x in lines[0]]] * 2
+    assert json.loads((straight / "summary.json").read_text()) == json.loads((killed / "summary.json").read_text())
+
+
+
+def test_a_checkpoint_fed_without_the_special_tokens_is_refused_on_resume(data, tmp_path):
+    """A run written before views carried the tokenizer's special tokens read other inputs: resuming it with a
+    tokenizer that has them would not be exact; a tokenizer without them resumes as before."""
+    from tokenizers import processors
+
+    from prhsim.real._tokenizer import load_tokenizer
+
+    plain = tmp_path / "plain"
+    train_real(_settings(data, steps=4), plain, stop_after=2)
+    bert = tmp_path / "bert-tokenizer.json"
+    tokenizer = load_tokenizer(plain / "tokenizer.json")
+    tokenizer.post_processor = processors.BertProcessing(("[SEP]", tokenizer.token_to_id("[SEP]")),
+                                                         ("[CLS]", tokenizer.token_to_id("[CLS]")))
+    tokenizer.save(str(bert))
+    run = tmp_path / "old"
+    train_real(_settings(data, steps=4, tokenizer=str(bert)), run, stop_after=2)
+    for folder in (plain, run):
+        state = folder / "checkpoint" / "state.json"
+        document = json.loads(state.read_text())
+        del document["extra"]["specials"]
+        state.write_text(json.dumps(document))
+    with pytest.raises(DataError, match="fed the views without the tokenizer's special tokens"):
+        train_real(_settings(data, steps=4, tokenizer=str(bert)), run, resume=True)
+    assert train_real(_settings(data, steps=4), plain, resume=True).steps == 4

@@ -22,15 +22,21 @@ LAYERS, HIDDEN = 2, 32
 NOISE = ("LOAD REPORT", "UNEXPECTED", "MISSING")
 
 
-def _save_sentence_transformer(data: Path, out: Path, *, normalize: bool = True, mode: str = "mean_tokens") -> Path:
+def _save_sentence_transformer(data: Path, out: Path, *, normalize: bool = True, mode: str = "mean_tokens",
+                               specials: bool = False) -> Path:
     """A tiny random BERT (pooler included, which the encoder does not use) saved as a sentence-transformers
-    directory: config.json, model.safetensors, tokenizer.json, modules.json and 1_Pooling/config.json."""
+    directory: config.json, model.safetensors, tokenizer.json, modules.json and 1_Pooling/config.json; ``specials``:
+    the tokenizer has BERT's post-processor ([CLS] … [SEP] around a text), as a real checkpoint's has."""
+    from tokenizers import processors
     from transformers import BertConfig, BertModel
 
     from prhsim.real._tokenizer import train_wordpiece
 
     texts = [t for r in read_captions(dataset_json(data)).records for t in r.texts]
     tokenizer = train_wordpiece(texts, 96)
+    if specials:
+        tokenizer.post_processor = processors.BertProcessing(("[SEP]", tokenizer.token_to_id("[SEP]")),
+                                                             ("[CLS]", tokenizer.token_to_id("[CLS]")))
     torch.manual_seed(1)
     BertModel(BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=HIDDEN, num_hidden_layers=LAYERS,
                          num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)).save_pretrained(out)
@@ -175,3 +181,64 @@ def test_minilm_pools_as_sentence_transformers_does(minilm, capfd, heard):
     recipe = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
     recipe = torch.nn.functional.normalize(recipe, dim=-1)
     assert torch.allclose(ours, recipe, atol=1e-5), (ours - recipe).abs().max()
+
+
+def pooled_as_sentence_transformers(encoder, tokenizer, settings, data, reference_tokenizer, reference_model):
+    """For each caption of the first next-token batch (whole captions, packed as training packs them), alone in a
+    row, and with all the batch's captions in one row: the training encoder's pooled state
+    (:meth:`TextEncoder.pooled_packed`) against the sentence-transformers recipe by hand (the reference tokenizer
+    with its special tokens, transformers' model, the mean over the attention mask); the largest difference and the
+    captions compared."""
+    from prhsim.real._packing import pack, unpack
+    from prhsim.real._train import batch_source
+
+    source = batch_source(settings.model_copy(update={"learner": "ntp"}), data, tokenizer, start=0)
+    ids, positions, segments = source[0]
+    count = settings.batch_size
+    encoder.eval()
+    with torch.no_grad():
+        packed = encoder.pooled_packed(ids, positions, segments, count)
+    records = data.split("train")
+    sequences = unpack(ids.numpy(), segments.numpy(), count)
+    one_row = pack(sequences, row_length=sum(s.size for s in sequences), pad=0)  # every caption beside the others
+    assert one_row.ids.shape[0] == 1
+    with torch.no_grad():
+        together = encoder.pooled_packed(*(torch.from_numpy(a) for a in (one_row.ids, one_row.positions,
+                                                                          one_row.segments)), count)
+    worst, compared = 0.0, 0
+    for b, sequence in enumerate(sequences):
+        texts = records[int(source.images(0)[b])].texts
+        tokenized = [reference_tokenizer(t, truncation=True, max_length=settings.max_length) for t in texts]
+        which = [i for i, t in enumerate(tokenized) if t["input_ids"] == sequence.tolist()]
+        assert which, (sequence.tolist(), [t["input_ids"] for t in tokenized])  # the reference's ids, specials too
+        batch = {k: torch.tensor([v]) for k, v in tokenized[which[0]].items()}
+        with torch.no_grad():
+            hidden = reference_model(**batch).last_hidden_state
+            mask = batch["attention_mask"][..., None].to(hidden.dtype)
+            recipe = ((hidden * mask).sum(1) / mask.sum(1))[0]
+            alone = pack([sequence], row_length=sequence.size, pad=0)
+            single = encoder.pooled_packed(*(torch.from_numpy(a) for a in (alone.ids, alone.positions,
+                                                                            alone.segments)), 1)[0]
+        worst = max(worst, *(float((got - recipe).abs().max()) for got in (packed[b], single, together[b])))
+        compared += 1
+    return worst, compared
+
+
+def test_training_pools_each_caption_as_sentence_transformers_does(small_export, tmp_path):
+    """Training and extraction see the same input: a whole caption in a training batch (packed with others, or alone
+    in its row) is the checkpoint tokenizer's [CLS] … [SEP] ids, and its pooled state is the sentence-transformers
+    embedding before Normalize."""
+    from transformers import BertModel, PreTrainedTokenizerFast
+
+    from prhsim.real._weights import silent_transformers
+
+    st = _save_sentence_transformer(small_export, tmp_path / "bert-st", specials=True)
+    settings = RealTrainSettings(data=str(small_export), weights=str(st), max_length=16, proj_dim=16, batch_size=8,
+                                 device="cpu")
+    data = read_captions(dataset_json(small_export))
+    tokenizer, model, _, _ = build(settings, data)
+    reference = PreTrainedTokenizerFast(tokenizer_file=str(st / "tokenizer.json"))
+    with silent_transformers():
+        bert = BertModel.from_pretrained(str(st), local_files_only=True).eval()
+    worst, compared = pooled_as_sentence_transformers(model, tokenizer, settings, data, reference, bert)
+    assert compared == 8 and worst < 1e-5, worst
