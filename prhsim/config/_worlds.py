@@ -101,6 +101,20 @@ class _WorldBase(Settings):
         keys = " or ".join(f"world.{k}" for k in self.size_keys)
         return f"lower {keys}"
 
+    def never_moves(self) -> str | None:
+        """The settings that keep every state in place (Π = diag(p)), as the user wrote them; None if it moves."""
+        return None
+
+    @model_validator(mode="after")
+    def _moves(self) -> "_WorldBase":
+        """A world that never moves has K = I: nothing but the constant is a feature (docs/theory.md §1.2)."""
+        still = self.never_moves()
+        if still is not None:
+            raise ValueError(f"{still}: this {self.kind} never moves (every positive pair is one state twice, "
+                             "Pi = diag(p)), so K is the identity and no feature but the constant is defined; "
+                             "let the world move")
+        return self
+
 
 class GridSceneWorld(_WorldBase):
     """gridscene: objects on a size x size grid, each with a shape and a colour, seen as pixels, captions and symbols."""
@@ -132,6 +146,12 @@ class GridSceneWorld(_WorldBase):
 
     def describe(self) -> str:
         return f"gridscene size {self.size} with {self.objects} object{'s' * (self.objects > 1)}"
+
+    def never_moves(self) -> str | None:
+        changes = (self.move, self.shape_change, self.colour_change)
+        if any(c is None for c in changes) or any(any(np.ravel(c)) for c in changes):
+            return None  # a default is nonzero
+        return "every move, shape_change and colour_change = 0"
 
     def build_scene(self) -> GridScene:
         """The gridscene itself (its world, modalities and caption law)."""
@@ -173,6 +193,9 @@ class RingWorld(_WorldBase):
     def describe(self) -> str:
         return f"ring of {self.n:,} states"
 
+    def never_moves(self) -> str | None:
+        return "laziness = 1" if self.laziness == 1 else None
+
     def build(self, rng: np.random.Generator) -> World:
         return ring(self.n, laziness=self.laziness)
 
@@ -197,6 +220,9 @@ class TorusWorld(_AxesWorld):
     shape: list[Annotated[int, Field(ge=3, le=MAX_STATES)]] = Field(
         default_factory=lambda: [8, 12], min_length=1, description="ring size per axis")
     laziness: Probability = Field(0.5, description="probability of staying put, per axis")
+
+    def never_moves(self) -> str | None:
+        return "laziness = 1" if self.laziness == 1 else None
 
     def build(self, rng: np.random.Generator) -> World:
         return torus(self.shape, laziness=self.laziness)
@@ -223,6 +249,9 @@ class GridWorld(_AxesWorld):
         if self.move is not None:
             return list(self.move)
         return [0.5] if len(self.shape) == 1 else np.linspace(0.5, 0.8, len(self.shape)).tolist()
+
+    def never_moves(self) -> str | None:
+        return "every move = 0" if not any(self.moves) else None
 
     def build(self, rng: np.random.Generator) -> World:
         return grid(self.shape, move=self.moves)

@@ -47,6 +47,33 @@ def test_what_cannot_fit_is_refused_up_front_in_one_line(args, names, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv, still", [
+    (["run", "--world", "ring", "--set", "world.laziness=1"], "laziness = 1"),
+    (["run", "--world", "torus", "--set", "world.laziness=1"], "laziness = 1"),
+    (["run", "--world", "grid", "--set", "world.move=[0, 0]"], "every move = 0"),
+    (["run", "--set", "world.move=[[0, 0], [0, 0]]", "--set", "world.shape_change=[0, 0]",
+      "--set", "world.colour_change=[0, 0]"], "every move, shape_change and colour_change = 0"),
+    (["sweep", "sample-efficiency", "--set", "world.move=[[0, 0], [0, 0]]", "--set", "world.shape_change=[0, 0]",
+      "--set", "world.colour_change=[0, 0]"], "never moves"),
+    (["real", "export-synthetic", "--set", "world.move=[[0, 0], [0, 0]]", "--set", "world.shape_change=[0, 0]",
+      "--set", "world.colour_change=[0, 0]"], "never moves"),
+])
+def test_a_world_that_never_moves_is_refused_by_its_settings_before_any_work(argv, still, tmp_path):
+    """Π = diag(p) is known from the settings: one line naming them, before any progress line or folder."""
+    out = tmp_path / "out"
+    result, peak = refusal([*argv, "--out", str(out)])
+    assert_one_line_refusal(result, peak, [still, "never moves", "Pi = diag(p)"])
+    assert not out.exists()
+
+
+def test_a_world_that_moves_in_one_factor_only_is_not_refused():
+    from prhsim.config import GridSceneWorld, GridWorld
+
+    assert GridWorld(shape=[3, 4], move=[0.0, 0.5]).never_moves() is None
+    assert GridSceneWorld(objects=1, move=[[0, 0]], shape_change=[0], colour_change=[0.1]).never_moves() is None
+    assert GridSceneWorld(objects=1, move=[[0, 0]]).never_moves() is None  # the default changes are nonzero
+
+
 @pytest.mark.parametrize("name", sorted(SWEEPS))
 def test_every_sweep_refuses_an_unusable_out_before_computing(name, tmp_path):
     (tmp_path / "file").write_text("x")
@@ -57,11 +84,12 @@ def test_every_sweep_refuses_an_unusable_out_before_computing(name, tmp_path):
 
 def test_a_world_flag_keeps_the_world_settings_given_with_set(tmp_path):
     """`--world ring --set world.laziness=1` used to replace the world table by a default ring (laziness 0.5) and run:
-    now the flag sets the kind, the key applies to it, and the static ring is refused."""
+    now the flag sets the kind, the key applies to it, and the static ring is refused by its settings, before any
+    progress line."""
     out = tmp_path / "out"
     result, peak = refusal(["sweep", "sigreg-weight", "--set", "world.laziness=1", "--world", "ring", "--out", str(out),
-                            "--no-figures", "-q"])  # refused once built (its progress lines quiet)
-    assert_one_line_refusal(result, peak, ["never moves", "Pi = diag(p)"])
+                            "--no-figures"])
+    assert_one_line_refusal(result, peak, ["laziness = 1", "never moves", "Pi = diag(p)"])
     wrong = CliRunner().invoke(main, ["sweep", "sigreg-weight", "--set", "world.size=3", "--world", "ring",
                                       "--out", str(out), "--no-figures"])
     assert wrong.exit_code == 2 and "size" in wrong.output and len(wrong.output.strip().splitlines()) == 1
