@@ -329,10 +329,10 @@ def pool_hidden(hidden: Sequence, mask, pool: str, layers: Sequence[int]):
         return torch.stack([h[:, 0] for h in states], dim=1)
     if mask is None:
         mask = torch.ones(states[0].shape[:2], dtype=torch.long, device=states[0].device)
-    if pool == "mean":
-        weight = mask.to(torch.float32).unsqueeze(-1)
-        count = weight.sum(1).clamp_min(1.0)
-        return torch.stack([(h * weight).sum(1) / count for h in states], dim=1)
+    if pool == "mean":  # Σ_t m_t h_t / Σ_t m_t as one (1 x T)(T x D) product a row: no B x T x D temporary
+        weight = mask.to(torch.float32)
+        weight = (weight / weight.sum(1, keepdim=True).clamp_min(1.0)).unsqueeze(1)
+        return torch.stack([torch.bmm(weight, h).squeeze(1) for h in states], dim=1)
     # last-token: the last position the mask keeps (works for left and right padding)
     positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
     last = torch.where(mask.bool(), positions, torch.full_like(positions, -1)).max(1).values.clamp_min(0)
