@@ -4,8 +4,10 @@ A command resolves and checks its settings and its output folder first (usage er
 line, exit 2, before any work), then hands :func:`drive` three functions: ``compute(say)``,
 ``write(result, stage)`` (the files, into a temporary sibling renamed into place whole; it
 returns the results document) and ``report(result, console)``. The driver shows progress on
-stderr, turns the library's refusals into one-line usage errors, leaves nothing behind on
-failure or Ctrl-C (exit 130), and prints the report, or the results document with ``--json``.
+stderr (``say(message, done=None, total=None)`` of :func:`prhsim.cli._console.bar_reporter`: a
+bar with the time remaining in a terminal, plain lines with ``, ETA N s`` otherwise), turns the
+library's refusals into one-line usage errors, leaves nothing behind on failure or Ctrl-C (exit
+130), and prints the report, or the results document with ``--json``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from rich.markup import escape
 
 from prhsim._budget import ResourceError
 from prhsim._types import Progress
-from prhsim.cli._console import UsageProblem, console, stage_reporter
+from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.io import OutputError, staged_folder
 
 
@@ -45,7 +47,7 @@ def drive(command: str, out_dir: Path, *, overwrite: bool, quiet: bool, as_json:
     ``compute``, printed on stderr after it (unless quiet).
     """
     try:
-        with stage_reporter(command, quiet=quiet) as say:
+        with bar_reporter(command, quiet=quiet) as say:
             result = compute(say)
             say(f"writing {out_dir}")
             with staged_folder(out_dir, overwrite=overwrite) as stage:

@@ -2,10 +2,12 @@
 
 Every sweep follows one pattern: its settings model resolved from defaults <- ``--config``
 <- ``--set`` <- its shorthand flags, the output folder checked, the sweep's own notes (its
-cost; a refusal before any work, under ``--memory-limit``), then :func:`prhsim.cli._driver.drive`: the sweep run with
-progress, ``results.json``, ``config.json`` and the figure written into a folder renamed whole
-into place, and its summary printed (or the results document with ``--json``). Usage errors
-are one line and exit 2.
+cost; a refusal before any work, under ``--memory-limit``; ``this sweep may take minutes: …``
+where its time class, estimated from its settings, is minutes or hours), then
+:func:`prhsim.cli._driver.drive`: the sweep run with progress (its grid counted in work units,
+with an ETA), ``results.json``, ``config.json`` and the figure written into a folder renamed
+whole into place, and its summary printed (or the results document with ``--json``). Usage
+errors are one line and exit 2.
 """
 
 from __future__ import annotations

@@ -8,7 +8,13 @@ from prhsim.experiments._rotation import (
     predicted_rho as predicted_rho,
     rotation_uniqueness as rotation_uniqueness,
 )
-from prhsim.experiments._plan import RunPlan as RunPlan, Stage as Stage, plan_run as plan_run
+from prhsim.experiments._plan import (
+    LONG_CLASSES as LONG_CLASSES,
+    RunPlan as RunPlan,
+    Stage as Stage,
+    plan_run as plan_run,
+    time_class as time_class,
+)
 from prhsim.experiments.report import (
     render_report as render_report,
     results_document as results_document,
@@ -65,6 +71,7 @@ from prhsim.experiments.sweeps._captioning import (
 
 __all__ = [
     "bad_view_sweep",
+    "LONG_CLASSES",
     "BadViewSweep",
     "build",
     "calibration_sweep",
@@ -97,6 +104,7 @@ __all__ = [
     "PairFreeResult",
     "PairFreeSample",
     "plan_run",
+    "time_class",
     "predicted_rho",
     "render_report",
     "restricted_encoder",

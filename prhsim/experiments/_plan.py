@@ -55,6 +55,13 @@ LEARNER_TABLE_COPIES = 12
 WHITEN_FLOPS_PER_ELEMENT, SIGREG_FLOPS_PER_ELEMENT = 6, 20
 #: Time classes by estimated seconds.
 TIME_CLASSES = ((1.0, "under a second"), (60.0, "seconds"), (3600.0, "minutes"), (math.inf, "hours"))
+#: The classes a command announces in a note before any work ("this run may take minutes: …").
+LONG_CLASSES = ("minutes", "hours")
+
+
+def time_class(seconds: float) -> str:
+    """The label of :data:`TIME_CLASSES` for an estimate of ``seconds``."""
+    return next(label for bound, label in TIME_CLASSES if seconds < bound)
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,8 @@ class RunPlan:
 
     @property
     def time_class(self) -> str:
-        return next(label for bound, label in TIME_CLASSES if self.seconds < bound)
+        """The rough class of :attr:`seconds` (:func:`time_class`)."""
+        return time_class(self.seconds)
 
     def summary(self) -> str:
         """One line: sizes, the peak stage, the limit and the time class."""

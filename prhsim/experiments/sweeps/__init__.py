@@ -1,13 +1,15 @@
 """The sweeps of ``prhsim sweep``: one module per sweep, one registry.
 
 Each ``_x.py`` holds the sweep's library function and result, its ``Settings`` model,
-``run(settings, say)`` and ``summary(result)``; each ``_x_figure.py`` draws its result.
+``run(settings, say)`` (``say(message, done=None, total=None)``: its progress, counted in work
+units where it loops over a grid), ``estimate(settings)`` (its rough time, before any work) and
+``summary(result)``; each ``_x_figure.py`` draws its result.
 :data:`SWEEPS` lists them: the command line, the CLI test and the docs' list come from it, so
 a new sweep is its two modules and one line here. A record names its modules, which are
 imported only when the sweep runs or draws.
 """
 
-from prhsim.experiments.sweeps._registry import Flag as Flag, Sweep as Sweep, comma_list, shape_list
+from prhsim.experiments.sweeps._registry import Estimate as Estimate, Flag as Flag, Sweep as Sweep, comma_list, shape_list
 
 _S = "prhsim.experiments.sweeps."
 
@@ -81,4 +83,4 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
           "over by a rotation fitted on N_fit pairs (or none: the pair-free map)."),
 )}
 
-__all__ = ["SWEEPS", "Flag", "Sweep"]
+__all__ = ["SWEEPS", "Estimate", "Flag", "Sweep"]

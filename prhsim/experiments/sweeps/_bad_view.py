@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 import warnings
 from itertools import combinations
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 from pydantic import Field
@@ -39,7 +39,7 @@ from pydantic import Field
 from prhsim import __version__
 from prhsim._moved import renamed_keyword
 from prhsim._rng import RngLike, check_rng
-from prhsim._types import Progress
+from prhsim._types import Progress, as_progress
 from prhsim.config import GridSceneWorld, Settings, WorldConfig
 from prhsim.experiments._results import _Record
 from prhsim.experiments._rotation import (
@@ -129,6 +129,7 @@ def bad_view_sweep(
     rng: RngLike = 0,
     *,
     name: str | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> BadViewSweep:
     """Predicted and observed k_Z and ρ_P for bad(ε) views of every modality, for each ε (module docstring).
 
@@ -139,6 +140,7 @@ def bad_view_sweep(
         k: number of features, or "auto" (K_Z's k, :func:`prhsim.optima.pick_k`).
         rng: seeds the symbolic modality's maps (default world) and, one stream per ε, the cells.
         name: the world's name in the record (default: the gridscene's, or ``repr(base)``).
+        progress: ``progress(message, done, total)`` once per ε and at the end (done and total in cells of ε).
 
     Raises:
         ValueError: on a bad grid, a base without modalities (or modalities without a base), or bad k.
@@ -168,7 +170,9 @@ def bad_view_sweep(
     kz_obs = {m.name: [] for m in modalities}
     unique = {m.name: [] for m in modalities}
     pairs = {(a.name, b.name): ([], [], []) for a, b in combinations(modalities, 2)}
-    for e, stream in zip(eps, streams[1:]):
+    say = as_progress(progress)
+    for i, (e, stream) in enumerate(zip(eps, streams[1:])):
+        say(f"eps = {e:g} ({i + 1} of {len(eps)})", done=i, total=len(eps))
         view = good() if e == 1.0 else bad(e)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TieWarning)
@@ -184,6 +188,7 @@ def bad_view_sweep(
             pred.append(determined_rho(base_values, k_used, cell_kz[pair.a], cell_kz[pair.b]))
             obs.append(float(pair.comparison.rho_p))
             s_theta.append(float(pair.comparison.s_theta))
+    say(f"{len(eps)} values of eps done", done=len(eps), total=len(eps))
     errors = [abs(o - p) for pred, obs, _ in pairs.values() for p, o in zip(pred, obs) if p is not None]
     return BadViewSweep(
         prhsim_version=__version__, world=name, n_states=base.n, k=k_used, k_auto=k == "auto",
@@ -223,17 +228,33 @@ class BadViewSweepSettings(Settings):
     seed: int = Field(0, ge=0)
 
 
-def run(s: BadViewSweepSettings, say: Progress = lambda message: None) -> Any:
-    """``prhsim sweep bad-view`` from its settings; ``say`` reports progress."""
+def _config(s: BadViewSweepSettings) -> Any:
     from prhsim.config import RunConfig
+
+    return RunConfig(world=s.world, modalities=s.modalities, seed=s.seed, figures=False)
+
+
+def estimate(s: BadViewSweepSettings) -> Any:
+    """One run of the world's closed forms per ε and one for the base: (cells + 1) x the run plan's seconds."""
+    from prhsim.experiments._plan import plan_run
+    from prhsim.experiments.sweeps._registry import Estimate
+
+    cells = len(s.eps_grid or DEFAULT_EPS)
+    each = plan_run(_config(s)).seconds
+    return Estimate((cells + 1) * each, f"{cells} values of eps, each about {each:.2g} s of closed forms "
+                                        f"({s.world.describe()}, {s.modalities} modalities)")
+
+
+def run(s: BadViewSweepSettings, say: Progress | None = None) -> Any:
+    """``prhsim sweep bad-view`` from its settings; ``say`` reports progress (counted in values of eps)."""
     from prhsim.experiments._plan import plan_run
     from prhsim.experiments._run import build
 
-    config = RunConfig(world=s.world, modalities=s.modalities, seed=s.seed, figures=False)
+    config = _config(s)
     plan_run(config)
     setup = build(config)
     return bad_view_sweep(setup.base, setup.modalities, eps_grid=s.eps_grid or DEFAULT_EPS, k=s.k, rng=s.seed,
-                          name=s.world.describe())
+                          name=s.world.describe(), progress=say)
 
 
 def summary(r: Any) -> list[str]:

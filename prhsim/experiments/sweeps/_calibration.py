@@ -48,7 +48,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from prhsim import __version__
-from prhsim._types import Progress
+from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
 from prhsim.experiments._results import _Record
 from prhsim.experiments._rotation import merge_rule
@@ -397,13 +397,14 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
         depth_width: the width of every noise layer of the depth family.
         signal_cka: the embedded signal's population linear CKA at every width, in (0, 1].
         seed: seeds every draw (module docstring).
-        progress: called with a line per stage.
+        progress: ``progress(message, done, total)`` at each stage and at the end, counted in work units
+            (:func:`draw_units`).
 
     Raises:
         ValueError: on a bad argument (one line).
     """
     start = time.perf_counter()
-    say = progress or (lambda message: None)
+    say = as_progress(progress)
     metrics, widths, depths = tuple(metrics), tuple(int(w) for w in widths), tuple(int(d) for d in depths)
     _check(samples, permutations, alpha, knn_k, metrics, eps, {"widths": widths, "depths": depths},
            {"n_seeds": n_seeds, "n_seeds_views": n_seeds_views, "n_seeds_confounders": n_seeds_confounders},
@@ -413,6 +414,8 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
     def cal(metric: str, a: Any, b: Any, perms: np.ndarray, aggregate: Literal["max"] | None = None) -> Any:
         return calibrate(metric, a, b, permutations=perms, alpha=alpha, aggregate=aggregate, knn_k=knn_k)
 
+    plan = work_plan(len(metrics), n_seeds, n_seeds_views, n_seeds_confounders, widths, depths)
+    total, done = sum(draws * units for _, draws, units in plan), 0
     say(f"closed forms of {MODALITIES[0]} (good and bad({eps:g}) views) and {MODALITIES[1]} on {WORLD}")
     scene = _Scene(eps)
     k = scene.k
@@ -421,10 +424,11 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
     per: dict[str, list[Any]] = {m: [] for m in metrics}
     for i in range(n_seeds):
         if i % max(1, n_seeds // 4) == 0:
-            say(f"null: draw {i + 1} of {n_seeds}")
+            say(f"null: draw {i + 1} of {n_seeds}", done=done, total=total)
         A, B, perms = null_draw(scene, seed, i, samples, permutations)
         for metric in metrics:
             per[metric].append(cal(metric, A, B, perms))
+        done += draw_units("null", len(metrics))
     null = []
     for metric, cals in per.items():
         p_values = [c.p_value for c in cals]
@@ -437,13 +441,14 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
                                rejection_rate=rate, rejection_se=se))
 
     # good and bad views: the same states on both sides
-    say(f"good and bad({eps:g}) views: {n_seeds_views} draws")
+    say(f"good and bad({eps:g}) views: {n_seeds_views} draws", done=done, total=total)
     views_per: dict[tuple[str, str], list[Any]] = {(v, m): [] for v in ("good", "bad") for m in metrics}
     for i in range(n_seeds_views):
         good_a, bad_a, B, perms = view_draw(scene, seed, i, samples, permutations)
         A = {"good": good_a, "bad": bad_a}
         for (view, metric), cals in views_per.items():
             cals.append(cal(metric, A[view], B, perms))
+        done += draw_units("views", len(metrics))
     kz = scene.nuisance_free
     views = []
     for (view, metric), cals in views_per.items():
@@ -459,13 +464,14 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
     # width: isotropic noise, and a fixed signal embedded with noise, at every width
     width_cells = []
     for d in widths:
-        say(f"width d = {d}: {n_seeds_confounders} draws")
+        say(f"width d = {d}: {n_seeds_confounders} draws", done=done, total=total)
         v = signal_noise_variance(d, signal_cka)
         cells: dict[tuple[str, str], list[Any]] = {(kind, m): [] for kind in ("null", "signal") for m in metrics}
         for i in range(n_seeds_confounders):
             noise, signal, perms = width_draw(scene, seed, d, i, samples, permutations, signal_cka)
             for (kind, metric), cals in cells.items():
                 cals.append(cal(metric, *(noise if kind == "null" else signal), perms))
+            done += draw_units("width", len(metrics), d)
         for (kind, metric), cals in cells.items():
             calibrated = [c.calibrated for c in cals]
             rate, se = _rate(calibrated)
@@ -480,7 +486,7 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
     # depth: the best of L x L pairs of independent noise layers
     depth_cells = []
     for L in depths:
-        say(f"depth L = {L} ({L * L} layer pairs): {n_seeds_confounders} draws")
+        say(f"depth L = {L} ({L * L} layer pairs): {n_seeds_confounders} draws", done=done, total=total)
         maxed: dict[str, list[Any]] = {m: [] for m in metrics}
         naive: dict[str, list[Any]] = {m: [] for m in metrics}
         for i in range(n_seeds_confounders):
@@ -490,6 +496,7 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
                 best_a, best_b = np.unravel_index(int(np.argmax(table)), table.shape)
                 maxed[metric].append(cal(metric, As, Bs, perms, aggregate="max"))
                 naive[metric].append(cal(metric, As[best_a], Bs[best_b], perms))
+            done += draw_units("depth", len(metrics), L)
         for metric in metrics:
             calibrated = [c.calibrated for c in maxed[metric]]
             naive_calibrated = [c.calibrated for c in naive[metric]]
@@ -504,7 +511,7 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
                                            rejection_se=se, naive_rejection_rate=naive_rate,
                                            naive_rejection_se=naive_se,
                                            naive_predicted=float(1.0 - (1.0 - level) ** (L * L))))
-
+    say("every family done", done=done, total=total)
     return CalibrationSweep(prhsim_version=__version__, world=WORLD, modalities=list(MODALITIES), k=k,
                             samples=int(samples), permutations=int(permutations), alpha=float(alpha), level=level,
                             p_floor=1.0 / (permutations + 1), knn_k=int(knn_k), metrics=list(metrics), eps=float(eps),
@@ -567,8 +574,57 @@ class CalibrationSettings(Settings):
         return self
 
 
-def run(s: CalibrationSettings, say: Progress = lambda message: None) -> Any:
-    """``prhsim sweep calibration`` from its settings; ``say`` reports progress."""
+#: Seconds per draw (its representations and permutations) and per calibration of :func:`calibrations` at
+#: N = 256, K = 199 (a calibration scales as (K + 1)·N²), fitted to the default sweep on a shared 2-core CPU
+#: (200 null draws 12.5 s; depth L = 1, 2, 4, 8 at 40 draws: 4.8, 7.2, 22.6, 70 s; widths 8 to 512: 40 s;
+#: 158 s in all, estimated 145 s; 85 s on a quieter machine) and checked on 60 null draws at N = 512 (×2.1
+#: the time of N = 256), K = 399 (×1.3) and N = 1024 (×5), all noisy.
+DRAW_SECONDS, UNIT_SECONDS = 0.036, 0.0133
+#: A draw's own work (its representations and permutations) in units: DRAW_SECONDS / UNIT_SECONDS.
+DRAW_UNITS = 3
+
+
+def calibrations(family: str, n_metrics: int, size: int = 0) -> int:
+    """Calibrations of one draw of a family, one per metric and pair of representations (the views' two, the width
+    family's two, each weighted by 1 + √(d/32) rounded; a depth draw's max over L² pairs L², its best pair one more)."""
+    if family == "null":
+        return n_metrics
+    if family == "views":
+        return 2 * n_metrics
+    if family == "width":
+        return 2 * n_metrics * round(1 + math.sqrt(size / 32))
+    return n_metrics * (size * size + 1)
+
+
+def draw_units(family: str, n_metrics: int, size: int = 0) -> int:
+    """Work units of one draw, counted by the progress: DRAW_UNITS and its :func:`calibrations`."""
+    return DRAW_UNITS + calibrations(family, n_metrics, size)
+
+
+def work_plan(n_metrics: int, n_seeds: int, n_seeds_views: int, n_seeds_confounders: int, widths: tuple[int, ...],
+              depths: tuple[int, ...]) -> list[tuple[str, int, int]]:
+    """The sweep's stages in order as (family, draws, :func:`draw_units` per draw)."""
+    return [("null", n_seeds, draw_units("null", n_metrics)), ("views", n_seeds_views, draw_units("views", n_metrics)),
+            *(("width", n_seeds_confounders, draw_units("width", n_metrics, d)) for d in widths),
+            *(("depth", n_seeds_confounders, draw_units("depth", n_metrics, L)) for L in depths)]
+
+
+def estimate(s: CalibrationSettings) -> Any:
+    """Σ over draws of DRAW_SECONDS + UNIT_SECONDS x :func:`calibrations` x (K + 1)/200 x (N/256)²."""
+    from prhsim.experiments.sweeps._registry import Estimate
+
+    plan = work_plan(len(s.metrics), s.n_seeds, s.n_seeds_views, s.n_seeds_confounders, tuple(s.widths),
+                     tuple(s.depths))
+    draws = sum(d for _, d, _ in plan)
+    units = sum(d * u for _, d, u in plan) - DRAW_UNITS * draws  # the calibrations
+    scale = (s.permutations + 1) / 200 * (s.samples / 256) ** 2
+    return Estimate(draws * DRAW_SECONDS + units * UNIT_SECONDS * scale,
+                    f"{draws:,} draws, {units:,} calibrations of N = {s.samples:,} rows x K = {s.permutations:,} "
+                    "permutations")
+
+
+def run(s: CalibrationSettings, say: Progress | None = None) -> Any:
+    """``prhsim sweep calibration`` from its settings; ``say`` reports progress (counted in work units)."""
     return calibration_sweep(samples=s.samples, permutations=s.permutations, alpha=s.alpha, knn_k=s.knn_k,
                              metrics=tuple(s.metrics), eps=s.eps, n_seeds=s.n_seeds, n_seeds_views=s.n_seeds_views,
                              n_seeds_confounders=s.n_seeds_confounders, widths=tuple(s.widths), depths=tuple(s.depths),

@@ -56,7 +56,7 @@ from pydantic import Field, model_validator
 from prhsim import __version__
 from prhsim._moved import renamed_keyword
 from prhsim._rng import RngLike, check_rng
-from prhsim._types import Progress
+from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
 from prhsim.experiments._results import _Record
 from prhsim.metrics import (
@@ -249,7 +249,7 @@ def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int]
                     n_seeds: int = 30, rng: RngLike = 0, progress=None) -> PairFreeResult:
     """Success of pair-free alignment against the gap, the sample size and ε (module docstring)."""
     start = time.perf_counter()
-    say = progress or (lambda message: None)
+    say = as_progress(progress)
     if not 0 < mu_3 < mu_2:
         raise ValueError(f"need 0 < mu_3 < mu_2, got mu_2 = {mu_2}, mu_3 = {mu_3}")
     base_seed = int(check_rng(rng).integers(2**31))
@@ -264,11 +264,14 @@ def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int]
     plan += [("samples", base_gap, int(s), 1.0) for s in samples]
     plan += [("eps", base_gap, base_samples, float(e)) for e in eps_grid]
     cells: list[PairFreeCell] = []
+    units = [n_seeds * cell_units(size) for _, _, size, _ in plan]
     for i, (axis, gap, size, e) in enumerate(plan):
-        say(f"{axis} {dict(gap=gap, samples=size, eps=e)[axis]:g} ({i + 1}/{len(plan)})")
+        say(f"{axis} {dict(gap=gap, samples=size, eps=e)[axis]:g} ({i + 1}/{len(plan)})", done=sum(units[:i]),
+            total=sum(units))
         for seed in range(n_seeds):
             cells += _cell(axis, world(gap), gap=gap, samples=size, eps=e, seed=seed, n_nuisance=n_nuisance,
                            base_seed=base_seed)
+    say(f"{len(plan)} cells done", done=sum(units), total=sum(units))
     return PairFreeResult(n_states=n_states, n_nuisance=n_nuisance, k=K, mu_2=mu_2, mu_3=mu_3, base_gap=base_gap,
                           base_samples=base_samples, gaps=[float(g) for g in gaps], samples=[int(s) for s in samples],
                           eps_grid=[float(e) for e in eps_grid], n_seeds=n_seeds, success_threshold=SUCCESS,
@@ -316,8 +319,30 @@ class PairFreeSettings(Settings):
         return self
 
 
-def run(s: PairFreeSettings, say: Progress = lambda message: None) -> Any:
-    """``prhsim sweep pair-free`` from its settings; ``say`` reports progress."""
+#: A seed of a cell costs about CELL_SAMPLES + S samples' worth of work (S drawn per modality), a sample
+#: SAMPLE_SECONDS; measured at n_states = 200 on a shared 2-core CPU (30 seeds a cell: S = 300 3.5 s,
+#: S = 30,000 8.1 s, S = 100,000 19.1 s; the default's 19 cells 100-190 s).
+CELL_SAMPLES, SAMPLE_SECONDS = 22_000, 5.2e-6
+
+
+def cell_units(samples: int) -> int:
+    """Work units of one seed of a cell drawing ``samples`` per modality (:data:`CELL_SAMPLES` + samples)."""
+    return CELL_SAMPLES + int(samples)
+
+
+def estimate(s: PairFreeSettings) -> Any:
+    """Seeds x Σ over cells of :func:`cell_units` x SAMPLE_SECONDS."""
+    from prhsim.experiments.sweeps._registry import Estimate
+
+    gaps, samples, eps = s.gaps or DEFAULT_GAPS, s.samples or DEFAULT_SAMPLES, s.eps_grid or DEFAULT_EPS
+    sizes = [s.base_samples] * (len(gaps) + len(eps)) + list(samples)
+    units = s.n_seeds * sum(cell_units(size) for size in sizes)
+    return Estimate(units * SAMPLE_SECONDS, f"{len(sizes)} cells x {s.n_seeds} seeds, "
+                                            f"{s.n_seeds * sum(sizes):,} samples per modality in all")
+
+
+def run(s: PairFreeSettings, say: Progress | None = None) -> Any:
+    """``prhsim sweep pair-free`` from its settings; ``say`` reports progress (counted in :func:`cell_units`)."""
     return pair_free_sweep(s.gaps or DEFAULT_GAPS, s.samples or DEFAULT_SAMPLES, s.eps_grid or DEFAULT_EPS,
                            base_gap=s.base_gap, base_samples=s.base_samples, n_states=s.n_states,
                            n_nuisance=s.n_nuisance, mu_2=s.mu_2, mu_3=s.mu_3, n_seeds=s.n_seeds, rng=s.seed, progress=say)

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from prhsim._types import Progress
+from prhsim._types import as_progress
 
 
 def comma_list(value: str) -> str:
@@ -30,6 +30,32 @@ def shape_list(value: str) -> str:
 
 
 @dataclass(frozen=True)
+class Estimate:
+    """A sweep's rough time from its settings alone (before any work): ``seconds`` and what they count (``why``).
+
+    ``seconds`` is work counted from the settings times per-unit constants measured on a shared 2-core CPU
+    (each sweep's module names its own); only its class (:data:`prhsim.experiments._plan.TIME_CLASSES`) is shown.
+    """
+
+    seconds: float
+    why: str
+
+    @property
+    def time_class(self) -> str:
+        """The rough class of :attr:`seconds`, labelled as ``prhsim run``'s plan labels it."""
+        from prhsim.experiments._plan import time_class
+
+        return time_class(self.seconds)
+
+    def notes(self) -> list[str]:
+        """``this sweep may take <class>: <why>`` where the class is minutes or hours (as ``prhsim run``'s note); else none."""
+        from prhsim.experiments._plan import LONG_CLASSES
+
+        label = self.time_class
+        return [f"this sweep may take {label}: {self.why} (a rough class)"] if label in LONG_CLASSES else []
+
+
+@dataclass(frozen=True)
 class Flag:
     """A shorthand option of one sweep: ``--name VALUE`` is ``--set key=<to_set(VALUE)>`` (None: set nothing)."""
 
@@ -48,8 +74,8 @@ class Sweep:
     Attributes:
         name: the subcommand (``prhsim sweep NAME``), and the figure's file name ``NAME.png``.
         module: the sweep's module, holding ``Settings`` (named by ``settings``), ``run(settings, say)``,
-            ``summary(result)`` (lines, or rich renderables) and optionally ``notes(settings)`` (checked
-            before any work: cost notes, or a ResourceError).
+            ``summary(result)`` (lines, or rich renderables), ``estimate(settings)`` (its :class:`Estimate`)
+            and optionally ``notes(settings)`` (checked before any work: cost notes, or a ResourceError).
         settings: the name of the settings model in ``module``.
         figure: ``"module:function"`` drawing the result (imported only when drawing).
         help: one paragraph for ``--help``.
@@ -71,15 +97,22 @@ class Sweep:
     def settings_model(self) -> type[BaseModel]:
         return getattr(self._module(), self.settings)
 
-    def run(self, settings: BaseModel, say: Progress) -> Any:
-        return self._module().run(settings, say)
+    def run(self, settings: BaseModel, say: Callable[..., None] | None = None) -> Any:
+        """The sweep's result; ``say`` gets its progress (:func:`prhsim._types.as_progress`: a callable of the message
+        alone gets the message alone)."""
+        return self._module().run(settings, as_progress(say))
 
     def summary(self, result: Any) -> list[Any]:
         return self._module().summary(result)
 
+    def estimate(self, settings: BaseModel) -> Estimate:
+        """The sweep's rough time from its settings (no work done)."""
+        return self._module().estimate(settings)
+
     def notes(self, settings: BaseModel) -> list[str]:
+        """The module's notes (its refusals first), then the time class where it is minutes or hours."""
         notes = getattr(self._module(), "notes", None)
-        return [] if notes is None else notes(settings)
+        return ([] if notes is None else notes(settings)) + self.estimate(settings).notes()
 
     def draw(self, result: Any) -> Any:
         module, _, function = self.figure.partition(":")

@@ -46,7 +46,7 @@ from pydantic import Field, model_validator
 from prhsim import __version__
 from prhsim._budget import ResourceError, ensure_fits
 from prhsim._moved import renamed_keyword
-from prhsim._types import Progress
+from prhsim._types import Progress, as_progress
 from prhsim.config import GridSceneWorld, Settings, WorldConfig
 from prhsim.experiments._caption_alignment import (
     CaptionAlignment,
@@ -70,6 +70,14 @@ from prhsim.worlds import GridScene, Records, TooManySpans, caption_law
 DEFAULT_BUDGETS = (300, 1000, 3000, 10000, 30000)
 #: Seeds of one sweep: ``1000·rng + s`` for s < n_seeds, so sweeps of different ``rng`` never share one.
 MAX_SEEDS = 1000
+#: The time estimate's constants, measured on a shared 2-core CPU at the defaults: a run (3 seeds x 3000
+#: steps of 512 records) took 43-127 s whatever its task and budget (300 to 30,000; 43-48 s when the
+#: machine was least busy), so a record seen in training is UNIT_SECONDS (43 s / 4.6M); drawing a budget's
+#: records took 0.1 s per 30,000 and 0.7-2.9 s per 300,000 per seed, about one unit a record (RECORD_UNITS);
+#: the closed forms of good and bad views took 27 and 31 s on the default scene's 32,768 captions
+#: (DEFAULT_CAPTIONS) and next-token prediction's 1 s. The default sweep: 6-13 min (README), 18 min beside a
+#: test run; estimated 11 min. A wider MLP is assumed to cost in proportion to its hidden widths (not measured).
+UNIT_SECONDS, RECORD_UNITS, CLOSED_FORM_SECONDS, DEFAULT_CAPTIONS = 9e-6, 1, 29.0, 32_768
 LABELS = {"good": "good-view JEPA", "bad": "bad-view JEPA", "ntp": "next-token prediction"}
 Metric = Literal["mutual_knn", "mutual_knn_mean", "r1", "r5"]
 METRICS: tuple[str, ...] = ("mutual_knn", "mutual_knn_mean", "r1", "r5")
@@ -196,8 +204,11 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
                       tasks: Sequence[str] = TEXT_TASKS, metric: Metric = "mutual_knn",
                       reference_budget: int | None = None, k: int | Literal["auto"] = "auto", n_fit: int = 1000,
                       closed_forms: bool = True, name: str = "gridscene", rng: int = 0,
-                      progress: Callable[[str], None] | None = None) -> SampleEfficiency:
+                      progress: Callable[..., None] | None = None) -> SampleEfficiency:
     """Run the sample-efficiency sweep (module docstring) and compute the ratios.
+
+    ``progress(message, done, total)``: the closed forms (uncounted), then once per run and at the end, counted
+    in :func:`run_units` (the training's records seen, and the records drawn).
 
     Raises:
         ValueError: on a bad argument (the message names it).
@@ -217,7 +228,7 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
         raise ValueError(f"the reference budget {reference_budget} is not one of the budgets {budgets}")
     if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or not 1 <= n_seeds <= MAX_SEEDS:
         raise ValueError(f"n_seeds must be an integer in 1..{MAX_SEEDS}, got {n_seeds!r}")
-    say = progress or (lambda message: None)
+    say = as_progress(progress)
     seed_list = tuple(int(rng) * 1000 + s for s in range(int(n_seeds)))
     configs = {x: TextConfig.for_task(x, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
                              hidden=tuple(hidden), min_span=int(min_span)) for x in tasks}
@@ -231,12 +242,14 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
             ceilings[x] = closed_form_alignment(target, x, configs[x], pairs)
     untrained = {}
     cells: list[Cell] = []
-    total, done = len(tasks) * len(budgets), 0
+    units = {budget: run_units(int(steps), int(batch_size), budget, len(seed_list)) for budget in budgets}
+    total, done, runs = len(tasks) * sum(units.values()), 0, 0
     for x in tasks:
         stream = TEXT_TASKS.index(x) + 1  # a task's records do not depend on which others run
         records0 = None
         for budget in budgets:
-            say(f"{LABELS[x]}: {budget:,} samples x {len(seed_list)} seeds ({done}/{total} runs done)")
+            say(f"{LABELS[x]}: {budget:,} samples x {len(seed_list)} seeds ({runs}/{len(tasks) * len(budgets)} runs "
+                "done)", done=done, total=total)
             records = [draw_records(scene, target, x, budget, pairs, np.random.default_rng([int(rng), stream, budget, s]))
                        for s in range(len(seed_list))]
             records0 = records0 or records
@@ -246,9 +259,10 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
                 cells.append(Cell(task=x, budget=budget, seed=seed, tokens=result.tokens,
                                   final_loss=float(result.loss[s, -1]),
                                   alignment=caption_alignment(target, features[s])))
-            done += 1
+            done, runs = done + units[budget], runs + 1
         init = initial_text(target.law, target.k, configs[x], seeds=seed_list[:1], records=records0[:1])
         untrained[x] = caption_alignment(target, embed_captions(init, target.law, target.captions)[0])
+    say(f"{runs} runs done", done=done, total=total)
     curves = [_curve(x, cells, budgets, metric) for x in tasks]
     good = next(c for c in curves if c.task == "good")
     reference = default_reference(budgets, good.mean) if reference_budget is None else int(reference_budget)
@@ -379,8 +393,32 @@ def notes(s: SampleEfficiencySettings) -> list[str]:
     return []
 
 
-def run(s: SampleEfficiencySettings, say: Progress = lambda message: None) -> Any:
-    """``prhsim sweep sample-efficiency`` from its settings; ``say`` reports progress."""
+def run_units(steps: int, batch_size: int, budget: int, n_seeds: int) -> int:
+    """Work units of one run: per seed, the records its training sees (steps x batch_size) and RECORD_UNITS per
+    record of the budget drawn and embedded."""
+    return n_seeds * (steps * batch_size + RECORD_UNITS * budget)
+
+
+def estimate(s: SampleEfficiencySettings) -> Any:
+    """The closed forms (CLOSED_FORM_SECONDS per JEPA task, scaled by the captions against the default scene's;
+    next-token prediction's is quick), then UNIT_SECONDS x :func:`run_units` of every run x max(1, Σ hidden / 128)."""
+    from prhsim.experiments.sweeps._registry import Estimate
+
+    tasks = list(dict.fromkeys(s.tasks))
+    law = caption_law(s.world.build_scene())
+    captions = law.n_states * law.modality.n_nuisance
+    jepa = sum(x != "ntp" for x in tasks)
+    closed = CLOSED_FORM_SECONDS * jepa * captions / DEFAULT_CAPTIONS if s.closed_forms else 0.0
+    units = len(tasks) * sum(run_units(s.steps, s.batch_size, b, s.n_seeds) for b in s.budgets)
+    width = max(1.0, sum(s.hidden) / 128)
+    runs = len(tasks) * len(s.budgets)
+    return Estimate(closed + UNIT_SECONDS * units * width,
+                    f"{runs} runs of {s.n_seeds} seed(s) x {s.steps:,} steps of {s.batch_size:,} records"
+                    + (f", after {jepa} closed forms of {captions:,} captions" if closed else ""))
+
+
+def run(s: SampleEfficiencySettings, say: Progress | None = None) -> Any:
+    """``prhsim sweep sample-efficiency`` from its settings; ``say`` reports progress (counted in :func:`run_units`)."""
     scene = s.world.build_scene()
     return sample_efficiency(scene, budgets=s.budgets, n_seeds=s.n_seeds, steps=s.steps,
                              batch_size=s.batch_size, lr=s.lr, hidden=s.hidden, min_span=s.min_span, pairs=s.pairs,

@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from prhsim import __version__
-from prhsim._types import Progress
+from prhsim._types import Progress, as_progress
 from prhsim._budget import memory_limit
 from prhsim.config import RandomWorld, RunConfig, WorldConfig
 from prhsim.experiments._learning import learn
@@ -59,7 +59,7 @@ def sigreg_weight_sweep(config: RunConfig, lams: Sequence[float] = DEFAULT_LAMS,
         ValueError: on a bad λ grid.
         ResourceError: the run would not fit in memory (as :func:`prhsim.experiments.plan_run`).
     """
-    say = progress or (lambda message: None)
+    say = as_progress(progress)
     lams = check_lams(lams, config.training.convention)
     config = config.model_copy(update={"learner": "sigreg"})
     plan = plan_run(config)
@@ -71,9 +71,10 @@ def sigreg_weight_sweep(config: RunConfig, lams: Sequence[float] = DEFAULT_LAMS,
                                       progress=say, rng=config.seed)
         cells: list[LearnerSummary] = []
         for i, lam in enumerate(lams):
-            say(f"lam = {lam:.3g} ({i + 1} of {len(lams)})")
+            say(f"lam = {lam:.3g} ({i + 1} of {len(lams)})", done=i, total=len(lams))
             cell = config.model_copy(update={"training": config.training.model_copy(update={"lam": lam})})
             cells.extend(learn(cell, outcome, ["sigreg"], progress=say))
+        say(f"{len(lams)} weights trained", done=len(lams), total=len(lams))
     return SweepResult(prhsim_version=__version__, world=setup.name, n_states=setup.base.n, k=outcome.k,
                        views=[v.label for v in setup.views], convention=config.training.convention,
                        lams=list(lams), cells=cells, closed_form_rho_p={f"{p.a} vs {p.b}": p.comparison.rho_p
@@ -121,8 +122,17 @@ def notes(s: SigregWeightSettings) -> list[str]:
     return [f"{len(s.lams)} weights; each trains like one run of: {plan_run(s).summary()}"]
 
 
-def run(s: SigregWeightSettings, say: Progress = lambda message: None) -> SweepResult:
-    """``prhsim sweep sigreg-weight`` from its settings; ``say`` reports progress."""
+def estimate(s: SigregWeightSettings) -> Any:
+    """Weights x the run plan's seconds (each weight trains like one run of ``prhsim run``)."""
+    from prhsim.experiments.sweeps._registry import Estimate
+
+    each = plan_run(s).seconds
+    return Estimate(len(s.lams) * each, f"{len(s.lams)} weights x about {each:.2g} s each, the run plan's estimate "
+                                        f"of {s.training.n_seeds} seed(s) x {s.training.steps} steps")
+
+
+def run(s: SigregWeightSettings, say: Progress | None = None) -> SweepResult:
+    """``prhsim sweep sigreg-weight`` from its settings; ``say`` reports progress (counted in weights)."""
     return sigreg_weight_sweep(s, s.lams, progress=say)
 
 
