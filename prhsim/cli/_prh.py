@@ -25,11 +25,12 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from prhsim._budget import ResourceError
 from prhsim.io import OutputError, check_out_folder, json_text
 from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
-from prhsim.cli._driver import drive
-from prhsim.cli._options import git_revision, parse_out
+from prhsim.cli._driver import drive, print_notes
+from prhsim.cli._options import git_revision, memory_limit_option, parse_out
 from prhsim.metrics import CONVENTIONS, PRH_METRICS
 
 #: Metric names of the protocol, and those whose k counts neighbours (from the registry, prhsim.metrics.PRH_METRICS).
@@ -69,11 +70,44 @@ def _score(a: Features, b: Features, name_a: str, name_b: str, metric: str, k: i
         raise UsageProblem(f"{name_a} vs {name_b}: {exc}") from None
 
 
+#: Peak memory of reading a feature file, in multiples of its size on disk (the reader's copy and the float32 array;
+#: a float16 or bfloat16 file widens to twice its size).
+READ_COPIES = 3.0
+
+
 def _load(path: Path) -> Features:
+    from prhsim._budget import ensure_fits, format_bytes
+
     try:
+        if path.is_file():
+            size = path.stat().st_size
+            ensure_fits(READ_COPIES * size, f"reading {path} ({format_bytes(size)} on disk)",
+                        "use a smaller feature file (fewer samples or layers)")
         return load_features(path, layers=True)
-    except FeatureFileError as exc:
+    except (FeatureFileError, ResourceError) as exc:
         raise UsageProblem(str(exc)) from None
+
+
+def _widths(x: Features) -> list[int]:
+    """The width of each layer of a stack (N, L, D) or a per-layer list."""
+    return [int(layer.shape[1]) for layer in x] if isinstance(x, list) else [int(x.shape[2])] * int(x.shape[1])
+
+
+def _seconds(a: Features, b: Features, metric: str, k: int, permutations: int | None) -> float:
+    """The protocol's rough seconds on two loaded stacks (:func:`prhsim.metrics.protocol_seconds`; 0 if unknown)."""
+    from prhsim.metrics import protocol_seconds
+
+    seconds = protocol_seconds(metric, _samples(a), _widths(a), _widths(b), knn_k=k, permutations=permutations or 0)
+    return 0.0 if seconds is None else seconds
+
+
+def _time_note(command: str, seconds: float, what: str) -> list[str]:
+    """The note a long protocol prints before it starts (as ``prhsim run`` does), or none."""
+    from prhsim.experiments import LONG_CLASSES, time_class
+
+    label = time_class(seconds)
+    return [f"this {command} may take {label}: {what} (about {seconds:,.0f} s estimated; a rough class)"] \
+        if label in LONG_CLASSES else []
 
 
 @click.group()
@@ -128,6 +162,7 @@ def _calibration(fn):
 @_clip
 @_calibration
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print the result as JSON.")
+@memory_limit_option
 def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float, no_clip: bool, clip_scope: str,
           convention: str, permutations: int | None, alpha: float, as_json: bool) -> None:
     """Best layer-pair score of two feature files, its layer pair and the chance level.
@@ -138,6 +173,9 @@ def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float,
     """
     k = k if old_k is None else old_k
     fa, fb = _load(a), _load(b)
+    seconds = _seconds(fa, fb, metric, k, permutations)
+    print_notes(_time_note("score", seconds, f"{metric} on N = {_samples(fa):,}, layers {_depth(fa)} x {_depth(fb)}"
+                           + (f", {permutations:,} permutations" if permutations else "")), quiet=as_json)
     result = _score(fa, fb, str(a), str(b), metric, k, None if no_clip else clip, clip_scope, permutations, alpha,
                     convention)
     cal = result.calibration
@@ -227,6 +265,7 @@ def _model_features(models: list[Path], data: Path, cache: Path, *, batch_size: 
 @click.option("--no-figures", is_flag=True, default=False, help="Skip the heatmap.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
 @_calibration
+@memory_limit_option
 def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, cache: Path | None, batch_size: int,
           device: str, shard_size: int | None, metric: str, k: int, old_k: int | None, clip: float, no_clip: bool, clip_scope: str,
           convention: str, out: Path | None, overwrite: bool, no_figures: bool, quiet: bool,
@@ -264,14 +303,22 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
     names_r, names_c = [p.name for p in row_files], [p.name for p in col_files]
     revision = git_revision()
 
+    cost = {(r, c): _seconds(features[r], features[c], metric, k, permutations) for r in row_files for c in col_files}
+    total = sum(cost.values())
+    print_notes(_time_note("table", total, f"{len(row_files)} x {len(col_files)} entries, {metric}"
+                           + (f", {permutations:,} permutations each" if permutations else "")), quiet=quiet)
+
     def compute(say):
         shape = (len(row_files), len(col_files))
         scores, calibrated, p_values, tau = (np.full(shape, np.nan) for _ in range(4))
         pairs = np.zeros((*shape, 2), dtype=int)
         chance = None
+        done = 0.0  # estimated seconds of the cells scored: the ETA weighs each cell by its cost
         for i, r in enumerate(row_files):
             for j, c in enumerate(col_files):
-                say(f"{r.name} vs {c.name}" + (f" (calibrating on {permutations:,} permutations)" if permutations else ""))
+                say(f"{r.name} vs {c.name}" + (f" (calibrating on {permutations:,} permutations)" if permutations else ""),
+                    done=round(1000 * done), total=round(1000 * total))
+                done += cost[r, c]
                 result = _score(features[r], features[c], str(r), str(c), metric, k, None if no_clip else clip,
                                 clip_scope, permutations, alpha, convention)
                 scores[i, j], chance = result.best, result.chance

@@ -36,6 +36,7 @@ from prhsim.metrics._protocol import (
     clip_stack as clip_stack,
     prh_protocol as prh_protocol,
 )
+from prhsim.metrics._protocol_cost import protocol_seconds as protocol_seconds
 from prhsim.metrics._retrieval import Retrieval as Retrieval, chance_recall as chance_recall, retrieval as retrieval
 from prhsim.metrics._calibrate import (
     Calibration as Calibration,
@@ -87,6 +88,7 @@ __all__ = [
     "PairFreeMap",
     "PRH_METRICS",
     "prh_protocol",
+    "protocol_seconds",
     "principal_angles",
     "PrincipalAngles",
     "Procrustes",
