@@ -201,7 +201,7 @@ def train_command(data, learner, views, model, weights, tokenizer, steps, batch_
                                   f"change, not {', '.join(changed)}")
         from prhsim.real import plan_training
 
-        plan_training(settings)  # what cannot fit is refused before the data or the model is read
+        plan = plan_training(settings)  # what cannot fit is refused before the data or the model is read
     except ValidationError as exc:
         raise UsageProblem(format_validation_error(exc)) from None
     except (ConfigError, OutputError, ResourceError, DataError) as exc:
@@ -209,6 +209,9 @@ def train_command(data, learner, views, model, weights, tokenizer, steps, batch_
     if model is not None and settings.weights and not resume and not quiet:
         click.echo(f"prhsim real train: note: --model {model} is not used: the checkpoint {settings.weights} sets "
                    "the model's size", err=True)
+    if not quiet:
+        for note in plan.notes():
+            click.echo(f"prhsim real train: note: {note}", err=True)
     try:
         with bar_reporter("prhsim real train", quiet=quiet) as say:
             summary = train_real(settings, out, resume=resume, stop_after=stop_after, progress=say)

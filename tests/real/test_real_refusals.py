@@ -72,6 +72,31 @@ def test_the_training_plan_matches_its_definition():
     assert plan.stages[1].nbytes == 4 * views * 8 * 32 * L * (3 * h + inter + heads * 32)
     assert plan.stages[2].nbytes == 3 * 4 * views * 8 * 64 * 17 + 4 * 16 * 64
     assert len(bytes_of) == 3
+    # the time: 6 x the parameters outside the embeddings x every view's max_length tokens, a step, at the CPU rate
+    blocks = L * (4 * h * h + 2 * h * inter + 9 * h) + h * h + h * 16
+    assert plan.seconds == pytest.approx(s.steps * 6 * blocks * views * 8 * 32 / 2e11, rel=1e-12)
+    assert plan_training(s, cuda=True).seconds == pytest.approx(plan.seconds * 2e11 / 3e14, rel=1e-12)
+
+
+def test_a_long_training_run_says_its_time_class_before_it_starts(tmp_path):
+    """The note comes before the first progress line, from the plan alone; a short run has none."""
+    from prhsim.real import export_synthetic
+    from prhsim.worlds import gridscene
+
+    data = tmp_path / "syn"
+    export_synthetic(gridscene(3, objects=1), data, images=24, captions=2, val=0.25, test=0.25, pixel_scale=1, rng=0)
+    plan = plan_training(RealTrainSettings(data=str(data), model="tiny", batch_size=4, steps=10 ** 6, device="cpu"))
+    assert plan.time_class in ("minutes", "hours") and plan.notes()[0].startswith(f"this run may take {plan.time_class}")
+    long = CliRunner().invoke(main, ["real", "train", "--data", str(data), "--model", "tiny", "--batch-size", "4",
+                                     "--steps", "1000000", "--stop-after", "1", "--set", "device=cpu",
+                                     "--out", str(tmp_path / "long")])
+    assert long.exit_code == 0, long.output
+    lines = long.output.splitlines()
+    assert lines[0].startswith(f"prhsim real train: note: this run may take {plan.time_class}: 1,000,000 steps of a "), lines
+    assert "step 0/1000000" in lines[1]
+    short = CliRunner().invoke(main, ["real", "train", "--data", str(data), "--model", "tiny", "--batch-size", "4",
+                                      "--steps", "2", "--set", "device=cpu", "--out", str(tmp_path / "short")])
+    assert short.exit_code == 0 and "may take" not in short.output, short.output
 
 
 def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
