@@ -220,6 +220,26 @@ def test_the_command_line_and_a_run_import_no_heavy_library(tmp_path):
                                                                               str(tmp_path / "b"))) == ["matplotlib"]
 
 
+def test_a_run_imports_no_sweep_and_the_face_still_gives_every_sweep_name(tmp_path):
+    """The sweeps' names on the experiments face are imported when first used: ``prhsim run`` loads none of them."""
+    import subprocess
+    import sys
+
+    probe = (f"from prhsim.cli import main\n"
+             f"main(['run', '--world', 'ring', '--n', '12', '--modalities', '2', '-q', '--no-figures', '--out', "
+             f"{str(tmp_path / 'a')!r}], standalone_mode=False)\n"
+             "import sys\nprint(sorted(m for m in sys.modules if m.startswith('prhsim.experiments.sweeps.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+    import prhsim.experiments as experiments
+    from prhsim.experiments.sweeps._bad_view import bad_view_sweep
+
+    assert experiments.bad_view_sweep is bad_view_sweep and "bad_view_sweep" in dir(experiments)
+    assert all(hasattr(experiments, name) for name in experiments.__all__)
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        experiments.nope
+
+
 def test_the_simulator_s_suite_collects_and_runs_without_torch():
     """torch hidden (as if not installed): the whole tree collects (tests/real and prhsim.real's doctests are
     left out), and the worlds, optima and io tests pass."""

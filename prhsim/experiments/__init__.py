@@ -21,7 +21,6 @@ from prhsim.experiments.report import (
     write_outputs as write_outputs,
 )
 from prhsim.experiments._results import Check as Check, RunResult as RunResult, SweepResult as SweepResult
-from prhsim.experiments.sweeps._sigreg_weight import DEFAULT_LAMS as DEFAULT_LAMS, sigreg_weight_sweep as sigreg_weight_sweep
 from prhsim.experiments._learning import LearnerError as LearnerError
 from prhsim.experiments._run import (
     Setup as Setup,
@@ -30,43 +29,11 @@ from prhsim.experiments._run import (
     run as run_experiment,
     solve as solve,
 )
-from prhsim.experiments.sweeps._metric_bridge import MetricBridge as MetricBridge, metric_bridge as metric_bridge
-from prhsim.experiments.sweeps._calibration import (
-    CalibrationSweep as CalibrationSweep,
-    calibration_sweep as calibration_sweep,
-)
-from prhsim.experiments.sweeps._bad_view import BadViewSweep as BadViewSweep, bad_view_sweep as bad_view_sweep
-from prhsim.experiments.sweeps._gap_sensitivity import GapSensitivity as GapSensitivity, gap_sensitivity as gap_sensitivity
-from prhsim.experiments.sweeps._kernel_mismatch import (
-    KernelMismatchSweep as KernelMismatchSweep,
-    kernel_mismatch_sweep as kernel_mismatch_sweep,
-)
-from prhsim.experiments.sweeps._restricted_encoder import (
-    RestrictedEncoder as RestrictedEncoder,
-    restricted_encoder as restricted_encoder,
-)
 from prhsim.experiments._caption_alignment import (
     CaptionAlignment as CaptionAlignment,
     CaptionTarget as CaptionTarget,
     caption_alignment as caption_alignment,
     caption_target as caption_target,
-)
-from prhsim.experiments.sweeps._ntp_ca import NtpCaResult as NtpCaResult, ntp_ca_sweep as ntp_ca_sweep
-from prhsim.experiments.sweeps._sample_efficiency import (
-    SampleEfficiency as SampleEfficiency,
-    sample_efficiency as sample_efficiency,
-)
-from prhsim.experiments.sweeps._pair_free import (
-    PairFreeResult as PairFreeResult,
-    designed_world as designed_world,
-    pair_free_sweep as pair_free_sweep,
-)
-from prhsim.experiments.sweeps._captioning import (
-    CaptioningCurve as CaptioningCurve,
-    CaptionScores as CaptionScores,
-    PairFreeSample as PairFreeSample,
-    captioning_curve as captioning_curve,
-    captioning_setup as captioning_setup,
 )
 
 __all__ = [
@@ -125,3 +92,50 @@ __all__ = [
     "WorldBuildError",
     "write_outputs",
 ]
+
+
+#: The sweeps' library functions and results, each imported from its module in ``prhsim.experiments.sweeps`` when
+#: first used, so that a run (and ``import prhsim.experiments``) does not import every sweep.
+_SWEEP_NAMES = {
+    "DEFAULT_LAMS": "_sigreg_weight",
+    "sigreg_weight_sweep": "_sigreg_weight",
+    "MetricBridge": "_metric_bridge",
+    "metric_bridge": "_metric_bridge",
+    "CalibrationSweep": "_calibration",
+    "calibration_sweep": "_calibration",
+    "BadViewSweep": "_bad_view",
+    "bad_view_sweep": "_bad_view",
+    "GapSensitivity": "_gap_sensitivity",
+    "gap_sensitivity": "_gap_sensitivity",
+    "KernelMismatchSweep": "_kernel_mismatch",
+    "kernel_mismatch_sweep": "_kernel_mismatch",
+    "RestrictedEncoder": "_restricted_encoder",
+    "restricted_encoder": "_restricted_encoder",
+    "NtpCaResult": "_ntp_ca",
+    "ntp_ca_sweep": "_ntp_ca",
+    "SampleEfficiency": "_sample_efficiency",
+    "sample_efficiency": "_sample_efficiency",
+    "PairFreeResult": "_pair_free",
+    "designed_world": "_pair_free",
+    "pair_free_sweep": "_pair_free",
+    "CaptioningCurve": "_captioning",
+    "CaptionScores": "_captioning",
+    "PairFreeSample": "_captioning",
+    "captioning_curve": "_captioning",
+    "captioning_setup": "_captioning",
+}
+
+
+def __getattr__(name: str):
+    module = _SWEEP_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'prhsim.experiments' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"prhsim.experiments.sweeps.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SWEEP_NAMES))
