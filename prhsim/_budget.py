@@ -14,10 +14,14 @@ into other code)::
     >>> with memory_limit(2**30):
     ...     current_memory_limit()
     1073741824
+
+Beside the memory guard, the rough time classes every command's cost plan labels its estimate with
+(:func:`time_class`), and the classes it announces before any work (:data:`LONG_CLASSES`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -29,6 +33,15 @@ DEFAULT_FRACTION = 0.5
 FLOAT = 8
 
 _LIMIT: ContextVar[int | None] = ContextVar("prhsim_memory_limit", default=None)
+#: Time classes by estimated seconds.
+TIME_CLASSES = ((1.0, "under a second"), (60.0, "seconds"), (3600.0, "minutes"), (math.inf, "hours"))
+#: The classes a command announces in a note before any work ("this run may take minutes: …").
+LONG_CLASSES = ("minutes", "hours")
+
+
+def time_class(seconds: float) -> str:
+    """The label of :data:`TIME_CLASSES` for an estimate of ``seconds``."""
+    return next(label for bound, label in TIME_CLASSES if seconds < bound)
 
 
 class ResourceError(ValueError):

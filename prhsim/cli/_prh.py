@@ -103,7 +103,7 @@ def _seconds(a: Features, b: Features, metric: str, k: int, permutations: int | 
 
 def _time_note(command: str, seconds: float, what: str) -> list[str]:
     """The note a long protocol prints before it starts (as ``prhsim run`` does), or none."""
-    from prhsim.experiments import LONG_CLASSES, time_class
+    from prhsim._budget import LONG_CLASSES, time_class
 
     label = time_class(seconds)
     return [f"this {command} may take {label}: {what} (about {seconds:,.0f} s estimated; a rough class)"] \

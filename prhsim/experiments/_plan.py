@@ -13,10 +13,17 @@ the stage, its estimate, the limit and the setting to lower.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from prhsim._budget import FLOAT, ResourceError, current_memory_limit, format_bytes
+from prhsim._budget import (
+    FLOAT,
+    LONG_CLASSES as LONG_CLASSES,
+    TIME_CLASSES as TIME_CLASSES,
+    ResourceError,
+    current_memory_limit,
+    format_bytes,
+    time_class,
+)
 from prhsim.config import ConfigError, GridSceneWorld, RandomWorld, RunConfig
 from prhsim.experiments._pair_metrics import SAMPLES as PAIR_SAMPLES
 from prhsim.learners import EVAL_SAMPLE, TrainConfig
@@ -53,15 +60,6 @@ LEARNER_TABLE_COPIES = 12
 #: 2-core CPU: about 6 ns per table element and factor for exact whitening, 20 ns per
 #: characteristic-function term for SIGReg), for the time class.
 WHITEN_FLOPS_PER_ELEMENT, SIGREG_FLOPS_PER_ELEMENT = 6, 20
-#: Time classes by estimated seconds.
-TIME_CLASSES = ((1.0, "under a second"), (60.0, "seconds"), (3600.0, "minutes"), (math.inf, "hours"))
-#: The classes a command announces in a note before any work ("this run may take minutes: …").
-LONG_CLASSES = ("minutes", "hours")
-
-
-def time_class(seconds: float) -> str:
-    """The label of :data:`TIME_CLASSES` for an estimate of ``seconds``."""
-    return next(label for bound, label in TIME_CLASSES if seconds < bound)
 
 
 @dataclass(frozen=True)

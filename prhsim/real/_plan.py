@@ -72,13 +72,13 @@ class TrainingPlan:
     @property
     def time_class(self) -> str:
         """The rough class of :attr:`seconds` (``prhsim run``'s labels)."""
-        from prhsim.experiments import time_class
+        from prhsim._budget import time_class
 
         return time_class(self.seconds)
 
     def notes(self) -> list[str]:
         """``this run may take <class>: …`` where the class is minutes or hours; else none."""
-        from prhsim.experiments import LONG_CLASSES
+        from prhsim._budget import LONG_CLASSES
 
         if self.time_class not in LONG_CLASSES:
             return []

@@ -17,7 +17,7 @@ from test_cli_sweeps import SMALL
 from prhsim._types import as_progress
 from prhsim.cli import _console, _driver, main
 from prhsim.config import resolve_settings
-from prhsim.experiments._plan import LONG_CLASSES, TIME_CLASSES, time_class
+from prhsim._budget import LONG_CLASSES, TIME_CLASSES, time_class
 from prhsim.experiments.sweeps import SWEEPS
 
 

@@ -34,7 +34,7 @@ class Estimate:
     """A sweep's rough time from its settings alone (before any work): ``seconds`` and what they count (``why``).
 
     ``seconds`` is work counted from the settings times per-unit constants measured on a shared 2-core CPU
-    (each sweep's module names its own); only its class (:data:`prhsim.experiments._plan.TIME_CLASSES`) is shown.
+    (each sweep's module names its own); only its class (:data:`prhsim._budget.TIME_CLASSES`) is shown.
     """
 
     seconds: float
@@ -43,13 +43,13 @@ class Estimate:
     @property
     def time_class(self) -> str:
         """The rough class of :attr:`seconds`, labelled as ``prhsim run``'s plan labels it."""
-        from prhsim.experiments._plan import time_class
+        from prhsim._budget import time_class
 
         return time_class(self.seconds)
 
     def notes(self) -> list[str]:
         """``this sweep may take <class>: <why>`` where the class is minutes or hours (as ``prhsim run``'s note); else none."""
-        from prhsim.experiments._plan import LONG_CLASSES
+        from prhsim._budget import LONG_CLASSES
 
         label = self.time_class
         return [f"this sweep may take {label}: {self.why} (a rough class)"] if label in LONG_CLASSES else []
