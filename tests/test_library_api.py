@@ -191,6 +191,36 @@ def test_objectives_and_metrics_import_nothing_of_worlds_optima_or_learners(pack
     assert not bad, "\n".join(bad)
 
 
+def _documented_dependencies() -> dict[str, set[str] | None]:
+    """The packages each package may import, from docs/architecture.md's table (None: any)."""
+    import re
+
+    table = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| `prhsim\.(\w+)` \|.*\| ([^|]+) \|$", table, flags=re.M)
+    allowed: dict[str, set[str] | None] = {}
+    for package, column in rows:
+        column = column.strip()
+        if column == "everything":
+            allowed[package] = None
+        elif column.startswith("all of the above but "):
+            allowed[package] = set(allowed) - {column.rpartition(" ")[2]}
+        elif column in ("—", "nothing of the others") or column.startswith("nothing of "):
+            allowed[package] = set()
+        else:
+            allowed[package] = {word.split(" ")[0] for word in column.split(", ")}
+    return allowed
+
+
+def test_every_package_imports_only_what_docs_architecture_says():
+    """The layers of docs/architecture.md's table are the import graph's (prhsim's own shared modules aside)."""
+    allowed = _documented_dependencies()
+    assert {"worlds", "config", "real", "cli"} <= set(allowed)
+    bad = sorted({f"{_package(a)} -> {_package(b)} ({a} -> {b})" for a, b in _edges()
+                  if _package(a) != _package(b) and _package(a) in allowed and _package(b) in allowed  # not prhsim's own
+                  and allowed[_package(a)] is not None and _package(b) not in allowed[_package(a)]})
+    assert not bad, "\n".join(bad)
+
+
 def test_nothing_outside_real_and_cli_imports_real():
     bad = [f"{a} -> {b}" for a, b in _edges() if _package(b) == "real" and _package(a) not in ("real", "cli")]
     assert not bad, "\n".join(bad)
