@@ -44,6 +44,15 @@ def time_class(seconds: float) -> str:
     return next(label for bound, label in TIME_CLASSES if seconds < bound)
 
 
+def time_notes(subject: str, seconds: float, why: str) -> list[str]:
+    """``this <subject> may take <class>: <why> (about S s estimated; a rough class)`` where the class of ``seconds``
+    is one of :data:`LONG_CLASSES`, the note a command prints before a long piece of work; else none."""
+    label = time_class(seconds)
+    if label not in LONG_CLASSES:
+        return []
+    return [f"this {subject} may take {label}: {why} (about {seconds:,.0f} s estimated; a rough class)"]
+
+
 class ResourceError(ValueError):
     """A computation would need more memory than the limit; the message names the setting to lower."""
 

@@ -25,7 +25,7 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
-from prhsim._budget import ResourceError
+from prhsim._budget import ResourceError, ensure_fits, format_bytes, time_notes
 from prhsim.io import OutputError, check_out_folder, json_text
 from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
@@ -76,8 +76,6 @@ READ_COPIES = 3.0
 
 
 def _load(path: Path) -> Features:
-    from prhsim._budget import ensure_fits, format_bytes
-
     try:
         if path.is_file():
             size = path.stat().st_size
@@ -99,15 +97,6 @@ def _seconds(a: Features, b: Features, metric: str, k: int, permutations: int | 
 
     seconds = protocol_seconds(metric, _samples(a), _widths(a), _widths(b), knn_k=k, permutations=permutations or 0)
     return 0.0 if seconds is None else seconds
-
-
-def _time_note(command: str, seconds: float, what: str) -> list[str]:
-    """The note a long protocol prints before it starts (as ``prhsim run`` does), or none."""
-    from prhsim._budget import LONG_CLASSES, time_class
-
-    label = time_class(seconds)
-    return [f"this {command} may take {label}: {what} (about {seconds:,.0f} s estimated; a rough class)"] \
-        if label in LONG_CLASSES else []
 
 
 @click.group()
@@ -174,7 +163,7 @@ def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float,
     k = k if old_k is None else old_k
     fa, fb = _load(a), _load(b)
     seconds = _seconds(fa, fb, metric, k, permutations)
-    print_notes(_time_note("score", seconds, f"{metric} on N = {_samples(fa):,}, layers {_depth(fa)} x {_depth(fb)}"
+    print_notes(time_notes("score", seconds, f"{metric} on N = {_samples(fa):,}, layers {_depth(fa)} x {_depth(fb)}"
                            + (f", {permutations:,} permutations" if permutations else "")), quiet=as_json)
     result = _score(fa, fb, str(a), str(b), metric, k, None if no_clip else clip, clip_scope, permutations, alpha,
                     convention)
@@ -305,7 +294,7 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
 
     cost = {(r, c): _seconds(features[r], features[c], metric, k, permutations) for r in row_files for c in col_files}
     total = sum(cost.values())
-    print_notes(_time_note("table", total, f"{len(row_files)} x {len(col_files)} entries, {metric}"
+    print_notes(time_notes("table", total, f"{len(row_files)} x {len(col_files)} entries, {metric}"
                            + (f", {permutations:,} permutations each" if permutations else "")), quiet=quiet)
 
     def compute(say):

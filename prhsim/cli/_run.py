@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from prhsim._budget import ResourceError
+from prhsim._budget import LONG_CLASSES, ResourceError
 from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
 from prhsim.cli._options import git_revision, parse_k, parse_out, parse_shape, read_own_config
@@ -135,7 +135,7 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
         check_out_folder(out_dir, overwrite=overwrite)
     except (ConfigError, ResourceError, OutputError) as exc:
         raise UsageProblem(str(exc)) from None
-    long = plan.time_class in ("minutes", "hours")
+    long = plan.time_class in LONG_CLASSES
     if long:
         notes.append(f"this run may take {plan.time_class}: {plan.summary()}")
     print_notes(notes, quiet=quiet)

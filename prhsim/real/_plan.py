@@ -77,13 +77,10 @@ class TrainingPlan:
         return time_class(self.seconds)
 
     def notes(self) -> list[str]:
-        """``this run may take <class>: …`` where the class is minutes or hours; else none."""
-        from prhsim._budget import LONG_CLASSES
+        """``this run may take <class>: …`` where the class is minutes or hours (:func:`prhsim._budget.time_notes`)."""
+        from prhsim._budget import time_notes
 
-        if self.time_class not in LONG_CLASSES:
-            return []
-        return [f"this run may take {self.time_class}: {self.steps:,} steps of a {self.params / 1e6:,.1f}M-parameter "
-                f"model (about {self.seconds:,.0f} s estimated; a rough class)"]
+        return time_notes("run", self.seconds, f"{self.steps:,} steps of a {self.params / 1e6:,.1f}M-parameter model")
 
     def summary(self) -> str:
         """One line: the largest stage and its limit."""

@@ -229,7 +229,7 @@ def test_long_settings_get_the_time_class_note_before_any_work(name):
     notes = SWEEPS[name].notes(_settings(name, LONG[name]))
     long = [note for note in notes if note.startswith("this sweep may take ")]
     assert len(long) == 1, notes
-    assert re.match(r"this sweep may take (minutes|hours): .+ \(a rough class\)$", long[0])
+    assert re.match(r"this sweep may take (minutes|hours): .+ \(about [0-9,]+ s estimated; a rough class\)$", long[0])
     assert SWEEPS[name].estimate(_settings(name, LONG[name])).time_class in LONG_CLASSES
 
 

@@ -48,11 +48,10 @@ class Estimate:
         return time_class(self.seconds)
 
     def notes(self) -> list[str]:
-        """``this sweep may take <class>: <why>`` where the class is minutes or hours (as ``prhsim run``'s note); else none."""
-        from prhsim._budget import LONG_CLASSES
+        """``this sweep may take <class>: <why> …`` where the class is minutes or hours (:func:`prhsim._budget.time_notes`)."""
+        from prhsim._budget import time_notes
 
-        label = self.time_class
-        return [f"this sweep may take {label}: {self.why} (a rough class)"] if label in LONG_CLASSES else []
+        return time_notes("sweep", self.seconds, self.why)
 
 
 @dataclass(frozen=True)
