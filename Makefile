@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/prhsim run --world gridscene --modalities 3
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n auto --maxprocesses 4
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_run.py
