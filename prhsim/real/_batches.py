@@ -42,14 +42,12 @@ from torch.utils.data import Dataset, IterableDataset
 
 from prhsim.real._karpathy import DataError
 from prhsim.real._parquet import shard_slots, stream_records
-from prhsim.real._tokenizer import content_length, encode, special_tokens
+from prhsim.real._tokenizer import NO_SPECIALS, content_length, encode, special_tokens
 from prhsim.real._packing import pack, row_length
 from prhsim.real._views import ViewKind, ViewLaw, cut_views
 
 #: Stream tags of the generators: ``default_rng([seed, TAG, ...])``.
 ORDER, SHUFFLE, VIEWS = 11, 12, 13
-#: The ids put before and after every view: none.
-NO_SPECIALS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
 
 def view_generators(seed: int, step: int, first: int, count: int) -> list[np.random.Generator]:

@@ -96,6 +96,8 @@ def load_tokenizer(path: Path | str):
 
 #: The text whose encodings with and without special tokens tell where the tokenizer puts them.
 PROBE = "a"
+#: The ids put before and after a text by a tokenizer without special tokens: none.
+NO_SPECIALS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
 
 def special_tokens(tokenizer) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +108,7 @@ def special_tokens(tokenizer) -> tuple[np.ndarray, np.ndarray]:
         DataError: a post-processor that changes the text's own tokens.
     """
     if tokenizer.post_processor is None:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return NO_SPECIALS
     bare = tokenizer.encode(PROBE, add_special_tokens=False).ids
     full = tokenizer.encode(PROBE, add_special_tokens=True).ids
     starts = [k for k in range(len(full) - len(bare) + 1) if full[k:k + len(bare)] == bare]
@@ -134,7 +136,7 @@ def encode(tokenizer, texts: list[str], max_length: int, *, specials: bool = Tru
     """Token ids of each text, ``max_length`` at most: its tokens cut to fit, between the tokenizer's special tokens
     (:func:`special_tokens`), or alone (``specials=False``, cut at ``max_length``; [UNK] for an empty text)."""
     unk = tokenizer.token_to_id("[UNK]")
-    before, after = special_tokens(tokenizer) if specials else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    before, after = special_tokens(tokenizer) if specials else NO_SPECIALS
     room = content_length(tokenizer, max_length) if specials else max_length
     out = []
     for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=False):
