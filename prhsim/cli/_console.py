@@ -115,7 +115,3 @@ def bar_reporter(command: str, *, quiet: bool) -> Iterator[Progress]:
             progress.update(task, status=escape(message), **counted)
 
         yield bar
-
-
-#: The reporter of every command that shows progress (:func:`bar_reporter`; a stage without a count is a line).
-stage_reporter = bar_reporter

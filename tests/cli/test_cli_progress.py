@@ -91,8 +91,8 @@ def test_the_eta_of_every_line_is_its_definition_on_a_fake_clock(capsys, monkeyp
     assert [re.sub(r"^cmd \[ *[\d.]+ s\] call \d+", "", line) for line in lines] == _twin_etas(calls)
 
 
-def test_stage_reporter_is_the_bar_reporter_and_one_argument_callers_still_work(capsys):
-    with _console.stage_reporter("cmd", quiet=False) as say:
+def test_the_reporter_prints_a_stage_without_a_count_as_a_plain_line(capsys):
+    with _console.bar_reporter("cmd", quiet=False) as say:
         say("a stage")
         say("step", 1, 2)
     assert [re.sub(r"\[ *[\d.]+ s\] ", "", line) for line in capsys.readouterr().err.splitlines()] == [
