@@ -341,7 +341,13 @@ def _blas_threads():
 
 
 def test_solver_threads_limits_and_restores(monkeypatch):
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):  # the suite's one thread would make the checks vacuous
+        _check_solver_threads_limits_and_restores(monkeypatch)
+
+
+def _check_solver_threads_limits_and_restores(monkeypatch):
     before = _blas_threads()
+    assert all(t == 2 for t in before)
     rows = basis_module.SOLVER_THREADS_FROM
     with solver_threads(rows):
         assert all(t == 1 for t in _blas_threads())
