@@ -115,3 +115,24 @@ def test_library_run_with_modality_view_override():
     assert rho[("pixels", "symbolic")] < 1e-8
     assert rho[("pixels", "caption")] == pytest.approx((2 * 7 / 10) ** 0.5, abs=1e-8)
     assert not result.failures
+
+
+def test_command_line_lets_idle_blas_threads_sleep_unless_the_environment_chooses():
+    """The command line sets OPENBLAS_THREAD_TIMEOUT before numpy loads (so OpenBLAS reads it), keeps a value the
+    environment chose, and changes nothing once numpy is loaded."""
+    import os
+    import subprocess
+    import sys
+
+    from prhsim.cli import OPENBLAS_THREAD_TIMEOUT, quiet_idle_blas_threads
+
+    probe = ("import os, sys, prhsim.cli as c; c.main(['--version'], standalone_mode=False); "
+             "print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), 'numpy' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    for preset, expected in [(None, OPENBLAS_THREAD_TIMEOUT), ("25", "25")]:
+        child_env = env if preset is None else {**env, "OPENBLAS_THREAD_TIMEOUT": preset}
+        out = subprocess.run([sys.executable, "-c", probe], env=child_env, capture_output=True, text=True, check=True)
+        assert out.stdout.split()[-2:] == [expected, "False"], out.stdout
+    environ: dict[str, str] = {}
+    quiet_idle_blas_threads(environ)  # numpy is loaded in this process: too late to matter, so nothing is set
+    assert environ == {}
