@@ -210,10 +210,14 @@ def bench(name: str, model_dir: Path, root: Path, *, device: str, n: int, batch:
     def progress(message, done=None, total=None) -> None:
         marks.append((time.perf_counter(), done))
 
+    estimates: list[float] = []  # extract's own time estimate (ExtractSummary.estimated_seconds)
+
     def extract() -> tuple[float, list[tuple[float, int]]]:
         marks.clear()
         start = time.perf_counter()
-        extract_features(model_dir, data, out, batch_size=batch, device=device, overwrite=True, progress=progress)
+        summary = extract_features(model_dir, data, out, batch_size=batch, device=device, overwrite=True,
+                                   progress=progress)
+        estimates.append(summary.estimated_seconds)
         return start, list(marks)
 
     with _quiet():  # MiniLM's unused pooler weights; the image processor's backend note
@@ -301,6 +305,11 @@ def bench(name: str, model_dir: Path, root: Path, *, device: str, n: int, batch:
         print(f"  extract's own clock: {first - best_start:.3f} s to the first batch (load, read, memory guard, "
               f"batch 1), loop {loop_rate:,.1f} {noun}/s after it, {best_start + t_extract - last:.3f} s after the "
               f"last (concatenate, write); loop ratio {loop_ratio:.3f}")
+    from prhsim.real._forward_cost import CPU_FORWARD_FLOPS, CUDA_FORWARD_FLOPS
+
+    rate = CUDA_FORWARD_FLOPS if cuda else CPU_FORWARD_FLOPS
+    print(f"  time estimate before loading (the note's): {estimates[-1]:.3f} s against {t_extract:.3f} s measured; "
+          f"{estimates[-1] * rate / t_extract:.2e} float operations a second by its count (it assumes {rate:.0e})")
     if staged:
         print(row("  forward alone (the same batches already on the device)", t_alone))
         print(f"  {n / t_alone:,.1f} {noun}/s; the whole call at {100 * t_alone / t_extract:.1f} %, the reference loop "

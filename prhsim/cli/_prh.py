@@ -220,7 +220,9 @@ def _model_features(models: list[Path], data: Path, cache: Path, *, batch_size: 
                     say(f"{_name}: extracting {message}", done, total)
 
                 path, hit = cached_features(model, data, cache, batch_size=batch_size, device=device, digest=digest,
-                                            shard_size=shard_size, progress=progress)
+                                            shard_size=shard_size, progress=progress,
+                                            notes=lambda line, _name=model.name: print_notes([f"{_name}: {line}"],
+                                                                                             quiet=quiet))
                 say(f"{model.name}: features {'cached' if hit else 'extracted'} ({path})")
                 found[model] = path
     except (DataError, ValueError) as exc:
@@ -422,7 +424,8 @@ def extract(model: Path, data: Path, out: Path, layers: str, pool: str, batch_si
         with bar_reporter("prhsim prh extract", quiet=quiet) as say:
             summary = extract_features(model, data, out, layers=layers, pool=pool, batch_size=batch_size,
                                        max_length=max_length, device=device, overwrite=overwrite,
-                                       shard_size=shard_size, progress=say)
+                                       shard_size=shard_size, progress=say,
+                                       notes=lambda line: print_notes([line], quiet=quiet))
     except (DataError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     if not quiet:

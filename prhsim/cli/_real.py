@@ -17,7 +17,7 @@ from rich.markup import escape
 from prhsim._budget import ResourceError
 from prhsim.io import OutputError, check_out_folder
 from prhsim.cli._console import UsageProblem, bar_reporter, console
-from prhsim.cli._driver import drive
+from prhsim.cli._driver import drive, print_notes
 from prhsim.cli._options import git_revision, memory_limit_option, parse_out, read_own_config
 from pydantic import ValidationError
 
@@ -304,7 +304,8 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
     try:
         with bar_reporter("prhsim real features", quiet=quiet) as say:
             feats = encode_images(data, weights, out, images=images, image_size=image_size, batch_size=batch_size,
-                                  num_workers=workers, device=device, progress=say)
+                                  num_workers=workers, device=device, progress=say,
+                                  notes=lambda line: print_notes([line], quiet=quiet))
     except (DataError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
     if not quiet:

@@ -43,6 +43,7 @@ from prhsim.real._eval import evaluate_run as evaluate_run
 from prhsim.real._image_features import encode_images as encode_images
 from prhsim.real._extract import ExtractSummary as ExtractSummary, extract_features as extract_features
 from prhsim.real._extract import cached_features as cached_features, data_digest as data_digest, features_key as features_key
+from prhsim.real._forward_cost import extraction_seconds as extraction_seconds, forward_flops as forward_flops
 from prhsim.real._settings import ExportSettings as ExportSettings, RealTrainSettings as RealTrainSettings
 from prhsim.real._plan import TrainingPlan as TrainingPlan, plan_training as plan_training
 from prhsim.real._parquet import (
@@ -78,6 +79,8 @@ __all__ = [
     "export_synthetic",
     "extract_features",
     "cached_features",
+    "forward_flops",
+    "extraction_seconds",
     "features_key",
     "data_digest",
     "check_export",

@@ -60,6 +60,11 @@ truncation or an image's tokens, plus ``(batch_size + 2) x T x V x 4`` of logits
 one line (a :class:`prhsim.ResourceError` naming ``--batch-size``, ``--max-length``, ``--layers``) above the
 memory limit (half the machine's memory unless :func:`prhsim.memory_limit` sets it).
 
+Time (a rough class, for the note before a long extraction): :func:`prhsim.real.forward_flops` of the pooled
+transformer over every text's tokens after truncation, or N times an image's tokens, at the device's rate
+(:func:`prhsim.real.extraction_seconds`; :mod:`prhsim.real._forward_cost`). Where the estimate is minutes or hours,
+``notes`` is called with the line (:func:`prhsim._budget.time_notes`) before the model is loaded.
+
 Resuming (``shard_size=S``): every S rows are written as one shard (atomically) into ``OUT.shards/`` beside
 the output; a rerun reads back the shards whose key (:func:`features_key`: the model, the data, the layers,
 pooling, maximum length and :data:`KEY_VERSION`) matches and computes the rest; the finished file is written
@@ -84,6 +89,7 @@ import numpy as np
 
 from prhsim._budget import ensure_fits, format_bytes
 from prhsim.io import atomic_file
+from prhsim.real._forward_cost import extraction_seconds, forward_flops
 from prhsim.real._karpathy import DataError, read_captions
 from prhsim.real._weights import silent_transformers
 
@@ -105,7 +111,8 @@ TOWERED = ("clip", "siglip", "siglip2")
 class ExtractSummary:
     """What :func:`extract_features` wrote: the file, its shape (N, L, D), the layers kept (hidden-state
     indices), the pooling used, the model kind ("text" or "vision") and type, its parameter count, the time, and
-    the mean next-token loss (nats) and bits per byte (None without an LM head; module docstring)."""
+    the mean next-token loss (nats) and bits per byte (None without an LM head; module docstring), and the time
+    estimated before the model loaded (:func:`extraction_seconds`)."""
 
     out: Path
     shape: tuple[int, int, int]
@@ -117,6 +124,7 @@ class ExtractSummary:
     seconds: float
     loss: float | None = None
     bpb: float | None = None
+    estimated_seconds: float | None = None
 
 
 def model_kind(config) -> str:
@@ -396,12 +404,14 @@ def features_key(model: Path | str, data: Path | str, *, layers: str | Sequence[
 def cached_features(model: Path | str, data: Path | str, cache: Path | str, *, layers: str | Sequence[int] = "all",
                     pool: str = "auto", batch_size: int = 32, max_length: int | None = None, device: str = "auto",
                     shard_size: int | None = None, digest: str | None = None,
-                    progress: Callable[..., None] | None = None) -> tuple[Path, bool]:
+                    progress: Callable[..., None] | None = None,
+                    notes: Callable[[str], None] | None = None) -> tuple[Path, bool]:
     """The feature file of ``model`` over ``data`` under the folder ``cache`` and whether it was there already.
 
     The file is ``cache/<model folder name>-<key>.pt`` (key: :func:`features_key`, first 16 hex digits): if it
-    exists it is returned as it is, else :func:`extract_features` writes it (resumable by ``shard_size``). Entries
-    of a model whose files changed are left in the folder (a new key, a new file); delete the folder to clear it.
+    exists it is returned as it is, else :func:`extract_features` writes it (resumable by ``shard_size``; ``progress``
+    and ``notes`` as there). Entries of a model whose files changed are left in the folder (a new key, a new file);
+    delete the folder to clear it.
     """
     model = Path(model)
     if not (model / "config.json").is_file():
@@ -413,7 +423,7 @@ def cached_features(model: Path | str, data: Path | str, cache: Path | str, *, l
     if path.is_file():
         return path, True
     extract_features(model, data, path, layers=layers, pool=pool, batch_size=batch_size, max_length=max_length,
-                     device=device, overwrite=True, shard_size=shard_size, progress=progress)
+                     device=device, overwrite=True, shard_size=shard_size, progress=progress, notes=notes)
     return path, False
 
 
@@ -467,11 +477,17 @@ def _save_shard(path: Path, key: str, start: int, stop: int, feats, lengths: lis
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
-def _dims(config, kind: str) -> tuple[int, int, int]:
-    """(hidden states returned, hidden size, vocabulary size; 0 where the config does not say) of the model pooled."""
+def _inner(config, kind: str):
+    """The config of the transformer that is pooled: a towered model's vision tower, a text model's text config."""
     inner = config.vision_config if kind == "vision" and config.model_type in TOWERED else config
     if kind == "text" and hasattr(inner, "get_text_config"):
         inner = inner.get_text_config()
+    return inner
+
+
+def _dims(config, kind: str) -> tuple[int, int, int]:
+    """(hidden states returned, hidden size, vocabulary size; 0 where the config does not say) of the model pooled."""
+    inner = _inner(config, kind)
     blocks = getattr(inner, "num_hidden_layers", None)
     width = getattr(inner, "hidden_size", None)
     vocab = getattr(inner, "vocab_size", None) if kind == "text" else 0
@@ -529,14 +545,17 @@ def peak_bytes(config, kind: str, *, inputs: int, batch_size: int, tokens: int, 
     return weights + hidden + head + feats + mask, what
 
 
-def _longest(tokenizer, texts: Sequence[str], limit: int, chunk: int = 4096) -> int:
-    """The most tokens of any text after truncation at ``limit`` (a batch's padded length at most), in chunks."""
-    longest = 0
+def _token_counts(tokenizer, texts: Sequence[str], limit: int, chunk: int = 4096) -> tuple[int, int]:
+    """The most tokens of any text after truncation at ``limit`` (a batch's padded length at most) and the tokens of
+    all texts after truncation, tokenized in chunks."""
+    longest = every = 0
     with silent_transformers():
         for start in range(0, len(texts), chunk):
             ids = tokenizer(list(texts[start:start + chunk]), truncation=True, max_length=limit)["input_ids"]
-            longest = max(longest, *map(len, ids))
-    return longest
+            lengths = list(map(len, ids))
+            longest = max(longest, *lengths)
+            every += sum(lengths)
+    return longest, every
 
 
 def _weight_bytes(model: Path) -> int:
@@ -549,10 +568,12 @@ def _weight_bytes(model: Path) -> int:
 def extract_features(model: Path | str, data: Path | str, out: Path | str, *, layers: str | Sequence[int] = "all",
                      pool: str = "auto", batch_size: int = 32, max_length: int | None = None, device: str = "auto",
                      overwrite: bool = False, shard_size: int | None = None,
-                     progress: Callable[..., None] | None = None) -> ExtractSummary:
+                     progress: Callable[..., None] | None = None,
+                     notes: Callable[[str], None] | None = None) -> ExtractSummary:
     """Pool every hidden state of the checkpoint in ``model`` over the inputs of ``data``; write ``out`` (module docstring).
 
-    ``progress(message, done, total)`` is called after every batch (and every shard read back). ``shard_size``:
+    ``progress(message, done, total)`` is called after every batch (and every shard read back); ``notes(line)``
+    once before the model loads where the extraction may take minutes or hours (module docstring). ``shard_size``:
     keep every that many rows as a shard in :func:`shard_folder` of ``out`` so an interrupted run resumes where
     it stopped (module docstring). A decoder with an LM head also gets its next-token ``loss`` and ``bpb``.
 
@@ -604,9 +625,10 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
     if kind == "text":
         limit = _max_length(reader, config, max_length)
         pad_left = getattr(reader, "padding_side", "right") == "left"
-        tokens = _longest(reader, inputs, limit)
+        tokens, every_token = _token_counts(reader, inputs, limit)
     else:
         tokens = _image_tokens(reader, config)
+        every_token = tokens * len(inputs)
     states = _dims(config, kind)[0]
     try:
         kept_layers = len(parse_layers(layers, states)) if states else None
@@ -616,6 +638,16 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
                             kept_layers=kept_layers, logits=causal, weights=_weight_bytes(model))
     ensure_fits(need, what, "lower --batch-size or --max-length, or keep fewer --layers" if kind == "text"
                 else "lower --batch-size, or keep fewer --layers")
+    noun = "texts" if kind == "text" else "images"
+    estimate = extraction_seconds(forward_flops(_inner(config, kind), every_token, logits=causal),
+                                  cuda=dev.type == "cuda")
+    if notes is not None:
+        from prhsim._budget import time_notes
+
+        for line in time_notes("extraction", estimate, f"{len(inputs):,} {noun} of {every_token:,} tokens through "
+                                                      f"{config.model_type} ({states - 1 if states else '?'} blocks of "
+                                                      f"width {_dims(config, kind)[1]})"):
+            notes(line)
     net, scored = _network(model, config, kind)
     net = net.to(dev).eval()
     num_params = int(sum(p.numel() for p in net.parameters()))
@@ -632,7 +664,6 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
     shards = shard_folder(out) if shard_size else None
     key = features_key(model, data, layers=layers, pool=pool, max_length=max_length) if shards else None
     step = shard_size or max(total, 1)
-    noun = "texts" if kind == "text" else "images"
     looping, computed = time.perf_counter(), 0
     with torch.inference_mode(), autocast:
         for first in range(0, total, step):
@@ -694,7 +725,7 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
         shutil.rmtree(shards, ignore_errors=True)
     return ExtractSummary(out, tuple(feats.shape), chosen, pool, kind, str(config.model_type), num_params,
                           time.perf_counter() - started, losses["loss"] if losses else None,
-                          losses["bpb"] if losses else None)
+                          losses["bpb"] if losses else None, estimate)
 
 
 def _next_token_nats(logits, ids, mask):

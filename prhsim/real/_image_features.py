@@ -107,11 +107,14 @@ def image_folder(json_path: Path, images: Path | str | None) -> Path:
 
 def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, images: Path | str | None = None,
                    image_size: int = 224, batch_size: int = 64, num_workers: int = 0, device: str = "auto",
-                   progress: Callable[..., None] | None = None) -> np.ndarray:
+                   progress: Callable[..., None] | None = None,
+                   notes: Callable[[str], None] | None = None) -> np.ndarray:
     """Encode every image of the dataset with the DINOv2 checkpoint in ``weights``; write and return (N, D) float32.
 
     ``num_workers`` processes decode images (0: the calling process does). ``progress(message, done, total)``
-    is called after every batch.
+    is called after every batch; ``notes(line)`` once before the model loads where the work may take minutes or
+    hours (the estimate of :func:`prhsim.real.extraction_seconds` over N x ((image_size / patch)² + 1 + registers)
+    tokens).
 
     Raises:
         DataError: a missing dataset, weights directory or image file (one line, naming the path).
@@ -140,6 +143,8 @@ def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, ima
         raise DataError(f"{out}: the features file must end in .npy or .safetensors")
     folder = image_folder(json_path, images)
     dev = _device(device)
+    if notes is not None:
+        _estimate_notes(weights, len(dataset.records), image_size, dev.type == "cuda", notes)
     model = Dinov2Model.from_pretrained(str(weights), local_files_only=True).to(dev).eval()
     say = progress or (lambda message, done=None, total=None: None)
     loader = DataLoader(_Images(folder, [r.filename for r in dataset.records], image_size), batch_size=batch_size,
@@ -167,3 +172,19 @@ def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, ima
 
             save_file({"feats": feats}, str(tmp))
     return feats
+
+
+def _estimate_notes(weights: Path, images: int, image_size: int, cuda: bool, notes: Callable[[str], None]) -> None:
+    """The time note of :func:`encode_images`, from the checkpoint's config alone."""
+    from transformers import AutoConfig
+
+    from prhsim._budget import time_notes
+    from prhsim.real._forward_cost import extraction_seconds, forward_flops
+
+    config = AutoConfig.from_pretrained(str(weights), local_files_only=True)
+    patch = int(getattr(config, "patch_size", 14) or 14)
+    tokens = images * ((image_size // patch) ** 2 + 1 + int(getattr(config, "num_register_tokens", 0) or 0))
+    seconds = extraction_seconds(forward_flops(config, tokens), cuda=cuda)
+    for line in time_notes("encoding", seconds, f"{images:,} images of {tokens:,} tokens through {config.model_type} "
+                                                f"({config.num_hidden_layers} blocks of width {config.hidden_size})"):
+        notes(line)

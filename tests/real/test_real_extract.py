@@ -613,3 +613,59 @@ def test_the_memory_guard_refuses_exactly_above_its_estimate(models, data, tmp_p
     with memory_limit(int(need) - 1), pytest.raises(ResourceError, match="kept features 6 x 1 layers") as caught:
         extract_features(models["gpt2"], data / "captions.jsonl", tmp_path / "b.pt", batch_size=4, layers="last")
     assert "\n" not in str(caught.value) and "--max-length" in str(caught.value)
+
+
+# ---------------------------------------------------------------- the time estimate
+
+
+def _forward_twin(name, tokens, vocab=0):
+    """2 x blocks x (4D² + 2·D·I) x tokens (+ 2·D·V x tokens for the decoder), written out for the test models: two
+    blocks of width 16; MLP widths 32 (BERT's and ViT's intermediate_size), 64 (GPT-2: n_inner None, so 4D; DINOv2:
+    mlp_ratio 4, which its config's unused intermediate_size does not override)."""
+    mlp = {"bert": 32, "vit": 32, "gpt2": 64, "dinov2": 64}[name]
+    per_token = 2 * 2 * (4 * 16 * 16 + 2 * 16 * mlp) + (2 * 16 * vocab if name == "gpt2" else 0)
+    return per_token * tokens
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "vit", "dinov2"])
+def test_the_time_estimate_is_the_forward_count_at_the_device_rate(models, data, tmp_path, name):
+    from transformers import AutoConfig
+
+    import prhsim.real._forward_cost as module
+    from prhsim.real import extraction_seconds, forward_flops
+
+    config = AutoConfig.from_pretrained(str(models[name]), local_files_only=True)
+    if name in ("vit", "dinov2"):
+        src, tokens = data / "images", len(CAPTIONS) * ((SIZE // 8) ** 2 + 1)  # 4 x 4 patches and the class token
+    else:
+        src, tokens = data / "captions.jsonl", sum(map(len, _tokens(models[name])))
+    flops = _forward_twin(name, tokens, getattr(config, "vocab_size", 0))
+    assert forward_flops(config, tokens, logits=name == "gpt2") == flops
+    assert extraction_seconds(flops, cuda=False) == flops / module.CPU_FORWARD_FLOPS
+    assert extraction_seconds(flops, cuda=True) == flops / module.CUDA_FORWARD_FLOPS
+    summary = extract_features(models[name], src, tmp_path / "x.pt", batch_size=4, device="cpu")
+    assert summary.estimated_seconds == pytest.approx(flops / module.CPU_FORWARD_FLOPS, rel=1e-12)
+
+
+def test_a_long_extraction_says_so_before_it_starts_and_a_short_one_does_not(models, data, tmp_path, monkeypatch):
+    import prhsim.real._forward_cost as module
+
+    result = _cli("--model", models["bert"], "--data", data / "captions.jsonl", "--out", tmp_path / "a.pt")
+    assert result.exit_code == 0, result.output
+    assert "may take" not in result.output
+    tokens = sum(map(len, _tokens(models["bert"])))
+    seconds = _forward_twin("bert", tokens) / 1000.0
+    monkeypatch.setattr(module, "CPU_FORWARD_FLOPS", 1000.0)  # the same count at a rate that makes it minutes
+    assert 60 <= seconds < 3600
+    result = _cli("--model", models["bert"], "--data", data / "captions.jsonl", "--out", tmp_path / "b.pt",
+                  "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert (f"note: this extraction may take minutes: {len(CAPTIONS):,} texts of {tokens:,} tokens through bert "
+            f"(2 blocks of width 16) (about {seconds:,.0f} s estimated; a rough class)") in result.output
+    assert "may take" not in _cli("--model", models["bert"], "--data", data / "captions.jsonl", "--out",
+                                  tmp_path / "c.pt", "--device", "cpu", "-q").output
+    table = CliRunner().invoke(main, ["prh", "table", str(models["bert"].parent), "--rows", "bert", "--cols", "bert",
+                                      "--data", str(data / "captions.jsonl"), "--cache", str(tmp_path / "cache"),
+                                      "--device", "cpu", "--knn-k", "2", "--out", str(tmp_path / "table")])
+    assert table.exit_code == 0, table.output
+    assert "note: bert: this extraction may take minutes" in table.output

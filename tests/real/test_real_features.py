@@ -95,3 +95,36 @@ def test_workers_send_uint8_pixels_normalised_on_the_device_as_the_definition_sa
     got = normalise(torch.from_numpy(pixels)[None])[0].numpy()
     assert got.dtype == np.float32 and np.allclose(got, want.transpose(2, 0, 1), atol=1e-6, rtol=0)
     assert np.array_equal(got, preprocess(path, SIZE))  # the host path computes the same float32 numbers
+
+
+
+def test_a_long_encoding_says_so_before_the_model_loads(data, weights, tmp_path, monkeypatch):
+    """The note's estimate: 24 images of (28 / 14)² + 1 = 5 tokens, 2 blocks of width 32 with DINOv2's MLP of
+    mlp_ratio 4 x 32 = 128 (its config's intermediate_size is not what the model uses): 2·2·(4·32² + 2·32·128)
+    float operations a token."""
+    import transformers
+
+    import prhsim.real._forward_cost as cost
+
+    notes = []
+    encode_images(data, weights, tmp_path / "a.npy", image_size=SIZE, device="cpu", notes=notes.append)
+    assert notes == []  # about a millisecond
+    flops = 24 * 5 * 2 * 2 * (4 * 32 * 32 + 2 * 32 * 128)
+    monkeypatch.setattr(cost, "CPU_FORWARD_FLOPS", flops / 120.0)  # the same count at two minutes
+
+    def never(*args, **kwargs):
+        raise RuntimeError("the model was loaded")
+
+    monkeypatch.setattr(transformers.Dinov2Model, "from_pretrained", never)
+    with pytest.raises(RuntimeError, match="the model was loaded"):
+        encode_images(data, weights, tmp_path / "b.npy", image_size=SIZE, device="cpu", notes=notes.append)
+    assert notes == ["this encoding may take minutes: 24 images of 120 tokens through dinov2 (2 blocks of width 32) "
+                     "(about 120 s estimated; a rough class)"]
+    from click.testing import CliRunner
+
+    from prhsim.cli import main
+
+    result = CliRunner().invoke(main, ["real", "features", "--data", str(data), "--weights", str(weights), "--out",
+                                       str(tmp_path / "c.npy"), "--image-size", str(SIZE), "--device", "cpu"])
+    assert isinstance(result.exception, RuntimeError), result.output  # the model never loads: the command ends there
+    assert f"note: {notes[0]}" in result.output
