@@ -89,7 +89,7 @@ import numpy as np
 
 from prhsim._budget import ensure_fits, format_bytes
 from prhsim.io import atomic_file
-from prhsim.real._forward_cost import extraction_seconds, forward_flops
+from prhsim.real._forward_cost import extraction_seconds, forward_flops, forward_notes
 from prhsim.real._karpathy import DataError, read_captions
 from prhsim.real._weights import silent_transformers
 
@@ -639,14 +639,11 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
     ensure_fits(need, what, "lower --batch-size or --max-length, or keep fewer --layers" if kind == "text"
                 else "lower --batch-size, or keep fewer --layers")
     noun = "texts" if kind == "text" else "images"
-    estimate = extraction_seconds(forward_flops(_inner(config, kind), every_token, logits=causal),
-                                  cuda=dev.type == "cuda")
+    pooled = _inner(config, kind)
+    estimate = extraction_seconds(forward_flops(pooled, every_token, logits=causal), cuda=dev.type == "cuda")
     if notes is not None:
-        from prhsim._budget import time_notes
-
-        for line in time_notes("extraction", estimate, f"{len(inputs):,} {noun} of {every_token:,} tokens through "
-                                                      f"{config.model_type} ({states - 1 if states else '?'} blocks of "
-                                                      f"width {_dims(config, kind)[1]})"):
+        for line in forward_notes("extraction", estimate, pooled, inputs=len(inputs), noun=noun, tokens=every_token,
+                                  model_type=str(config.model_type)):
             notes(line)
     net, scored = _network(model, config, kind)
     net = net.to(dev).eval()

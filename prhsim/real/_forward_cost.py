@@ -40,3 +40,15 @@ def forward_flops(config, tokens: float, *, logits: bool = False) -> float:
 def extraction_seconds(flops: float, *, cuda: bool) -> float:
     """Seconds of ``flops`` (:func:`forward_flops`) at :data:`CUDA_FORWARD_FLOPS` or :data:`CPU_FORWARD_FLOPS`."""
     return flops / (CUDA_FORWARD_FLOPS if cuda else CPU_FORWARD_FLOPS)
+
+
+def forward_notes(subject: str, seconds: float, config, *, inputs: int, noun: str, tokens: int,
+                  model_type: str | None = None) -> list[str]:
+    """The note before a forward pass of minutes or hours (:func:`prhsim._budget.time_notes`): ``this <subject> may take
+    <class>: N <noun> of T tokens through <model type> (B blocks of width D) (about S s estimated; …)``."""
+    from prhsim._budget import time_notes
+
+    kind = model_type or getattr(config, "model_type", "the model")
+    return time_notes(subject, seconds, f"{inputs:,} {noun} of {tokens:,} tokens through {kind} "
+                                        f"({getattr(config, 'num_hidden_layers', '?')} blocks of width "
+                                        f"{getattr(config, 'hidden_size', '?')})")

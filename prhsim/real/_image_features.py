@@ -178,13 +178,11 @@ def _estimate_notes(weights: Path, images: int, image_size: int, cuda: bool, not
     """The time note of :func:`encode_images`, from the checkpoint's config alone."""
     from transformers import AutoConfig
 
-    from prhsim._budget import time_notes
-    from prhsim.real._forward_cost import extraction_seconds, forward_flops
+    from prhsim.real._forward_cost import extraction_seconds, forward_flops, forward_notes
 
     config = AutoConfig.from_pretrained(str(weights), local_files_only=True)
     patch = int(getattr(config, "patch_size", 14) or 14)
     tokens = images * ((image_size // patch) ** 2 + 1 + int(getattr(config, "num_register_tokens", 0) or 0))
     seconds = extraction_seconds(forward_flops(config, tokens), cuda=cuda)
-    for line in time_notes("encoding", seconds, f"{images:,} images of {tokens:,} tokens through {config.model_type} "
-                                                f"({config.num_hidden_layers} blocks of width {config.hidden_size})"):
+    for line in forward_notes("encoding", seconds, config, inputs=images, noun="images", tokens=tokens):
         notes(line)
