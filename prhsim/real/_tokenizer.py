@@ -119,13 +119,14 @@ def special_tokens(tokenizer) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(full[:k], dtype=np.int64), np.asarray(full[k + len(bare):], dtype=np.int64)
 
 
-def content_length(tokenizer, max_length: int) -> int:
-    """The text tokens a sequence of ``max_length`` holds beside the tokenizer's special tokens.
+def content_length(tokenizer, max_length: int, specials: tuple[np.ndarray, np.ndarray] | None = None) -> int:
+    """The text tokens a sequence of ``max_length`` holds beside the tokenizer's special tokens (``specials``, the
+    pair of :func:`special_tokens`, where the caller has it already).
 
     Raises:
         DataError: the special tokens leave no room.
     """
-    room = max_length - sum(a.size for a in special_tokens(tokenizer))
+    room = max_length - sum(a.size for a in (special_tokens(tokenizer) if specials is None else specials))
     if room < 1:
         raise DataError(f"max_length {max_length} leaves no room for a text token beside the tokenizer's "
                         f"{max_length - room} special tokens")
@@ -137,7 +138,7 @@ def encode(tokenizer, texts: list[str], max_length: int, *, specials: bool = Tru
     (:func:`special_tokens`), or alone (``specials=False``, cut at ``max_length``; [UNK] for an empty text)."""
     unk = tokenizer.token_to_id("[UNK]")
     before, after = special_tokens(tokenizer) if specials else NO_SPECIALS
-    room = content_length(tokenizer, max_length) if specials else max_length
+    room = content_length(tokenizer, max_length, (before, after)) if specials else max_length
     out = []
     for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=False):
         ids = np.asarray(encoding.ids[:room], dtype=np.int64)
