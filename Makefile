@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_calibrate.py
 	$(BIN)/python benchmarks/bench_calibrate_vs_reference.py --threads 1
 	$(BIN)/python benchmarks/bench_real_step.py
+	$(BIN)/python benchmarks/bench_extract.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis
