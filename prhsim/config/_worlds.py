@@ -130,6 +130,8 @@ class GridSceneWorld(_WorldBase):
         None, description="per object, probability the shape is redrawn (default 0.22..0.25)")
     colour_change: list[Probability] | None = Field(
         None, description="per object, step probability along the hue scale (default 0.48..0.56)")
+    dependence: float = Field(0.0, ge=0, lt=1, description="how often an object's colour follows its shape "
+                                                           "(0: independent attributes)")
     size_keys: ClassVar[tuple[str, ...]] = ("size", "objects")
 
     @model_validator(mode="after")
@@ -142,10 +144,12 @@ class GridSceneWorld(_WorldBase):
 
     @property
     def factor_sizes(self) -> list[int]:
-        return [self.size, self.size, self.shapes, self.colours] * self.objects
+        appearance = [self.shapes, self.colours] if self.dependence == 0 else [self.shapes * self.colours]
+        return ([self.size, self.size] + appearance) * self.objects
 
     def describe(self) -> str:
-        return f"gridscene size {self.size} with {self.objects} object{'s' * (self.objects > 1)}"
+        dependent = f", colour following shape w.p. {self.dependence:g}" if self.dependence else ""
+        return f"gridscene size {self.size} with {self.objects} object{'s' * (self.objects > 1)}{dependent}"
 
     def never_moves(self) -> str | None:
         changes = (self.move, self.shape_change, self.colour_change)
@@ -159,7 +163,7 @@ class GridSceneWorld(_WorldBase):
 
     def _scene(self):
         return gridscene(self.size, self.objects, self.shapes, self.colours, move=self.move,
-                         shape_change=self.shape_change, colour_change=self.colour_change)
+                         shape_change=self.shape_change, colour_change=self.colour_change, dependence=self.dependence)
 
     def build(self, rng: np.random.Generator) -> World:
         return self._scene().world

@@ -19,8 +19,10 @@ learner has a context encoder h (the same token encoder, reading the prefix), ou
 embeddings ``w_v`` and biases, and minimises :func:`prhsim.objectives.next_token_cross_entropy`.
 
 A caption's embedding: the encoder of the whole caption (JEPA); for next-token prediction, the
-mean of h over the caption's prefixes of lengths 1..T−1 (the contexts that have a next token), as
-the platonic-representation protocol pools a language model's token states.
+mean of h over the caption's prefixes of lengths 1..T−1 (the contexts that have a next token; where a
+caption has blanks, those whose next position is not blank), as the platonic-representation protocol
+pools a language model's token states. A next-token step's position t is uniform over the caption's
+targets (every position 1..T−1 that is not blank).
 
 Randomness per seed s: the init from ``jax.random.key(s)``; the step data from one generator
 ``default_rng([s, DATA_STREAM])``, drawn on the host one chunk of ``log_every`` steps at a time;
@@ -273,7 +275,13 @@ def draw_steps(records: Records, law: CaptionLaw, config: TextConfig, steps: int
     caption = records.tokens[rec, gen.integers(C, size=shape)]
     if config.task == "bad":
         return {"x": config.spans.cut(caption, law.pad, rng=gen), "y": config.spans.cut(caption, law.pad, rng=gen)}
-    t = gen.integers(1, T, size=shape)
+    if law.blanks:  # t uniform over the caption's targets: the positions 1..T−1 that are not blank
+        targets = caption[..., 1:] != law.pad
+        count = targets.sum(axis=-1)
+        pick = np.floor(gen.random(size=shape) * count).astype(np.int64)
+        t = 1 + np.argmax(np.cumsum(targets, axis=-1) > pick[..., None], axis=-1)
+    else:
+        t = gen.integers(1, T, size=shape)
     return {"x": spans_of(caption, np.zeros_like(t), t, law.pad),
             "y": np.take_along_axis(caption, t[..., None], axis=-1)[..., 0].astype(np.int32)}
 
@@ -368,15 +376,16 @@ def _check_finite(values: np.ndarray, first: int, seeds: tuple[int, ...], config
 
 
 @functools.lru_cache(maxsize=8)
-def _embedder(learner: str):
+def _embedder(learner: str, weighted: bool = False):
     import jax
 
-    def embed(params: Any, rows: Any) -> Any:
+    def embed(params: Any, rows: Any, weights: Any = None) -> Any:
         if learner != "ntp":
             return token_apply(params, rows)
-        return token_apply(params["encoder"], rows).mean(axis=-2)
+        h = token_apply(params["encoder"], rows)
+        return (h * weights[..., None]).sum(axis=-2) if weighted else h.mean(axis=-2)
 
-    return jax.jit(jax.vmap(embed, in_axes=(0, None)))
+    return jax.jit(jax.vmap(embed, in_axes=(0, None, None)))
 
 
 def caption_prefixes(tokens: np.ndarray, pad: int) -> np.ndarray:
@@ -392,12 +401,18 @@ def embed_captions(result: TextResult, law: CaptionLaw, tokens: np.ndarray) -> n
     import jax.numpy as jnp
 
     tokens = np.asarray(tokens, dtype=np.int32)
-    embed = _embedder(result.config.task)
+    ntp = result.config.task == "ntp"
+    weighted = ntp and law.blanks  # the mean over the prefixes that have a target (a next position not blank)
+    embed = _embedder(result.config.task, weighted)
     out = np.empty((len(result.seeds), tokens.shape[0], result.k))
-    chunk = EMBED_CHUNK if result.config.task != "ntp" else max(1, EMBED_CHUNK // law.length)
+    chunk = EMBED_CHUNK if not ntp else max(1, EMBED_CHUNK // law.length)
     for i in range(0, tokens.shape[0], chunk):
         rows = tokens[i:i + chunk]
-        if result.config.task == "ntp":
+        weights = None
+        if weighted:
+            targets = (rows[:, 1:] != law.pad).astype(np.float32)
+            weights = jnp.asarray(targets / targets.sum(axis=1, keepdims=True))
+        if ntp:
             rows = caption_prefixes(rows, law.pad)
-        out[:, i:i + chunk] = np.asarray(embed(result.params, jnp.asarray(rows)), dtype=np.float64)
+        out[:, i:i + chunk] = np.asarray(embed(result.params, jnp.asarray(rows), weights), dtype=np.float64)
     return out

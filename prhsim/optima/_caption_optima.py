@@ -21,8 +21,8 @@ kept, which is where the learners are evaluated.
 **Next-token prediction.** :func:`next_token_optimum` is correspondence analysis
 (:func:`prhsim.optima.correspondence_analysis`) of the exact (prefix, next token) law
 (:func:`prhsim.worlds.next_token_law`): the whitened two-tower relative of the softmax learner.
-A caption's feature is the mean of its prefixes' context features (lengths 1..T−1), as the
-learner pools its context encoder.
+A caption's feature is the mean of its prefixes' context features (lengths 1..T−1, those whose next
+position is not blank), as the learner pools its context encoder.
 """
 
 from __future__ import annotations
@@ -125,6 +125,7 @@ def next_token_optimum(law: CaptionLaw, k: int) -> SpanOptimum:
     ``eigenvalues`` holds the singular values ``σ_1 … σ_k`` and the gap ``σ_k − σ_{k+1}``.
     """
     ntl = next_token_law(law)
-    ca = correspondence_analysis(ntl.joint, k)
-    features = ca.contexts[ntl.captions].mean(axis=1)
+    seen = ntl.joint.sum(axis=0) > 0  # a token that is never a next token (a name always said first) has no feature
+    ca = correspondence_analysis(ntl.joint if seen.all() else ntl.joint[:, seen], k)
+    features = ntl.pool(ca.contexts)
     return SpanOptimum("ntp", ca.values, features, ca.gap, bool(ca.gap > GAP_TOL), int(ntl.joint.shape[0]))

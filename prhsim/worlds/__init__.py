@@ -11,8 +11,6 @@ from prhsim.worlds._emission import EmissionWorld as EmissionWorld, emission_wor
 from prhsim.worlds._finite import FiniteWorld as FiniteWorld, World as World
 from prhsim.worlds._gridscene import (
     GridScene as GridScene,
-    caption as caption,
-    caption_vocabulary as caption_vocabulary,
     gridscene as gridscene,
     pixels as pixels,
     symbolic as symbolic,
@@ -25,6 +23,7 @@ from prhsim.worlds._injectivity import (
 from prhsim.worlds._modality import Modality as Modality, Part as Part, Parts as Parts, codebook as codebook
 from prhsim.worlds._named import (
     grid as grid,
+    metropolis as metropolis,
     path as path,
     resampling as resampling,
     ring as ring,
@@ -32,6 +31,12 @@ from prhsim.worlds._named import (
 )
 from prhsim.worlds._product import ProductWorld as ProductWorld
 from prhsim.worlds._random import random_world as random_world, sinkhorn_world as sinkhorn_world
+from prhsim.worlds._scene_captions import (
+    WORDING_FACTORS as WORDING_FACTORS,
+    CaptionStyle as CaptionStyle,
+    caption as caption,
+    caption_vocabulary as caption_vocabulary,
+)
 from prhsim.worlds._sampling import (
     ModalPairs as ModalPairs,
     PairSampler as PairSampler,
@@ -64,6 +69,7 @@ __all__ = [
     "caption_law",
     "caption_vocabulary",
     "CaptionLaw",
+    "CaptionStyle",
     "codebook",
     "emission_world",
     "EmissionWorld",
@@ -75,6 +81,7 @@ __all__ = [
     "gridscene",
     "injectivity_check",
     "InjectivityReport",
+    "metropolis",
     "Modality",
     "ModalPairs",
     "ModalWorld",
@@ -107,5 +114,6 @@ __all__ = [
     "torus",
     "View",
     "view_world",
+    "WORDING_FACTORS",
     "World",
 ]

@@ -3,7 +3,9 @@
 A *caption law* is a world's law of states ``p(z)`` and a caption renderer: a modality whose
 observation of ``(z, n)`` is a fixed-length row of token ids (gridscene's ``caption``: a
 template grammar whose wording — synonym set, clause order, word order — is the nuisance n,
-``n ~ q`` independent of z). A *record* is one state with several captions of independent
+``n ~ q`` independent of z, in a :class:`prhsim.worlds.CaptionStyle`). A caption may leave
+positions *blank* (the pad id V: an object it does not mention, a summary it does not give);
+a blank is never a token of the caption, so it is neither counted nor predicted. A *record* is one state with several captions of independent
 nuisance (an image and its captions), or a positive pair of states with one caption each
 (:meth:`CaptionLaw.sample_pairs`). A *span* is a contiguous piece of a caption, kept at its
 positions in a row of the caption's length, every other position the pad id ``V`` (the
@@ -14,7 +16,7 @@ The span law (:class:`SpanLaw`): the length L is uniform on ``[min_length, max_l
 and the start uniform on ``0..T − L``; a whole caption is the span ``(0, T)``.
 
 Token accounting (:meth:`Records.tokens_seen`): a record's tokens are every token of every caption
-it holds, whatever spans a learner cuts from them.
+it holds (blanks aside), whatever spans a learner cuts from them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from prhsim._budget import ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import States
 from prhsim.worlds._modality import Modality
+from prhsim.worlds._scene_captions import CaptionStyle, caption, caption_vocabulary
 
 
 class Records(NamedTuple):
@@ -38,11 +41,13 @@ class Records(NamedTuple):
             (:meth:`CaptionLaw.sample_pairs`), caption i describing state i.
         nuisance: n of each caption, (count, captions), drawn independently from q.
         tokens: the captions' token ids, (count, captions, T), int32.
+        pad: the blank (pad) id of the law, or -1 where no caption has a blank.
     """
 
     states: np.ndarray
     nuisance: np.ndarray
     tokens: np.ndarray
+    pad: int = -1
 
     @property
     def count(self) -> int:
@@ -58,8 +63,10 @@ class Records(NamedTuple):
         return int(self.tokens.shape[1])
 
     def tokens_seen(self) -> int:
-        """Every token of every caption the records hold: ``count · captions · T``."""
-        return int(self.tokens.size)
+        """Every token of every caption the records hold: ``count · captions · T`` less the blanks."""
+        if self.pad < 0:
+            return int(self.tokens.size)
+        return int(np.count_nonzero(self.tokens != self.pad))
 
 
 @dataclass(frozen=True)
@@ -70,11 +77,13 @@ class CaptionLaw:
         modality: a modality whose observation is a row of T token ids in ``0..V-1``.
         p: the law of Z, (|Z|,).
         vocabulary: the token strings (token id = position), V of them.
+        blanks: True when a caption may hold the pad id V at some position (module docstring).
     """
 
     modality: Modality
     p: np.ndarray
     vocabulary: tuple[str, ...]
+    blanks: bool = False
 
     def __post_init__(self) -> None:
         p = np.asarray(self.p, dtype=np.float64)
@@ -90,8 +99,9 @@ class CaptionLaw:
         if probe.ndim != 2 or not np.issubdtype(probe.dtype, np.integer):
             raise ValueError(f"modality {self.modality.name!r} does not render rows of token ids "
                              f"(got {probe.dtype} of shape {probe.shape[1:]} per state)")
-        if probe.min() < 0 or probe.max() >= len(self.vocabulary):
-            raise ValueError(f"modality {self.modality.name!r} renders token ids outside 0..{len(self.vocabulary) - 1}")
+        top = len(self.vocabulary) if self.blanks else len(self.vocabulary) - 1
+        if probe.min() < 0 or probe.max() > top:
+            raise ValueError(f"modality {self.modality.name!r} renders token ids outside 0..{top}")
         object.__setattr__(self, "_length", int(probe.shape[1]))
 
     @property
@@ -116,6 +126,11 @@ class CaptionLaw:
     def q(self) -> np.ndarray:
         return self.modality.nuisance
 
+    @property
+    def record_pad(self) -> int:
+        """The pad id where captions may hold blanks, else -1 (:attr:`Records.pad`)."""
+        return self.pad if self.blanks else -1
+
     def captions(self, z: States, n: States) -> np.ndarray:
         """Token ids of the captions ``(z, n)``, (s, T) int32."""
         z, n = np.asarray(z, dtype=np.int64).ravel(), np.asarray(n, dtype=np.int64).ravel()
@@ -129,7 +144,7 @@ class CaptionLaw:
         z = gen.choice(self.n_states, size=count, p=self.p)
         n = gen.choice(self.modality.n_nuisance, size=(count, captions), p=self.q)
         tokens = self.captions(np.repeat(z, captions), n.ravel()).reshape(count, captions, self.length)
-        return Records(z, n, tokens)
+        return Records(z, n, tokens, self.record_pad)
 
     def sample_pairs(self, world, count: int, *, wording: Literal["independent", "shared"] = "independent",
                      rng: RngLike = None) -> Records:
@@ -152,7 +167,7 @@ class CaptionLaw:
         n = np.broadcast_to(n, (count, 2))
         states = np.stack([z, z2], axis=1)
         tokens = self.captions(states.ravel(), n.ravel()).reshape(count, 2, self.length)
-        return Records(states, np.ascontiguousarray(n), tokens)
+        return Records(states, np.ascontiguousarray(n), tokens, self.record_pad)
 
     def records_bytes(self, count: int, captions: int) -> float:
         """Peak bytes of drawing ``count`` records of ``captions`` captions: per caption its tokens (int32) and,
@@ -228,8 +243,7 @@ def _positive(name: str, value: object) -> int:
     return int(value)
 
 
-def caption_law(scene) -> CaptionLaw:
-    """The caption law of a gridscene: its law of Z and its ``caption`` modality (template grammar)."""
-    from prhsim.worlds._gridscene import caption, caption_vocabulary
-
-    return CaptionLaw(caption(scene), scene.world.p, caption_vocabulary(scene))
+def caption_law(scene, style: CaptionStyle | None = None) -> CaptionLaw:
+    """The caption law of a gridscene: its law of Z and its ``caption`` modality (template grammar) in ``style``."""
+    style = style or CaptionStyle()
+    return CaptionLaw(caption(scene, style), scene.world.p, caption_vocabulary(scene), style.blanks)

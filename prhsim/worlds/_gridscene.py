@@ -4,7 +4,13 @@ The pair law is short-horizon dynamics with independent factors, so the world
 is a product world (docs/theory.md §6): per object, its column and row each follow a
 lazy reflecting walk (the object steps to a neighbouring cell), its shape is
 redrawn uniformly with a small probability, and its colour steps along an
-ordered hue scale. Move and change probabilities differ per object and axis,
+ordered hue scale. With ``dependence`` ρ > 0 an object's colour follows its shape:
+``p(s, c) = (ρ·1[c = s mod C] + (1 − ρ)/C)/S``, and the object's (shape, colour) is one
+factor of the product, moved by the Metropolis chain whose proposal is the independent
+shape and colour moves (:func:`prhsim.worlds._named.metropolis`, docs/theory.md §5.3).
+The states keep their index either way (the joint factor indexes ``shape·C + colour``), and a
+modality's part for an object reads the object's factors and renders from its four attributes
+(:func:`prhsim.worlds._scene_captions.object_part`). Move and change probabilities differ per object and axis,
 so the slow eigenvalues (one per degree of freedom, two per shape) are
 distinct and sit above every product of two of them: with the defaults the
 centred spectrum has its largest (absolute and relative) gap at ``k = 10`` (0.707 → 0.620).
@@ -15,7 +21,8 @@ bound to its scene's number of states (``Modality.n_states``):
 * ``pixels``: an RGB image, one 4x4-pixel block per cell, object o drawn as a
   2x2 glyph of its shape in slot o of the block; nuisance = lighting x background.
 * ``caption``: token ids of "alpha red square at row 1 column 2 ; beta ...";
-  nuisance = synonym set x clause order x "row/column" order.
+  nuisance = synonym set x clause order x "row/column" order (the grammar, and its
+  partial, redundant and smaller-wording variants, are in :mod:`prhsim.worlds._scene_captions`).
 * ``symbolic``: the attribute vector (coordinates, one-hot shape and colour)
   through one of three random affine maps; nuisance = which map.
 
@@ -37,9 +44,11 @@ import numpy as np
 
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import States
+from prhsim.worlds._finite import FiniteWorld
 from prhsim.worlds._modality import Modality, Part, Parts
-from prhsim.worlds._named import path, resampling
+from prhsim.worlds._named import metropolis, path, resampling
 from prhsim.worlds._product import ProductWorld
+from prhsim.worlds._scene_captions import NUMBER_WORDS, caption, object_part
 
 MAX_OBJECTS = 4
 _GLYPHS = np.array(  # 2x2 shape glyphs, distinct and non-empty
@@ -51,10 +60,6 @@ _HUES = np.array(  # an ordered hue scale (colour dynamics steps along it)
 )
 _BACKGROUNDS = np.array([[0.05, 0.05, 0.05], [0.35, 0.35, 0.35]])
 _LIGHTING = np.array([1.0, 0.75])
-_NAMES = ["alpha", "beta", "gamma", "delta"]
-_SHAPE_WORDS = [("square", "block"), ("diagonal", "slash"), ("bar", "strip"), ("cross", "backslash"), ("dot", "speck"), ("pillar", "post")]
-_COLOUR_WORDS = [("red", "crimson"), ("orange", "amber"), ("yellow", "gold"), ("green", "emerald"), ("cyan", "teal"), ("blue", "azure"), ("purple", "violet")]
-_NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,9 @@ class GridScene:
         move: per object, the (column, row) step probabilities.
         shape_change: per object, the probability the shape is redrawn.
         colour_change: per object, the step probability along the hue scale.
-        world: the product world over Z; factors per object: column, row, shape, colour.
+        dependence: ρ, how often an object's colour follows its shape (0: independent).
+        world: the product world over Z; factors per object: column, row, shape, colour
+            (column, row, (shape, colour) when ``dependence`` > 0).
     """
 
     size: int
@@ -77,19 +84,36 @@ class GridScene:
     move: tuple[tuple[float, float], ...]
     shape_change: tuple[float, ...]
     colour_change: tuple[float, ...]
+    dependence: float = 0.0
 
     @cached_property
     def world(self) -> ProductWorld:
         factors = []
         uniform_shape = np.full(self.n_shapes, 1.0 / self.n_shapes)
         for o in range(self.n_objects):
-            factors += [
-                path(self.size, move=self.move[o][0]),
-                path(self.size, move=self.move[o][1]),
-                resampling(uniform_shape, self.shape_change[o]),
-                path(self.n_colours, move=self.colour_change[o]),
-            ]
+            shape = resampling(uniform_shape, self.shape_change[o])
+            colour = path(self.n_colours, move=self.colour_change[o])
+            factors += [path(self.size, move=self.move[o][0]), path(self.size, move=self.move[o][1])]
+            factors += [shape, colour] if self.dependence == 0 else [self._appearance(shape, colour)]
         return ProductWorld(factors)
+
+    def appearance_law(self) -> np.ndarray:
+        """``p(s, c) = (ρ·1[c = s mod C] + (1 − ρ)/C)/S`` of one object, (S, C): its colour follows its shape w.p. ρ."""
+        S, C, rho = self.n_shapes, self.n_colours, self.dependence
+        typical = np.arange(S)[:, None] % C == np.arange(C)[None, :]
+        return (rho * typical + (1.0 - rho) / C) / S
+
+    def _appearance(self, shape, colour):
+        """One object's (shape, colour) as one factor: the Metropolis chain of the independent moves towards
+        :meth:`appearance_law` (index ``shape·C + colour``, as the two axes index row-major)."""
+        dense = [f.Pi.toarray() if f.is_sparse else f.Pi for f in (shape, colour)]
+        proposal = FiniteWorld(np.kron(shape.p, colour.p), np.kron(*dense), symmetrize=True)
+        return metropolis(self.appearance_law().ravel(), proposal)
+
+    @property
+    def axes(self) -> tuple[int, ...]:
+        """The sizes of the scene's attributes, per object (column, row, shape, colour): what modalities decode."""
+        return (self.size, self.size, self.n_shapes, self.n_colours) * self.n_objects
 
     @property
     def n(self) -> int:
@@ -97,7 +121,10 @@ class GridScene:
 
     def decode(self, states: States) -> dict[str, np.ndarray]:
         """Attributes of flat states: arrays of shape (s, n_objects) for col, row, shape, colour."""
-        idx = self.world.unravel(states)
+        states = np.asarray(states, dtype=np.int64)
+        if states.size and (states.min() < 0 or states.max() >= self.n):
+            raise ValueError(f"states must lie in 0..{self.n - 1}")
+        idx = np.unravel_index(states, self.axes)
         return {key: np.stack(idx[j::4], axis=-1) for j, key in enumerate(("col", "row", "shape", "colour"))}
 
     def modalities(self, *, rng: RngLike = None) -> tuple[Modality, Modality, Modality]:
@@ -114,8 +141,12 @@ def gridscene(
     move: list[tuple[float, float]] | None = None,
     shape_change: list[float] | None = None,
     colour_change: list[float] | None = None,
+    dependence: float = 0.0,
 ) -> GridScene:
     """Build a gridscene. Defaults: 4x4 grid, 2 objects, 3 shapes, 3 colours (20,736 states).
+
+    ``dependence`` ρ in [0, 1): each object's colour follows its shape with probability ρ (module docstring);
+    0 keeps the attributes independent.
 
     Default dynamics: column/row step probabilities spread over [0.7, 1.0]
     across objects and axes, shape redraw over [0.22, 0.25], colour step over
@@ -123,8 +154,8 @@ def gridscene(
     [0.707, 0.795], at least 0.005 apart (shape pairs excepted), above every
     product of two of them (at most 0.620): k = 10 sits at a gap of 0.087.
     """
-    if int(size) != size or not 2 <= size <= len(_NUMBER_WORDS):
-        raise ValueError(f"gridscene size must be an integer in 2..{len(_NUMBER_WORDS)}, got {size}")
+    if int(size) != size or not 2 <= size <= len(NUMBER_WORDS):
+        raise ValueError(f"gridscene size must be an integer in 2..{len(NUMBER_WORDS)}, got {size}")
     if int(objects) != objects or not 1 <= objects <= MAX_OBJECTS:
         raise ValueError(f"gridscene objects must be an integer in 1..{MAX_OBJECTS}, got {objects}")
     if int(shapes) != shapes or not 2 <= shapes <= len(_GLYPHS):
@@ -139,9 +170,12 @@ def gridscene(
     for name, values in (("move", move), ("shape_change", shape_change), ("colour_change", colour_change)):
         if len(values) != objects:
             raise ValueError(f"gridscene {name} needs one entry per object ({objects}), got {len(values)}")
+    if not 0.0 <= float(dependence) < 1.0:
+        raise ValueError(f"gridscene dependence must lie in [0, 1), got {dependence}")
     move = tuple((float(a), float(b)) for a, b in move)
     return GridScene(int(size), int(objects), int(shapes), int(colours), move,
-                     tuple(float(c) for c in shape_change), tuple(float(c) for c in colour_change))
+                     tuple(float(c) for c in shape_change), tuple(float(c) for c in colour_change),
+                     float(dependence))
 
 
 class _Table:
@@ -174,11 +208,6 @@ class _Table:
         n = np.asarray(n, dtype=np.int64)
         a = np.ravel_multi_index(tuple(np.asarray(values, dtype=np.int64).T), self.sizes) if self.sizes else 0
         return self.table()[a * self.n_nuisance + n]
-
-
-def _object_factors(o: int) -> tuple[int, int, int, int]:
-    """The factors of object o in the scene's world: column, row, shape, colour."""
-    return (4 * o, 4 * o + 1, 4 * o + 2, 4 * o + 3)
 
 
 def pixels(scene: GridScene) -> Modality:
@@ -219,7 +248,7 @@ def pixels(scene: GridScene) -> Modality:
 
     sizes = (G, G, scene.n_shapes, scene.n_colours)
     slot_table = _Table(object_slot, sizes, len(q))
-    parts = [Part(_object_factors(o), slot_table, f"object {o}") for o in range(O)]
+    parts = [object_part(scene, o, slot_table, f"object {o}") for o in range(O)]
     if O < 4:
         parts.append(Part((), _Table(lambda values, n: background(n, 4 - O), (), len(q)), "background"))
     # parts concatenated: (slot = 2 sy + sx, cell row, dy, cell column, dx, channel);
@@ -227,61 +256,6 @@ def pixels(scene: GridScene) -> Modality:
     index = np.arange(16 * G * G * 3).reshape(2, 2, G, 2, G, 2, 3).transpose(2, 0, 3, 4, 1, 5, 6).ravel()
     spec = Parts(tuple(parts), (4 * G, 4 * G, 3), index[None])
     return Modality("pixels", q, description="RGB image of the scene; nuisance: lighting x background",
-                    n_states=scene.n, factor_sizes=scene.world.shape, parts=spec)
-
-
-def caption_vocabulary(scene: GridScene) -> list[str]:
-    """The token strings of :func:`caption` (token id = position in this list)."""
-    vocab = ["at", "row", "column", ";"] + _NAMES[: scene.n_objects]
-    vocab += [w for pair in _COLOUR_WORDS[: scene.n_colours] for w in pair]
-    vocab += [w for pair in _SHAPE_WORDS[: scene.n_shapes] for w in pair]
-    return vocab + _NUMBER_WORDS[: scene.size]
-
-
-def caption(scene: GridScene) -> Modality:
-    """Token ids of a templated description, 9 tokens per object.
-
-    Nuisance (8 values, uniform): synonym set (2) x clause order forward/reversed
-    (2) x "row r column c" / "column c row r" (2). Object names keep it injective.
-    With one object there is one clause; "reversed" then puts its place ("at row r
-    column c") before its description, so the caption stays injective.
-
-    Declared by parts: one clause per object (its factors, the synonym set and the word
-    order), laid out by one of two coordinate permutations chosen by the clause order.
-    """
-    O, C, S = scene.n_objects, scene.n_colours, scene.n_shapes
-    AT, ROW, COL, SEP, NAME0 = 0, 1, 2, 3, 4
-    COLOUR0 = NAME0 + O
-    SHAPE0 = COLOUR0 + 2 * C
-    NUM0 = SHAPE0 + 2 * S
-    q = np.full(8, 1.0 / 8)
-
-    def clause(o: int):
-        def render(values: np.ndarray, n: States) -> np.ndarray:
-            col, row, shape, colour = values.T
-            synonym, col_first = n // 4, n % 2
-            s = len(n)
-            row_tok, col_tok = NUM0 + row, NUM0 + col
-            first = np.where(col_first == 1, COL, ROW)
-            first_val = np.where(col_first == 1, col_tok, row_tok)
-            second = np.where(col_first == 1, ROW, COL)
-            second_val = np.where(col_first == 1, row_tok, col_tok)
-            return np.stack([
-                np.full(s, NAME0 + o), COLOUR0 + 2 * colour + synonym,
-                SHAPE0 + 2 * shape + synonym, np.full(s, AT),
-                first, first_val, second, second_val, np.full(s, SEP),
-            ], axis=1).astype(np.int32)
-        return render
-
-    parts = tuple(Part(_object_factors(o), clause(o), f"clause {o}") for o in range(O))
-    forward = np.arange(9 * O)
-    if O == 1:  # the place ("at row r column c") before the description
-        backward = np.r_[3:8, 0:3, 8]
-    else:  # the clauses in reverse order
-        backward = (9 * (O - 1 - np.arange(O))[:, None] + np.arange(9)).ravel()
-    spec = Parts(parts, (9 * O,), np.stack([forward, backward]), layout_of=lambda n: (np.asarray(n) // 2) % 2)
-    return Modality("caption", q,
-                    description="templated caption (token ids); nuisance: synonyms x clause order x word order",
                     n_states=scene.n, factor_sizes=scene.world.shape, parts=spec)
 
 

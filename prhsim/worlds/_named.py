@@ -100,3 +100,31 @@ def resampling(q: Sequence[float], rate: float) -> FiniteWorld:
     ensure_fits(RESAMPLING_TABLES * FLOAT * float(q.size) ** 2, f"a resampling world of {q.size:,} values",
                 "lower the number of values of q")
     return FiniteWorld(q, (1.0 - rate) * np.diag(q) + rate * np.outer(q, q))
+
+
+def metropolis(p: Sequence[float], proposal: FiniteWorld) -> FiniteWorld:
+    """The Metropolis chain with stationary law p whose proposal is the chain of ``proposal`` (docs/theory.md §5.3).
+
+    The proposal chain ``Q(a → a') = Π₀(a, a')/p₀(a)`` is reversible for its own law p₀ (Π₀ symmetric). A move
+    is accepted with probability ``min(1, p(a') p₀(a) / (p(a) p₀(a')))``, so with ``r = p/p₀``::
+
+        Π(a, a') = Π₀(a, a') · min(r(a), r(a'))   (a ≠ a'),     Π(a, a) = p(a) − Σ_{a'≠a} Π(a, a'),
+
+    symmetric with both marginals p, and ``Π = Π₀`` when ``p = p₀``. Used for attributes that depend on one
+    another (a colour that follows the shape) and still move as the independent attributes do.
+
+    Raises:
+        ValueError: if p is not a positive law over the proposal's states.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    if p.shape != (proposal.n,) or not np.all(p > 0) or not np.isclose(p.sum(), 1.0, atol=1e-12):
+        raise ValueError(f"metropolis needs a positive law over the proposal's {proposal.n} states, got shape "
+                         f"{p.shape} and sum {p.sum() if p.size else 0.0}")
+    ensure_fits(RESAMPLING_TABLES * FLOAT * float(p.size) ** 2, f"a Metropolis world of {p.size:,} values",
+                "lower the number of values")
+    Pi0 = proposal.Pi.toarray() if sp.issparse(proposal.Pi) else np.asarray(proposal.Pi, dtype=np.float64)
+    r = p / proposal.p
+    Pi = Pi0 * np.minimum(r[:, None], r[None, :])
+    np.fill_diagonal(Pi, 0.0)
+    np.fill_diagonal(Pi, p - Pi.sum(axis=1))
+    return FiniteWorld(p, Pi, symmetrize=True)

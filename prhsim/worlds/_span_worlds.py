@@ -144,18 +144,29 @@ def span_world(law: CaptionLaw, spans: SpanLaw, view: Literal["good", "bad"], wo
 class NextTokenLaw(NamedTuple):
     """The exact (prefix, next token) law of a caption law (docs/theory.md §5).
 
-    A caption ``(z, n) ~ p_Z ⊗ q`` and a position t uniform on ``1..T−1``: the context is the
-    caption's first t tokens (kept at their positions, the rest padded), the target its token t.
+    A caption ``(z, n) ~ p_Z ⊗ q`` and a position t uniform on its *targets*, the positions
+    ``1..T−1`` that are not blank (all of them in a caption without blanks): the context is the
+    caption's first t positions (kept at their positions, the rest padded), the target its token t.
 
     Attributes:
         joint: ``P(c, y)``, dense (|C|, V).
         contexts: the token row of each distinct prefix, (|C|, T) int32.
-        captions: the context row of each caption's prefixes, (|Z|·|N|, T − 1): prefix lengths 1..T−1.
+        captions: the context row of each caption's prefixes, (|Z|·|N|, T − 1): prefix lengths 1..T−1,
+            −1 where the next position is blank (no target).
     """
 
     joint: np.ndarray
     contexts: np.ndarray
     captions: np.ndarray
+
+    def pool(self, features: np.ndarray) -> np.ndarray:
+        """Each caption's feature, the mean of its prefixes' context features (those with a target): (|Z|·|N|, k)."""
+        features = np.asarray(features)
+        if np.all(self.captions >= 0):
+            return features[self.captions].mean(axis=1)
+        valid = self.captions >= 0
+        total = np.einsum("mt,mtk->mk", valid.astype(features.dtype), features[np.where(valid, self.captions, 0)])
+        return total / valid.sum(axis=1, keepdims=True)
 
 
 def next_token_law(law: CaptionLaw) -> NextTokenLaw:
@@ -173,16 +184,23 @@ def next_token_law(law: CaptionLaw) -> NextTokenLaw:
     ensure_fits(16.0 * total * (T + 2), f"{total:,} enumerated prefixes of {T} tokens", "use a smaller world")
     units = np.arange(n_z * n_n)
     captions = law.captions(units // n_n, units % n_n)
-    t = np.tile(np.arange(1, T), units.size)
-    rows = spans_of(np.repeat(captions, T - 1, axis=0), np.zeros_like(t), t, law.pad)
+    targets = (captions[:, 1:] != law.pad).ravel()  # a blank is never a next token
+    counts = (captions[:, 1:] != law.pad).sum(axis=1)
+    if np.any(counts == 0):
+        raise ValueError("a caption with no token after its first position has no next token to predict")
+    t = np.tile(np.arange(1, T), units.size)[targets]
+    holder = np.repeat(units, T - 1)[targets]
+    rows = spans_of(captions[holder], np.zeros_like(t), t, law.pad)
     small = np.uint8 if law.pad < 256 else np.int32
     rows = rows.astype(small)
     keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.dtype.itemsize * T))).ravel()
     _, first, c = np.unique(keys, return_index=True, return_inverse=True)
     c = c.ravel()
-    y = np.repeat(captions, T - 1, axis=0)[np.arange(t.size), t]
-    w = np.repeat((law.p[:, None] * law.q[None, :]).ravel(), T - 1) / (T - 1)
+    y = captions[holder, t]
+    w = (law.p[:, None] * law.q[None, :]).ravel()[holder] / counts[holder]
     ensure_fits(8.0 * first.size * V, f"the joint of {first.size:,} prefixes x {V} tokens", "use a smaller world")
     joint = np.zeros((first.size, V))
     np.add.at(joint, (c, y), w)
-    return NextTokenLaw(joint, rows[first].astype(np.int32), c.reshape(units.size, T - 1))
+    index = np.full(units.size * (T - 1), -1, dtype=np.int64)
+    index[targets] = c
+    return NextTokenLaw(joint, rows[first].astype(np.int32), index.reshape(units.size, T - 1))
