@@ -2,8 +2,8 @@
 
 Eigenbases and eigen-backends (dense, sparse, Kronecker, Lanczos), the whitened
 and spectral-contrastive optima with their gaps and ties, the population
-losses of a feature table and their factor-space twins, the caption optima and correspondence analysis
-(docs/theory.md §1, §5, §6).
+losses of a feature table and their factor-space twins, the caption optima and correspondence analysis,
+and the linear class on caption features on N records or on the law (docs/theory.md §1, §5, §6).
 """
 
 from prhsim.optima._basis import EigenBasis as EigenBasis, VectorBasis as VectorBasis
@@ -35,6 +35,13 @@ from prhsim.optima._caption_optima import (
     next_token_optimum as next_token_optimum,
     span_optimum as span_optimum,
 )
+from prhsim.optima._linear_captions import (
+    CaptionMoments as CaptionMoments,
+    LinearOptimum as LinearOptimum,
+    linear_optimum as linear_optimum,
+    next_token_moments as next_token_moments,
+    span_moments as span_moments,
+)
 from prhsim.optima._table_losses import (
     alignment_loss as alignment_loss,
     spectral_contrastive_loss as spectral_contrastive_loss,
@@ -51,6 +58,7 @@ __all__ = [
     "SOLVER_THREADS_FROM",
     "solver_threads",
     "AUTO_K_MAX",
+    "CaptionMoments",
     "CorrespondenceAnalysis",
     "DENSE_UP_TO",
     "EigenBasis",
@@ -59,6 +67,9 @@ __all__ = [
     "FactorSpectra",
     "GAP_TOL",
     "KroneckerBasis",
+    "LinearOptimum",
+    "linear_optimum",
+    "next_token_moments",
     "factor_comparison",
     "Optimum",
     "SpanOptimum",
@@ -73,6 +84,7 @@ __all__ = [
     "next_token_optimum",
     "pick_k",
     "pmi_proxy",
+    "span_moments",
     "span_optimum",
     "spectral_contrastive_loss",
     "spectral_contrastive_optimum",
