@@ -18,6 +18,7 @@ from prhsim.config._training import (
 from prhsim.config._run import DEFAULT_EPS as DEFAULT_EPS, RunConfig as RunConfig
 from prhsim.config._worlds import (
     GRIDSCENE_MODALITIES as GRIDSCENE_MODALITIES,
+    CaptionConfig as CaptionConfig,
     MAX_STATES as MAX_STATES,
     WORLD_KINDS as WORLD_KINDS,
     WORLD_MODELS as WORLD_MODELS,
@@ -31,6 +32,7 @@ from prhsim.config._worlds import (
 )
 
 __all__ = [
+    "CaptionConfig",
     "ConfigError",
     "DEFAULT_EPS",
     "format_validation_error",

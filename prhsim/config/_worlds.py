@@ -15,7 +15,19 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from prhsim.worlds import GridScene, Modality, World, codebook, grid, gridscene, random_world, ring, torus
+from prhsim.worlds import (
+    WORDING_FACTORS,
+    CaptionStyle,
+    GridScene,
+    Modality,
+    World,
+    codebook,
+    grid,
+    gridscene,
+    random_world,
+    ring,
+    torus,
+)
 
 #: The largest world over Z any run can hold: the smallest modality has 2 nuisance states,
 #: and a run materialises at most 5,000,000 modal states per feature table.
@@ -39,11 +51,13 @@ class Settings(BaseModel):
     renamed: ClassVar[dict[str, str]] = {}
     #: List settings that are grids swept over: a value given twice would compute the same cells twice.
     grids: ClassVar[tuple[str, ...]] = ()
+    #: List settings for which the empty list is a value (a set of choices that may be none).
+    may_be_empty: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="after")
     def _lists(self) -> "Settings":
         for key, value in self:
-            if isinstance(value, (list, tuple)) and len(value) == 0:
+            if isinstance(value, (list, tuple)) and len(value) == 0 and key not in self.may_be_empty:
                 raise ValueError(f"{key} is empty: give at least one value")
             if key in self.grids and isinstance(value, (list, tuple)):
                 seen = set()
@@ -180,6 +194,34 @@ class GridSceneWorld(_WorldBase):
 
     def modalities(self, base: World, count: int, streams: list[np.random.Generator]) -> tuple[Modality, ...]:
         return self._scene().modalities(rng=streams[0])[:count]
+
+
+class CaptionConfig(Settings):
+    """How a gridscene's captions are worded, and what they leave out or say twice (:class:`prhsim.worlds.CaptionStyle`).
+
+    Each setting at its default gives the template grammar as it always was.
+    """
+
+    wording: list[Literal["synonyms", "clause_order", "word_order"]] = Field(
+        default_factory=lambda: list(WORDING_FACTORS), description="the wording factors that vary (the nuisance)")
+    omission: float = Field(0.0, ge=0, lt=1, description="chance that a caption leaves an object unmentioned")
+    redundancy: Probability = Field(0.0, description="chance that a caption ends with a summary clause")
+    grids: ClassVar[tuple[str, ...]] = ("wording",)
+    may_be_empty: ClassVar[tuple[str, ...]] = ("wording",)
+
+    def build(self) -> CaptionStyle:
+        return CaptionStyle(tuple(self.wording), self.omission, self.redundancy)
+
+    def describe(self) -> str:
+        """The settings that differ from the default, in words ("" for the default captions)."""
+        parts = []
+        if tuple(self.wording) != WORDING_FACTORS:
+            parts.append("wording: " + (", ".join(w.replace("_", " ") for w in self.wording) or "none"))
+        if self.omission:
+            parts.append(f"omission {self.omission:g}")
+        if self.redundancy:
+            parts.append(f"redundancy {self.redundancy:g}")
+        return "; ".join(parts)
 
 
 class RingWorld(_WorldBase):

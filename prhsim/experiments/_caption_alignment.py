@@ -44,7 +44,7 @@ from prhsim.metrics import (
     retrieval,
     whiten,
 )
-from prhsim.worlds import CaptionLaw, GridScene, caption_law, good, pixels, view_world
+from prhsim.worlds import CaptionLaw, CaptionStyle, GridScene, caption_law, good, pixels, view_world
 
 #: Relative eigenvalue below which a covariance direction counts as absent (rank).
 RANK_TOL = 1e-9
@@ -98,13 +98,13 @@ class CaptionTarget:
 
 
 def caption_target(scene: GridScene, *, k: int | Literal["auto"] = "auto", n_fit: int = 1000, knn_k: int = 10,
-                   rng: RngLike = None) -> CaptionTarget:
+                   style: CaptionStyle | None = None, rng: RngLike = None) -> CaptionTarget:
     """The pixel closed form of ``scene`` and the evaluation draws (image nuisance, caption wording, fit set).
 
-    ``n_fit`` is capped at half the states, so at least half are held out.
+    ``n_fit`` is capped at half the states, so at least half are held out; ``style`` words the captions.
     """
     gen = check_rng(rng)
-    law = caption_law(scene)
+    law = caption_law(scene, style)
     modality = pixels(scene)
     optimum = closed_form(view_world(scene.world, modality, good()), k)
     n_z = law.n_states
@@ -164,6 +164,17 @@ def caption_alignment(target: CaptionTarget, features: np.ndarray) -> CaptionAli
         mutual_knn=_knn(one, target, scale), mutual_knn_mean=_knn(mean, target, scale), r1=recall[1], r5=recall[5],
         rho_p=None if rho is None else float(rho), rank=rank,
         nuisance_free=nuisance_free_dimension(W, law.q, law.p) if rank else 0)
+
+
+def one_caption_knn(target: CaptionTarget, features: np.ndarray) -> float:
+    """``mutual_knn`` of :func:`caption_alignment` alone: one caption per state against the image (the curves' metric)."""
+    law = target.law
+    F = np.asarray(features, dtype=np.float64)
+    n_z, n_n = law.n_states, law.modality.n_nuisance
+    if F.shape[0] != n_z * n_n or F.ndim != 2:
+        raise ValueError(f"a caption representation has one row per caption ({n_z * n_n:,}), got shape {F.shape}")
+    one = F.reshape(n_z, n_n, -1)[np.arange(n_z), target.wording]
+    return _knn(one, target, _top_variance(F, (law.p[:, None] * law.q[None, :]).ravel()))
 
 
 def _knn(a: np.ndarray, target: CaptionTarget, scale: float) -> float:

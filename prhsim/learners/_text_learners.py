@@ -183,6 +183,15 @@ class _Key(NamedTuple):
     lam: float
 
 
+def _both_views(params: Any, step: Any) -> tuple[Any, Any]:
+    """The encoder of both views of a batch of pairs, in one pass over the 2B rows."""
+    import jax.numpy as jnp
+
+    B = step["x"].shape[0]
+    h = token_apply(params, jnp.concatenate([step["x"], step["y"]]))
+    return h[:B], h[B:]
+
+
 def _loss(key: _Key):
     import jax.numpy as jnp
 
@@ -192,23 +201,23 @@ def _loss(key: _Key):
             return next_token_cross_entropy(h, params["out"], step["y"], params["bias"])
     elif key.objective == "whiten":
         def loss(params: Any, step: Any) -> Any:
-            return whitened_invariance(token_apply(params, step["x"]), token_apply(params, step["y"]))
+            a, b = _both_views(params, step)
+            return whitened_invariance(a, b)
     else:
         def loss(params: Any, step: Any) -> Any:
-            views = jnp.stack([token_apply(params, step["x"]), token_apply(params, step["y"])])
-            return lejepa_loss(views, step["dirs"], lam=key.lam)
+            return lejepa_loss(jnp.stack(_both_views(params, step)), step["dirs"], lam=key.lam)
     return loss
 
 
 @functools.lru_cache(maxsize=32)
 def _runner(key: _Key):
-    """The jitted, seed-vmapped chunk loop and loss for one configuration."""
+    """The jitted chunk loop and loss of one seed for one configuration."""
     import jax
 
     loss = _loss(key)
     opt = key.optimiser.build()
     run = scan_steps(loss, opt)
-    return jax.jit(jax.vmap(opt.init)), jax.jit(jax.vmap(run)), jax.jit(jax.vmap(loss))
+    return jax.jit(opt.init), jax.jit(run), jax.jit(loss)
 
 
 def _init(key: Any, law: CaptionLaw, k: int, config: TextConfig) -> Any:
@@ -321,37 +330,41 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
         if r.captions < need or r.tokens.shape[2] != law.length:
             raise ValueError(f"{config.label} need records of at least {need} caption(s) of "
                              f"{law.length} tokens, got {r.tokens.shape[1:]}")
-    check_text_batches(config, law.length, len(seeds), n_ids=law.vocab_size + 1, k=int(k))
+    check_text_batches(config, law.length, 1, n_ids=law.vocab_size + 1, k=int(k))
     key = _Key(config.task, config.objective, Optimiser.of(config), float(config.lam))
     init_state, run, loss_of = _runner(key)
-    params = _initial_params(law, int(k), config, seeds)
-    state = init_state(params)
-    gens = [np.random.default_rng([s, DATA_STREAM]) for s in seeds]
+    stacked = _initial_params(law, int(k), config, seeds)
     sigreg = config.task != "ntp" and config.objective == "sigreg"
+    finals, curves = [], []
+    for s, (seed, rec) in enumerate(zip(seeds, records)):  # one seed at a time (module docstring)
+        gen = np.random.default_rng([seed, DATA_STREAM])
 
-    def chunk_data(first: int, count: int) -> dict[str, Any]:
-        per_seed = [draw_steps(r, law, config, count, g) for r, g in zip(records, gens)]
-        data = {name: jnp.asarray(np.stack([d[name] for d in per_seed])) for name in per_seed[0]}
-        if sigreg:
-            data["dirs"] = jnp.asarray(np.array([[draw_directions(int(k), config.num_directions, seed=s, step=t)
-                                                  for t in range(first, first + count)] for s in seeds]))
-        return data
+        def chunk_data(first: int, count: int) -> dict[str, Any]:
+            data = {name: jnp.asarray(value) for name, value in draw_steps(rec, law, config, count, gen).items()}
+            if sigreg:
+                data["dirs"] = jnp.asarray(np.array([draw_directions(int(k), config.num_directions, seed=seed, step=t)
+                                                     for t in range(first, first + count)]))
+            return data
 
-    logged, losses = [], []
-    for first in range(0, config.steps, config.log_every):
-        count = min(config.log_every, config.steps - first)
-        params, state, values = run(params, state, chunk_data(first, count))
-        values = np.asarray(values)
-        _check_finite(values, first, seeds, config)
-        logged.append(first)
-        losses.append(values[:, 0])
-    final = np.asarray(loss_of(params, jax.tree.map(lambda a: a[:, 0], chunk_data(config.steps, 1))))
-    _check_finite(final[:, None], config.steps, seeds, config)
-    logged.append(config.steps)
-    losses.append(final)
-    return TextResult(config, int(k), seeds, jax.tree.map(np.asarray, params), np.array(logged),
-                      np.stack(losses, axis=1), records[0].count, records[0].tokens_seen(),
-                      time.perf_counter() - start)
+        params = jax.tree.map(lambda a: a[s], stacked)
+        state = init_state(params)
+        logged, losses = [], []
+        for first in range(0, config.steps, config.log_every):
+            count = min(config.log_every, config.steps - first)
+            params, state, values = run(params, state, chunk_data(first, count))
+            values = np.asarray(values)
+            _check_finite(values[None], first, (seed,), config)
+            logged.append(first)
+            losses.append(values[0])
+        final = float(np.asarray(loss_of(params, jax.tree.map(lambda a: a[0], chunk_data(config.steps, 1)))))
+        _check_finite(np.array([[final]]), config.steps, (seed,), config)
+        logged.append(config.steps)
+        losses.append(final)
+        finals.append(params)
+        curves.append(losses)
+    params = jax.tree.map(lambda *leaves: np.stack([np.asarray(leaf) for leaf in leaves]), *finals)
+    return TextResult(config, int(k), seeds, params, np.array(logged), np.array(curves),
+                      records[0].count, records[0].tokens_seen(), time.perf_counter() - start)
 
 
 def initial_text(law: CaptionLaw, k: int, config: TextConfig, *, seeds: Sequence[int] = (0,),

@@ -292,11 +292,15 @@ def _whitener(cov: np.ndarray, ridge: float) -> np.ndarray:
     return vecs[:, keep] / np.sqrt(vals[keep])
 
 
-def linear_optimum(moments: CaptionMoments, k: int, *, ridge: float = 0.0) -> LinearOptimum:
+def linear_optimum(moments: CaptionMoments, k: int, *, ridge: float = 0.0, fill: bool = False) -> LinearOptimum:
     """The optimum of the linear class on ``moments`` (module docstring).
 
+    With ``fill``, an observed span of fewer than k + 1 directions (a handful of records) keeps the directions
+    there are and fills the other columns of W with zeros (values 0, gap 0) instead of refusing.
+
     Raises:
-        ValueError: on a bad k or ridge, or when the observed span holds fewer than k + 1 directions.
+        ValueError: on a bad k or ridge, or (without ``fill``) when the observed span holds fewer than k + 1
+            directions.
     """
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
@@ -304,7 +308,7 @@ def linear_optimum(moments: CaptionMoments, k: int, *, ridge: float = 0.0) -> Li
         raise ValueError(f"ridge must be >= 0, got {ridge}")
     k = int(k)
     B = _whitener(moments.cov, float(ridge))
-    if B.shape[1] < k + 1:
+    if B.shape[1] < k + 1 and not fill:
         raise ValueError(f"the features span {B.shape[1]} directions, fewer than k + 1 = {k + 1}: "
                          "more records or a smaller k")
     if moments.task == "ntp":
@@ -319,6 +323,8 @@ def linear_optimum(moments: CaptionMoments, k: int, *, ridge: float = 0.0) -> Li
         values, vectors = values[::-1], vectors[:, ::-1]
     m = min(k + 1, values.size)
     values = np.concatenate([values[:m], np.zeros(k + 1 - m)])
-    W = B @ vectors[:, :k]
+    W = np.zeros((B.shape[0], k))
+    kept = min(k, vectors.shape[1])
+    W[:, :kept] = B @ vectors[:, :kept]
     return LinearOptimum(moments.task, values, W, moments.mean, float(values[k - 1] - values[k]), int(B.shape[1]),
                          moments.length, moments.vocab)

@@ -44,6 +44,22 @@ def test_token_encoder_is_an_mlp_on_the_one_hot():
     assert_close(np.asarray(token_apply(params, jax.numpy.asarray(ids))), x @ np.asarray(W) + np.asarray(b), atol=1e-12)
 
 
+def test_the_gathered_first_layer_is_the_one_hot_product_and_its_gradient():
+    """Forward and gradient of the gathered layer against the product with the one-hot (its naive twin)."""
+    from prhsim.learners._text_encoder import gathered_layer
+
+    T, n_ids, H = 5, 4, 3
+    rng = np.random.default_rng(1)
+    W = jax.numpy.asarray(rng.normal(size=(T * n_ids, H)))
+    ids = rng.integers(n_ids, size=(2, 7, T))  # repeated rows: the gradient must add every use
+    ids[0, 1] = ids[0, 0]
+    G = rng.normal(size=(2, 7, H))
+    x = token_one_hot(ids, n_ids)
+    assert_close(np.asarray(gathered_layer(W, jax.numpy.asarray(ids))), x @ np.asarray(W), atol=1e-12)
+    grad = jax.grad(lambda W: (gathered_layer(W, jax.numpy.asarray(ids)) * G).sum())(W)
+    assert_close(np.asarray(grad), x.reshape(-1, T * n_ids).T @ G.reshape(-1, H), atol=1e-12)
+
+
 @pytest.mark.parametrize("view", ["good", "bad"])
 @pytest.mark.parametrize("with_world", [False, True])
 def test_span_optimum_matches_the_span_worlds_closed_form(tiny, view, with_world):

@@ -1,11 +1,17 @@
-"""Sample efficiency of good views, bad views and next-token prediction in a world with a known answer (docs/theory.md §5.1).
+"""Sample efficiency of good views, bad views and next-token prediction in a world with a known answer (docs/theory.md §5.1, §5.4).
 
 For every *task* (:data:`prhsim.learners.TEXT_TASKS`: the JEPA learner on good views, the JEPA
-learner on bad views, and the next-token learner; :mod:`prhsim.learners._text_learners`), every budget N (records in the training
-set) and every seed: draw N records from the caption law, train the token encoder for a fixed
-number of steps, embed every whole caption and score it against the pixel modality's closed form
-(:func:`prhsim.experiments._caption_alignment.caption_alignment`). Seeds run together under
-``vmap``, and every budget reuses the compiled loop (the step's shapes do not depend on N).
+learner on bad views, and the next-token learner), every budget N (records in the training set)
+and every seed: draw N records from the caption law (in the :class:`prhsim.worlds.CaptionStyle`
+of the settings), then
+
+* *learn*: train the token encoder for a fixed number of steps, embed every whole caption and score
+  it against the pixel modality's closed form (:func:`prhsim.experiments._caption_alignment.caption_alignment`);
+* *predict*: fit the task's objective exactly within linear encoders of the same input features on
+  the same records (:mod:`prhsim.experiments._caption_prediction`: no training) and score it the same way.
+
+Runs of different tasks and budgets share the cores from ``threads`` threads; every run's
+randomness is keyed by (seed, task, budget, seed index), so the numbers do not depend on the order.
 
 Records, by ``pairs``:
 
@@ -18,25 +24,25 @@ Records, by ``pairs``:
   says the two meet.
 
 Next-token prediction reads each caption alone: its record is one state with one caption, in
-both modes.
+both modes. Token accounting: a record's tokens are every token of every caption it holds.
 
-Token accounting: a record's tokens are every token of every caption it holds
-(:meth:`prhsim.worlds.Records.tokens_seen`), so a two-caption record counts both.
+Beside the curves: each task's *closed form* on the same law (the span views' whitened optimum,
+:func:`prhsim.optima.span_optimum`; correspondence analysis of the next-token law,
+:func:`prhsim.optima.next_token_optimum`), the alignment a universal encoder reaches with
+unlimited data; the *limit* of the prediction (the linear class on the law); and the *untrained*
+encoder's alignment.
 
-Beside the tasks: each task's *closed form* on the same law (the span views' whitened
-optimum, :func:`prhsim.optima.span_optimum`; correspondence analysis of the next-token law,
-:func:`prhsim.optima.next_token_optimum`), the alignment a task approaches with unlimited data
-and a universal encoder; and the *untrained* encoder's alignment (its initialisation).
-
-The ratios: for the reference budget b (by default the first budget at which good views reach
-half their alignment at the largest budget, so that the target is learned, not chance), the target is good views' mean alignment at b; the budget
-each other task needs to reach it is read off its mean curve (:mod:`._sample_ratios`), divided
-by b (samples) and scaled by the tokens per record (tokens); the interval pairs seed s of good
-views with seed s of the other task.
+The ratios (:mod:`prhsim.experiments._sample_ratios`), for the learners and for the prediction:
+for bad views and next-token prediction, the samples each needs to reach ``target_fraction`` of
+the alignment it reaches at the largest budget, against the samples good views need to reach the
+same alignment, with a bootstrap interval over seeds; the token ratio scales it by the tokens a
+record of each holds. A task below ``max(2 x chance, its untrained encoder)`` has no ratio.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import math
 import time
 from typing import Annotated, Any, Callable, Literal, Sequence
 
@@ -45,17 +51,17 @@ from pydantic import Field, model_validator
 
 from prhsim import __version__
 from prhsim._budget import ResourceError, ensure_fits
-from prhsim._moved import renamed_keyword
 from prhsim._types import Progress, as_progress
-from prhsim.config import GridSceneWorld, Settings, WorldConfig
+from prhsim.config import CaptionConfig, GridSceneWorld, Settings, WorldConfig
 from prhsim.experiments._caption_alignment import (
     CaptionAlignment,
     CaptionTarget,
     caption_alignment,
     caption_target,
 )
+from prhsim.experiments._caption_prediction import predicted_alignment, predicted_limit
 from prhsim.experiments._results import _Record
-from prhsim.experiments._sample_ratios import sample_ratio
+from prhsim.experiments._sample_ratios import bootstrap_ratio
 from prhsim.learners import (
     TEXT_TASKS,
     TextConfig,
@@ -65,41 +71,41 @@ from prhsim.learners import (
     train_text,
 )
 from prhsim.optima import next_token_optimum, span_optimum
-from prhsim.worlds import GridScene, Records, TooManySpans, caption_law
+from prhsim.worlds import CaptionStyle, GridScene, Records, SpanLaw, TooManySpans, caption_law
 
-DEFAULT_BUDGETS = (300, 1000, 3000, 10000, 30000)
+DEFAULT_BUDGETS = (100, 300, 1000, 3000, 10000, 30000)
 #: Seeds of one sweep: ``1000·rng + s`` for s < n_seeds, so sweeps of different ``rng`` never share one.
 MAX_SEEDS = 1000
-#: The time estimate's constants, measured on a shared 2-core CPU at the defaults: a run (3 seeds x 3000
-#: steps of 512 records) took 43-127 s whatever its task and budget (300 to 30,000; 43-48 s when the
-#: machine was least busy), so a record seen in training is UNIT_SECONDS (43 s / 4.6M); drawing a budget's
-#: records took 0.1 s per 30,000 and 0.7-2.9 s per 300,000 per seed, about one unit a record (RECORD_UNITS);
-#: the closed forms of good and bad views took 27 and 31 s on the default scene's 32,768 captions
-#: (DEFAULT_CAPTIONS) and next-token prediction's 1 s. The default sweep: 6-13 min (README), 18 min beside a
-#: test run; estimated 11 min. A wider MLP is assumed to cost in proportion to its hidden widths (not measured).
-UNIT_SECONDS, RECORD_UNITS, CLOSED_FORM_SECONDS, DEFAULT_CAPTIONS = 9e-6, 1, 29.0, 32_768
+#: The time estimate's constants, measured on a shared 2-core CPU (docs/experiments/sample-efficiency.md):
+#: a record seen in training (UNIT_SECONDS), a record drawn and fitted by the prediction (RECORD_UNITS units),
+#: the closed forms of good and bad views on the default scene's 32,768 captions (CLOSED_FORM_SECONDS each,
+#: scaled by the captions), and one scoring of every caption (SCORE_SECONDS per 32,768 captions).
+UNIT_SECONDS, RECORD_UNITS, CLOSED_FORM_SECONDS, SCORE_SECONDS, DEFAULT_CAPTIONS = 2.0e-6, 20, 10.0, 0.3, 32_768
 LABELS = {"good": "good-view JEPA", "bad": "bad-view JEPA", "ntp": "next-token prediction"}
+SOURCES = ("learner", "prediction")
 Metric = Literal["mutual_knn", "mutual_knn_mean", "r1", "r5"]
-METRICS: tuple[str, ...] = ("mutual_knn", "mutual_knn_mean", "r1", "r5")
+ALIGNMENT_SCORES: tuple[str, ...] = ("mutual_knn", "mutual_knn_mean", "r1", "r5")
+#: The paper's numbers (Balestriero & LeCun 2026): R@1 on Flickr30k after one rotation, mutual 10-NN on WIT-1024,
+#: and the samples and tokens good views need fewer than next-token prediction to reach its alignment.
+PAPER = {"r1": {"good": 0.246, "bad": 0.133, "ntp": 0.118}, "mutual_knn": {"good": 0.184, "bad": 0.088, "ntp": 0.111},
+         "samples": 42.0, "tokens": 14.0}
 
 
 class Cell(_Record):
-    """One task, budget and seed."""
+    """One task, budget and seed: the learner's alignment and the prediction's on the same records."""
 
     task: str
     budget: int
     seed: int
     tokens: int
-    final_loss: float
-    alignment: CaptionAlignment
+    final_loss: float | None
+    alignment: CaptionAlignment | None
+    predicted: CaptionAlignment | None
 
 
 class ClosedForm(_Record):
-    """A task's closed form on the caption law: its alignment, and whether it is one rotation orbit.
-
-    ``unique`` is False when k splits a tie (``gap`` ≈ 0): the features are then one subspace of a
-    continuum, and a score describes that subspace only.
-    """
+    """An alignment with unlimited data: a task's closed form (``unique`` False when k splits a tie: the features
+    are then one subspace of a continuum), or the limit of its prediction (the linear class on the law)."""
 
     alignment: CaptionAlignment
     unique: bool
@@ -107,32 +113,50 @@ class ClosedForm(_Record):
 
 
 class Curve(_Record):
-    """A task's chosen metric over the budgets: mean and range over seeds."""
+    """A task's chosen metric over the budgets, from the learners or the prediction: mean and range over seeds."""
 
     task: str
+    source: str
     label: str
-    tokens_per_sample: int
+    tokens_per_sample: float
     mean: list[float]
     low: list[float]
     high: list[float]
 
 
 class Ratio(_Record):
-    """Samples (and tokens) a task needs to reach good views' alignment at the reference budget.
+    """Samples (and tokens) a task needs against good views to reach the alignment it reaches (module docstring).
 
-    ``kind`` is "exact", "at_most" or "more_than" (then ``samples`` and the ratios are bounds);
-    ``seed_ratios`` and ``seed_kinds``: the same, seed s of this task against seed s of good views.
+    ``kind``: "exact", a bound ("at_least", "at_most", "undetermined") or "none" (no alignment above the floor:
+    the samples and the ratio are then None); ``low``/``high``: the bootstrap interval of the sample ratio (None for
+    an infinite end); ``exact_share``: the share of resamples that gave an exact ratio.
     """
 
     task: str
-    reference_budget: int
+    source: str
     target: float
-    samples: float
+    task_samples: float | None
+    good_samples: float | None
+    ratio: float | None
     kind: str
-    ratio: float
-    token_ratio: float
-    seed_ratios: list[float]
-    seed_kinds: list[str]
+    low: float | None
+    high: float | None
+    exact_share: float
+    token_ratio: float | None
+    token_low: float | None
+    token_high: float | None
+
+
+class Agreement(_Record):
+    """The learners against the prediction at one budget: means, their difference, and whether the prediction's
+    mean lies within the learners' range over seeds."""
+
+    task: str
+    budget: int
+    learner: float
+    predicted: float
+    difference: float
+    within: bool
 
 
 class SampleEfficiency(_Record):
@@ -140,6 +164,7 @@ class SampleEfficiency(_Record):
 
     prhsim_version: str
     world: str
+    captions: str
     n_states: int
     k: int
     pairs: str
@@ -155,12 +180,14 @@ class SampleEfficiency(_Record):
     knn_chance: float
     r1_chance: float
     n_fit: int
+    target_fraction: float
     closed_forms: dict[str, ClosedForm | None]
+    limits: dict[str, ClosedForm]
     untrained: dict[str, CaptionAlignment]
     cells: list[Cell]
     curves: list[Curve]
-    reference_budget: int
     ratios: list[Ratio]
+    agreement: list[Agreement]
     seconds: float
 
 
@@ -173,42 +200,42 @@ def draw_records(scene: GridScene, target: CaptionTarget, task: str, count: int,
     return law.sample(count, 2 if task == "good" else 1, rng=gen)
 
 
-def closed_form_alignment(target: CaptionTarget, task: str, config: TextConfig, pairs: str
-                          ) -> ClosedForm | None:
+def closed_form_alignment(target: CaptionTarget, task: str, spans: SpanLaw, pairs: str) -> ClosedForm | None:
     """The alignment of a task's closed form, or None when its law is too large to enumerate."""
     world = target.scene.world if pairs == "world" else None
     try:
         if task == "ntp":
             optimum = next_token_optimum(target.law, target.k)
         else:
-            optimum = span_optimum(target.law, config.spans, task, target.k, world=world)
+            optimum = span_optimum(target.law, spans, task, target.k, world=world)
     except (ResourceError, TooManySpans):  # more than memory, or the enumeration limit, allows
         return None
     return ClosedForm(alignment=caption_alignment(target, optimum.captions), unique=optimum.unique, gap=optimum.gap)
 
 
-def check_cost(scene: GridScene, configs, budget: int, n_seeds: int, k: int | Literal["auto"]) -> None:
+def check_cost(scene: GridScene, configs, budget: int, n_seeds: int, k: int | Literal["auto"],
+               style: CaptionStyle | None = None) -> None:
     """Refuse (ResourceError) a sweep that cannot fit, before any work: every task's learner and batches
     (:func:`prhsim.learners.check_text_batches`) and the records of the largest ``budget``, per seed."""
-    law = caption_law(scene)
+    law = caption_law(scene, style)
     for config in configs:
-        check_text_batches(config, law.length, n_seeds, n_ids=law.vocab_size + 1, k=None if k == "auto" else int(k))
+        check_text_batches(config, law.length, 1, n_ids=law.vocab_size + 1, k=None if k == "auto" else int(k))
     ensure_fits(n_seeds * law.records_bytes(budget, 2),
                 f"the training records of the largest budget ({n_seeds} seed(s) x {budget:,} samples)", "lower budgets")
 
 
-@renamed_keyword("learners", "tasks", "good and bad are views of the JEPA learner, not learners")
-def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDGETS, n_seeds: int = 3,
+def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDGETS, n_seeds: int = 5,
                       steps: int = 3000, batch_size: int = 512, lr: float = 1e-2, hidden: Sequence[int] = (128,),
                       min_span: int = 9, pairs: Literal["world", "same"] = "world",
                       tasks: Sequence[str] = TEXT_TASKS, metric: Metric = "mutual_knn",
-                      reference_budget: int | None = None, k: int | Literal["auto"] = "auto", n_fit: int = 1000,
-                      closed_forms: bool = True, name: str = "gridscene", rng: int = 0,
+                      k: int | Literal["auto"] = "auto", n_fit: int = 1000, closed_forms: bool = True,
+                      learn: bool = True, predict: bool = True, ridge: float = 0.0, target_fraction: float = 1.0,
+                      style: CaptionStyle | None = None, threads: int = 1, name: str = "gridscene", rng: int = 0,
                       progress: Callable[..., None] | None = None) -> SampleEfficiency:
     """Run the sample-efficiency sweep (module docstring) and compute the ratios.
 
-    ``progress(message, done, total)``: the closed forms (uncounted), then once per run and at the end, counted
-    in :func:`run_units` (the training's records seen, and the records drawn).
+    ``progress(message, done, total)``: the closed forms (uncounted), then once per finished run, counted in
+    :func:`run_units` (the training's records seen, and the records drawn and fitted).
 
     Raises:
         ValueError: on a bad argument (the message names it).
@@ -219,137 +246,250 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
         raise ValueError(f"budgets must be positive integers, got {budgets}")
     if pairs not in ("world", "same"):
         raise ValueError(f"pairs must be 'world' or 'same', got {pairs!r}")
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    if metric not in ALIGNMENT_SCORES:
+        raise ValueError(f"metric must be one of {ALIGNMENT_SCORES}, got {metric!r}")
     tasks = list(dict.fromkeys(tasks))
     if "good" not in tasks or any(x not in TEXT_TASKS for x in tasks):
         raise ValueError(f"tasks must include 'good' and be among {TEXT_TASKS}, got {tasks}")
-    if reference_budget is not None and int(reference_budget) not in budgets:
-        raise ValueError(f"the reference budget {reference_budget} is not one of the budgets {budgets}")
     if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or not 1 <= n_seeds <= MAX_SEEDS:
         raise ValueError(f"n_seeds must be an integer in 1..{MAX_SEEDS}, got {n_seeds!r}")
+    if not (learn or predict):
+        raise ValueError("learn and predict are both off: nothing to measure")
+    if not 0 < target_fraction <= 1:
+        raise ValueError(f"target_fraction must lie in (0, 1], got {target_fraction}")
     say = as_progress(progress)
+    style = style or CaptionStyle()
     seed_list = tuple(int(rng) * 1000 + s for s in range(int(n_seeds)))
     configs = {x: TextConfig.for_task(x, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
-                             hidden=tuple(hidden), min_span=int(min_span)) for x in tasks}
-    check_cost(scene, configs.values(), budgets[-1], len(seed_list), k)  # before anything is computed
+                                      hidden=tuple(hidden), min_span=int(min_span)) for x in tasks}
+    check_cost(scene, configs.values(), budgets[-1], len(seed_list), k, style)  # before anything is computed
     say("the pixel closed form and the evaluation set")
-    target = caption_target(scene, k=k, n_fit=n_fit, rng=np.random.default_rng([int(rng), 0]))
+    target = caption_target(scene, k=k, n_fit=n_fit, style=style, rng=np.random.default_rng([int(rng), 0]))
+    spans = SpanLaw(int(min_span))
+    world = scene.world if pairs == "world" else None
     ceilings: dict[str, ClosedForm | None] = {}
-    if closed_forms:
-        for x in tasks:
-            say(f"closed form of {LABELS[x]}")
-            ceilings[x] = closed_form_alignment(target, x, configs[x], pairs)
-    untrained = {}
-    cells: list[Cell] = []
-    units = {budget: run_units(int(steps), int(batch_size), budget, len(seed_list)) for budget in budgets}
-    total, done, runs = len(tasks) * sum(units.values()), 0, 0
+    limits: dict[str, ClosedForm] = {}
     for x in tasks:
+        if closed_forms:
+            say(f"closed form of {LABELS[x]}")
+            ceilings[x] = closed_form_alignment(target, x, spans, pairs)
+        if predict:
+            say(f"the prediction's limit for {LABELS[x]}")
+            limits[x] = ClosedForm(alignment=predicted_limit(target, x, spans, target.k, world=world, ridge=ridge),
+                                   unique=True, gap=0.0)
+
+    def one_run(x: str, budget: int) -> tuple[list[Cell], Records]:
         stream = TEXT_TASKS.index(x) + 1  # a task's records do not depend on which others run
-        records0 = None
-        for budget in budgets:
-            say(f"{LABELS[x]}: {budget:,} samples x {len(seed_list)} seeds ({runs}/{len(tasks) * len(budgets)} runs "
-                "done)", done=done, total=total)
-            records = [draw_records(scene, target, x, budget, pairs, np.random.default_rng([int(rng), stream, budget, s]))
-                       for s in range(len(seed_list))]
-            records0 = records0 or records
+        records = [draw_records(scene, target, x, budget, pairs, np.random.default_rng([int(rng), stream, budget, s]))
+                   for s in range(len(seed_list))]
+        learned: list[tuple[float | None, CaptionAlignment | None]] = [(None, None)] * len(seed_list)
+        if learn:
             result = train_text(target.law, records, target.k, configs[x], seeds=seed_list)
             features = embed_captions(result, target.law, target.captions)
-            for s, seed in enumerate(seed_list):
-                cells.append(Cell(task=x, budget=budget, seed=seed, tokens=result.tokens,
-                                  final_loss=float(result.loss[s, -1]),
-                                  alignment=caption_alignment(target, features[s])))
-            done, runs = done + units[budget], runs + 1
-        init = initial_text(target.law, target.k, configs[x], seeds=seed_list[:1], records=records0[:1])
-        untrained[x] = caption_alignment(target, embed_captions(init, target.law, target.captions)[0])
-    say(f"{runs} runs done", done=done, total=total)
-    curves = [_curve(x, cells, budgets, metric) for x in tasks]
-    good = next(c for c in curves if c.task == "good")
-    reference = default_reference(budgets, good.mean) if reference_budget is None else int(reference_budget)
-    ratios = [_ratio(c, good, cells, budgets, reference, metric, seed_list) for c in curves if c.task != "good"]
+            learned = [(float(result.loss[s, -1]), caption_alignment(target, features[s])) for s in range(len(seed_list))]
+        cells = []
+        for s, seed in enumerate(seed_list):
+            guess = predicted_alignment(target, x, spans, target.k, records[s], ridge=ridge) if predict else None
+            cells.append(Cell(task=x, budget=budget, seed=seed, tokens=records[s].tokens_seen(),
+                              final_loss=learned[s][0], alignment=learned[s][1], predicted=guess))
+        return cells, records[0]
+
+    runs = [(x, b) for x in tasks for b in budgets]
+    units = {b: run_units(int(steps) if learn else 0, int(batch_size), b, len(seed_list), predict) for b in budgets}
+    total, done = sum(units[b] for _, b in runs), 0
+    found: dict[tuple[str, int], list[Cell]] = {}
+    first_records: dict[str, Records] = {}
+    say(f"{len(runs)} runs of {len(seed_list)} seeds", done=0, total=total)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, int(threads))) as pool:
+        futures = {pool.submit(one_run, x, b): (x, b) for x, b in runs}
+        for future in concurrent.futures.as_completed(futures):
+            x, b = futures[future]
+            found[x, b], records0 = future.result()
+            if b == budgets[0]:
+                first_records[x] = records0
+            done += units[b]
+            say(f"{LABELS[x]}: {b:,} samples x {len(seed_list)} seeds ({len(found)}/{len(runs)} runs done)",
+                done=done, total=total)
+    cells = [c for x, b in runs for c in found[x, b]]
+    untrained = {}
+    if learn:
+        for x in tasks:
+            init = initial_text(target.law, target.k, configs[x], seeds=seed_list[:1], records=[first_records[x]])
+            untrained[x] = caption_alignment(target, embed_captions(init, target.law, target.captions)[0])
+    sources = [s for s, on in zip(SOURCES, (learn, predict)) if on]
+    curves = [_curve(x, src, cells, budgets, metric) for src in sources for x in tasks]
+    chance = _chance(metric, target.knn_chance, target.r1_chance)
+    ratios = []
+    for src in sources:
+        good = _rows(cells, "good", src, budgets, metric)
+        for x in tasks:
+            if x == "good":
+                continue
+            floor = 2.0 * chance
+            if src == "learner":
+                floor = max(floor, getattr(untrained[x], metric))
+            ratios.append(_ratio(x, src, budgets, good, _rows(cells, x, src, budgets, metric), curves, floor,
+                                 target_fraction, rng))
+    agreement = _agreement(cells, tasks, budgets, metric) if learn and predict else []
     law = target.law
     return SampleEfficiency(
-        prhsim_version=__version__, world=name, n_states=law.n_states, k=target.k, pairs=pairs, min_span=int(min_span),
-        steps=int(steps), batch_size=int(batch_size), lr=float(lr), hidden=[int(h) for h in hidden],
-        seeds=list(seed_list), budgets=budgets, metric=metric, knn_k=target.knn_k, knn_chance=target.knn_chance,
-        r1_chance=target.r1_chance, n_fit=int(np.sum(target.fit)), closed_forms=ceilings, untrained=untrained,
-        cells=cells, curves=curves, reference_budget=reference, ratios=ratios, seconds=time.perf_counter() - start)
+        prhsim_version=__version__, world=name, captions=_describe(style), n_states=law.n_states, k=target.k,
+        pairs=pairs, min_span=int(min_span), steps=int(steps), batch_size=int(batch_size), lr=float(lr),
+        hidden=[int(h) for h in hidden], seeds=list(seed_list), budgets=budgets, metric=metric, knn_k=target.knn_k,
+        knn_chance=target.knn_chance, r1_chance=target.r1_chance, n_fit=int(np.sum(target.fit)),
+        target_fraction=float(target_fraction), closed_forms=ceilings, limits=limits, untrained=untrained,
+        cells=cells, curves=curves, ratios=ratios, agreement=agreement, seconds=time.perf_counter() - start)
 
 
-def default_reference(budgets: Sequence[int], good: Sequence[float]) -> int:
-    """The first budget at which good views reach half their alignment at the largest budget."""
-    return int(next(b for b, a in zip(budgets, good) if a >= 0.5 * good[-1]))
+def _describe(style: CaptionStyle) -> str:
+    return CaptionConfig(wording=list(style.wording), omission=style.omission,
+                         redundancy=style.redundancy).describe() or "the template grammar"
 
 
-def _values(cells: list[Cell], task: str, budget: int, metric: str) -> list[float]:
-    return [getattr(c.alignment, metric) for c in cells if c.task == task and c.budget == budget]
-
-
-def _curve(task: str, cells: list[Cell], budgets: list[int], metric: str) -> Curve:
-    rows = [_values(cells, task, b, metric) for b in budgets]
-    per_budget = {c.budget: c.tokens for c in cells if c.task == task}
-    return Curve(task=task, label=LABELS[task], tokens_per_sample=per_budget[budgets[0]] // budgets[0],
-                 mean=[float(np.mean(r)) for r in rows], low=[float(np.min(r)) for r in rows],
-                 high=[float(np.max(r)) for r in rows])
-
-
-def _ratio(curve: Curve, good: Curve, cells: list[Cell], budgets: list[int], reference: int, metric: str,
-           seeds: tuple[int, ...]) -> Ratio:
-    i = budgets.index(reference)
-    target = good.mean[i]
-    needed = sample_ratio(budgets, curve.mean, target, reference)
-    tokens = curve.tokens_per_sample / good.tokens_per_sample
-    per_seed = []
-    for s in seeds:
-        mine = [next(getattr(c.alignment, metric) for c in cells if c.task == curve.task and c.budget == b
-                     and c.seed == s) for b in budgets]
-        theirs = next(getattr(c.alignment, metric) for c in cells if c.task == "good" and c.budget == reference
-                      and c.seed == s)
-        per_seed.append(sample_ratio(budgets, mine, theirs, reference))
-    return Ratio(task=curve.task, reference_budget=reference, target=target, samples=needed.value * reference,
-                 kind=needed.kind, ratio=needed.value, token_ratio=needed.value * tokens,
-                 seed_ratios=[r.value for r in per_seed], seed_kinds=[r.kind for r in per_seed])
+def _chance(metric: str, knn_chance: float, r1_chance: float) -> float:
+    if metric.startswith("mutual"):
+        return knn_chance
+    return min(1.0, (5 if metric == "r5" else 1) * r1_chance)
 
 
 def chance_level(result: SampleEfficiency) -> float:
     """The chance level of the sweep's metric: ``k/(N − 1)`` for mutual k-NN, ``r/|held out|`` for R@r."""
-    if result.metric.startswith("mutual"):
-        return result.knn_chance
-    return min(1.0, (5 if result.metric == "r5" else 1) * result.r1_chance)
+    return _chance(result.metric, result.knn_chance, result.r1_chance)
+
+
+def _score(cell: Cell, source: str, metric: str) -> float:
+    alignment = cell.alignment if source == "learner" else cell.predicted
+    return float(getattr(alignment, metric))
+
+
+def _rows(cells: list[Cell], task: str, source: str, budgets: list[int], metric: str) -> np.ndarray:
+    """(seeds, budgets): the metric of each seed at each budget."""
+    seeds = sorted({c.seed for c in cells})
+    table = {(c.seed, c.budget): _score(c, source, metric) for c in cells if c.task == task}
+    return np.array([[table[s, b] for b in budgets] for s in seeds])
+
+
+def _curve(task: str, source: str, cells: list[Cell], budgets: list[int], metric: str) -> Curve:
+    rows = _rows(cells, task, source, budgets, metric)
+    tokens = np.mean([c.tokens / c.budget for c in cells if c.task == task])
+    return Curve(task=task, source=source, label=LABELS[task], tokens_per_sample=float(tokens),
+                 mean=rows.mean(axis=0).tolist(), low=rows.min(axis=0).tolist(), high=rows.max(axis=0).tolist())
+
+
+def _ratio(task: str, source: str, budgets: list[int], good: np.ndarray, mine: np.ndarray, curves: list[Curve],
+           floor: float, fraction: float, rng: int) -> Ratio:
+    found = bootstrap_ratio(budgets, good, mine, fraction=fraction, floor=floor,
+                            rng=np.random.default_rng([int(rng), 7, TEXT_TASKS.index(task), SOURCES.index(source)]))
+    per = {c.task: c.tokens_per_sample for c in curves if c.source == source}
+    tokens = per[task] / per["good"]
+    e = found.estimate
+
+    def finite(x: float) -> float | None:
+        return float(x) if math.isfinite(x) else None
+
+    return Ratio(task=task, source=source, target=e.target, task_samples=finite(e.task_samples),
+                 good_samples=finite(e.good_samples), ratio=finite(e.ratio), kind=e.kind, low=finite(found.low),
+                 high=finite(found.high), exact_share=found.exact_share, token_ratio=finite(e.ratio * tokens),
+                 token_low=finite(found.low * tokens), token_high=finite(found.high * tokens))
+
+
+def _agreement(cells: list[Cell], tasks: list[str], budgets: list[int], metric: str) -> list[Agreement]:
+    out = []
+    for x in tasks:
+        learned, predicted = _rows(cells, x, "learner", budgets, metric), _rows(cells, x, "prediction", budgets, metric)
+        for i, b in enumerate(budgets):
+            a, p = float(learned[:, i].mean()), float(predicted[:, i].mean())
+            out.append(Agreement(task=x, budget=b, learner=a, predicted=p, difference=a - p,
+                                 within=bool(learned[:, i].min() <= p <= learned[:, i].max())))
+    return out
+
+
+def _fmt_ratio(r: Ratio) -> str:
+    if r.kind == "none":
+        return "never (no alignment above its floor)"
+    sign = {"exact": "", "at_least": "≥ ", "at_most": "≤ ", "undetermined": "~ "}[r.kind]
+    low = "∞" if r.low is None else f"{r.low:.3g}"
+    interval = f" [{low}, {r.high:.3g}]" if r.high is not None else f" [{low}, ∞)"
+    return (f"{sign}{r.ratio:.3g}x samples{interval}, {sign}{r.token_ratio:.3g}x tokens "
+            f"(at {r.target:.3g}: {r.task_samples:,.0f} against good views' {r.good_samples:,.0f})")
 
 
 def ratio_lines(result: SampleEfficiency) -> list[str]:
-    """One line per task: the samples and tokens it needs to reach good views' alignment at the reference budget."""
-    lines = [f"target: good views' {result.metric} at {result.reference_budget:,} samples"]
+    """One line per task and source: the samples and tokens it needs against good views, with the interval."""
+    lines = [f"samples to reach {result.target_fraction:g} x what each reaches at {result.budgets[-1]:,}, "
+             "over good views' (95% bootstrap over seeds):"]
     for r in result.ratios:
-        sign = {"exact": "", "at_most": "≤ ", "more_than": "> "}[r.kind]
-        finite = [x for x, kind in zip(r.seed_ratios, r.seed_kinds) if kind == "exact"]
-        spread = f" (seeds {min(finite):.1f}–{max(finite):.1f}x)" if len(finite) == len(r.seed_ratios) > 1 else ""
-        lines.append(f"{r.task}: {sign}{r.ratio:.3g}x samples, {sign}{r.token_ratio:.3g}x tokens{spread}")
+        lines.append(f"  {r.task} ({r.source}): {_fmt_ratio(r)}")
+    return lines
+
+
+def agreement_lines(result: SampleEfficiency) -> list[str]:
+    """Where the learners and the prediction disagree, and by how much."""
+    lines = []
+    for x in dict.fromkeys(a.task for a in result.agreement):
+        rows = [a for a in result.agreement if a.task == x]
+        within = sum(a.within for a in rows)
+        worst = max(rows, key=lambda a: abs(a.difference))
+        side = "above" if worst.difference > 0 else "below"
+        lines.append(f"  {x}: prediction within the learners' seed range at {within} of {len(rows)} budgets; "
+                     f"largest gap {worst.difference:+.3f} at {worst.budget:,} (learners {side})")
+    return (["learners against the prediction (linear class, same records):"] + lines) if lines else []
+
+
+def paper_lines(result: SampleEfficiency) -> list[str]:
+    """The paper's numbers beside the simulation's at the largest budget (closed forms in brackets)."""
+    b = result.budgets[-1]
+    lines = [f"beside the paper (at {b:,} samples; closed form in brackets):"]
+    for metric, label in (("r1", "R@1 (paper: Flickr30k)"), ("mutual_knn", "mutual 10-NN (paper: WIT)")):
+        paper = PAPER[metric]
+        here = []
+        for x in ("good", "bad", "ntp"):
+            mine = [getattr(c.alignment or c.predicted, metric) for c in result.cells if c.task == x and c.budget == b]
+            if not mine:
+                continue
+            closed = result.closed_forms.get(x)
+            tail = f" [{getattr(closed.alignment, metric):.3f}]" if closed is not None else ""
+            here.append(f"{x} {np.mean(mine):.3f}{tail} (paper {paper[x]:.3f})")
+        lines.append(f"  {label}: " + ", ".join(here))
+    ntp = [r for r in result.ratios if r.task == "ntp"]
+    if ntp:
+        r = ntp[0]
+        lines.append(f"  next-token prediction against good views: {_fmt_ratio(r)}; the paper: {PAPER['samples']:g}x "
+                     f"samples, {PAPER['tokens']:g}x tokens")
     return lines
 
 
 # --------------------------------------------------------------------------------------
 # the command: settings, run, summary
 # --------------------------------------------------------------------------------------
+#: Named settings (``preset``): each a dict of settings that the explicitly given ones override.
+PRESETS: dict[str, dict[str, Any]] = {}
+
+
 class SampleEfficiencySettings(Settings):
     """``prhsim sweep sample-efficiency``: good views, bad views and next-token prediction from finite samples.
 
     Attributes:
-        world: a world with a caption renderer (gridscene; default 4x4 grid, 2 objects, 2 shapes, 2 colours).
-        budgets: training samples (records) per run (default 300, 1000, 3000, 10000, 30000).
-        n_seeds: seeds per budget (vmapped together).
+        preset: a named setting of :data:`PRESETS` (the settings given beside it override its values).
+        world: a world with a caption renderer (gridscene; default 4x4 grid, 2 objects, 2 shapes, 2 colours;
+            ``world.dependence`` makes an object's colour follow its shape).
+        captions: the captions' wording, omission and redundancy (:class:`prhsim.config.CaptionConfig`).
+        budgets: training samples (records) per run.
+        n_seeds: seeds per budget.
         steps, batch_size, lr, hidden: the learners' optimisation (the same for every task and budget).
         min_span: the shortest span a JEPA view cuts.
         pairs: "world" (views of a positive pair of states, the pixels' pair law) or "same" (one state).
         tasks: which tasks: "good" and "bad" (the JEPA learner on those views), "ntp" (next-token
             prediction); good is required: the ratios are against it.
         metric: the alignment the curves and ratios use.
-        reference_budget: the budget whose good-view alignment is the target (default: the first
-            budget at which good views reach half their alignment at the largest budget).
-        k: features (default: the pixel closed form's gap).
+        target_fraction: the ratios compare samples at this fraction of what each task reaches at the largest
+            budget (1: the paper's definition).
+        k: features of the image and of the text (default: the pixel closed form's gap).
         n_fit: states the retrieval map is fitted on.
         closed_forms: also score each task's closed form (enumerates every span and prefix).
+        learn, predict: train the learners; fit the linear class on the same records (no training).
+        ridge: the prediction's ridge (0: the observed span of the features).
+        threads: runs computed at once.
         seed: seeds the records, the initialisations and the evaluation draws.
     """
 
@@ -357,9 +497,11 @@ class SampleEfficiencySettings(Settings):
 
     renamed = {"seeds": "n_seeds", "learners": "tasks"}
 
+    preset: str | None = None
     world: WorldConfig = Field(default_factory=lambda: GridSceneWorld(size=4, objects=2, shapes=2, colours=2))
+    captions: CaptionConfig = Field(default_factory=CaptionConfig)
     budgets: list[Annotated[int, Field(ge=2)]] = Field(default_factory=lambda: list(DEFAULT_BUDGETS), min_length=1)
-    n_seeds: int = Field(3, ge=1, le=32)
+    n_seeds: int = Field(5, ge=1, le=32)
     steps: int = Field(3000, ge=20)
     batch_size: int = Field(512, ge=2)
     lr: float = Field(1e-2, gt=0)
@@ -368,11 +510,25 @@ class SampleEfficiencySettings(Settings):
     pairs: Literal["world", "same"] = "world"
     tasks: list[Literal["good", "bad", "ntp"]] = Field(default_factory=lambda: ["good", "bad", "ntp"])
     metric: Literal["mutual_knn", "mutual_knn_mean", "r1", "r5"] = "mutual_knn"
-    reference_budget: int | None = Field(None, ge=2)
+    target_fraction: float = Field(1.0, gt=0, le=1)
     k: int | Literal["auto"] = "auto"
     n_fit: int = Field(1000, ge=2)
     closed_forms: bool = True
+    learn: bool = True
+    predict: bool = True
+    ridge: float = Field(0.0, ge=0)
+    threads: int = Field(2, ge=1, le=64)
     seed: int = Field(0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("preset") is None:
+            return data
+        name = data["preset"]
+        if name not in PRESETS:
+            raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
+        return _merged(PRESETS[name], data)
 
     @model_validator(mode="after")
     def _captioned(self) -> "SampleEfficiencySettings":
@@ -380,40 +536,60 @@ class SampleEfficiencySettings(Settings):
             raise ValueError(f"sample-efficiency needs a world with a caption renderer (gridscene), got {self.world.kind}")
         if "good" not in self.tasks:
             raise ValueError("tasks must include good: the ratios are measured against good views")
-        if self.reference_budget is not None and self.reference_budget not in self.budgets:
-            raise ValueError(f"reference_budget {self.reference_budget} is not one of the budgets {self.budgets}")
+        if not (self.learn or self.predict):
+            raise ValueError("learn and predict are both false: nothing to measure")
         return self
+
+
+def _merged(base: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``given`` on top, nested dicts merged key by key."""
+    out = dict(base)
+    for key, value in given.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _configs(s: SampleEfficiencySettings) -> list[TextConfig]:
+    return [TextConfig.for_task(x, steps=s.steps, batch_size=s.batch_size, lr=s.lr, hidden=tuple(s.hidden),
+                                min_span=s.min_span) for x in dict.fromkeys(s.tasks)]
 
 
 def notes(s: SampleEfficiencySettings) -> list[str]:
     """What cannot fit is refused before any work (:func:`check_cost`); no note otherwise."""
-    configs = [TextConfig.for_task(x, steps=s.steps, batch_size=s.batch_size, lr=s.lr, hidden=tuple(s.hidden),
-                                   min_span=s.min_span) for x in dict.fromkeys(s.tasks)]
-    check_cost(s.world.build_scene(), configs, max(s.budgets), s.n_seeds, s.k)
+    check_cost(s.world.build_scene(), _configs(s), max(s.budgets), s.n_seeds, s.k, s.captions.build())
     return []
 
 
-def run_units(steps: int, batch_size: int, budget: int, n_seeds: int) -> int:
-    """Work units of one run: per seed, the records its training sees (steps x batch_size) and RECORD_UNITS per
-    record of the budget drawn and embedded."""
-    return n_seeds * (steps * batch_size + RECORD_UNITS * budget)
+def run_units(steps: int, batch_size: int, budget: int, n_seeds: int, predict: bool = True) -> int:
+    """Work units of one run: per seed, the records its training sees (steps x batch_size), and RECORD_UNITS per
+    record of the budget drawn, embedded and (with ``predict``) fitted."""
+    return n_seeds * (steps * batch_size + (RECORD_UNITS if predict else 1) * budget)
 
 
 def estimate(s: SampleEfficiencySettings) -> Any:
-    """The closed forms (CLOSED_FORM_SECONDS per JEPA task, scaled by the captions against the default scene's;
-    next-token prediction's is quick), then UNIT_SECONDS x :func:`run_units` of every run x max(1, Σ hidden / 128)."""
+    """The closed forms (CLOSED_FORM_SECONDS per JEPA task, scaled by the captions against the default scene's),
+    the runs (UNIT_SECONDS x :func:`run_units` x max(1, Σ hidden / 128), over the threads), and the scoring of every
+    caption per seed, run and source (SCORE_SECONDS per 32,768 captions)."""
     from prhsim.experiments.sweeps._registry import Estimate
 
     tasks = list(dict.fromkeys(s.tasks))
-    law = caption_law(s.world.build_scene())
+    law = caption_law(s.world.build_scene(), s.captions.build())
     captions = law.n_states * law.modality.n_nuisance
+    scale = captions / DEFAULT_CAPTIONS
     jepa = sum(x != "ntp" for x in tasks)
-    closed = CLOSED_FORM_SECONDS * jepa * captions / DEFAULT_CAPTIONS if s.closed_forms else 0.0
-    units = len(tasks) * sum(run_units(s.steps, s.batch_size, b, s.n_seeds) for b in s.budgets)
+    closed = CLOSED_FORM_SECONDS * jepa * scale if s.closed_forms else 0.0
+    steps = s.steps if s.learn else 0
+    units = len(tasks) * sum(run_units(steps, s.batch_size, b, s.n_seeds, s.predict) for b in s.budgets)
     width = max(1.0, sum(s.hidden) / 128)
     runs = len(tasks) * len(s.budgets)
-    return Estimate(closed + UNIT_SECONDS * units * width,
-                    f"{runs} runs of {s.n_seeds} seed(s) x {s.steps:,} steps of {s.batch_size:,} records"
+    scores = SCORE_SECONDS * scale * runs * s.n_seeds * (int(s.learn) + int(s.predict))
+    seconds = closed + (UNIT_SECONDS * units * width + scores) / min(s.threads, 2)
+    what = "learned and predicted" if s.learn and s.predict else ("learned" if s.learn else "predicted")
+    return Estimate(seconds, f"{runs} runs of {s.n_seeds} seed(s), {what}"
+                    + (f" ({s.steps:,} steps of {s.batch_size:,} records)" if s.learn else "")
                     + (f", after {jepa} closed forms of {captions:,} captions" if closed else ""))
 
 
@@ -422,19 +598,24 @@ def run(s: SampleEfficiencySettings, say: Progress | None = None) -> Any:
     scene = s.world.build_scene()
     return sample_efficiency(scene, budgets=s.budgets, n_seeds=s.n_seeds, steps=s.steps,
                              batch_size=s.batch_size, lr=s.lr, hidden=s.hidden, min_span=s.min_span, pairs=s.pairs,
-                             tasks=s.tasks, metric=s.metric, reference_budget=s.reference_budget, k=s.k,
-                             n_fit=s.n_fit, closed_forms=s.closed_forms, name=s.world.describe(), rng=s.seed,
+                             tasks=s.tasks, metric=s.metric, k=s.k, n_fit=s.n_fit, closed_forms=s.closed_forms,
+                             learn=s.learn, predict=s.predict, ridge=s.ridge, target_fraction=s.target_fraction,
+                             style=s.captions.build(), threads=s.threads, name=s.world.describe(), rng=s.seed,
                              progress=say)
 
 
 def summary(r: Any) -> list[str]:
     """The lines the command prints after the sweep."""
-    lines = [f"{r.world}: {r.n_states:,} states, k = {r.k}, {r.pairs} pairs; {r.metric} (chance {chance_level(r):.3g}) "
-             f"at {', '.join(f'{b:,}' for b in r.budgets)} samples, mean over {len(r.seeds)} seeds:"]
+    lines = [f"{r.world} ({r.captions}): {r.n_states:,} states, k = {r.k}, {r.pairs} pairs; {r.metric} "
+             f"(chance {chance_level(r):.3g}) at {', '.join(f'{b:,}' for b in r.budgets)} samples, mean over "
+             f"{len(r.seeds)} seeds:"]
     for c in r.curves:
-        closed = r.closed_forms.get(c.task)
-        tail = "" if closed is None else (f"; closed form {getattr(closed.alignment, r.metric):.3f}"
+        closed = r.closed_forms.get(c.task) if c.source == "learner" else r.limits.get(c.task)
+        what = "closed form" if c.source == "learner" else "limit"
+        tail = "" if closed is None else (f"; {what} {getattr(closed.alignment, r.metric):.3f}"
                                           + ("" if closed.unique else " (k splits a tie)"))
-        lines.append(f"  {c.label} ({c.tokens_per_sample} tokens/sample): "
-                     f"{', '.join(f'{m:.3f}' for m in c.mean)}{tail}; untrained {getattr(r.untrained[c.task], r.metric):.3f}")
-    return lines + ratio_lines(r)
+        untrained = r.untrained.get(c.task) if c.source == "learner" else None
+        tail += "" if untrained is None else f"; untrained {getattr(untrained, r.metric):.3f}"
+        lines.append(f"  {c.label}, {c.source} ({c.tokens_per_sample:.3g} tokens/sample): "
+                     f"{', '.join(f'{m:.3f}' for m in c.mean)}{tail}")
+    return lines + ratio_lines(r) + agreement_lines(r) + paper_lines(r)
