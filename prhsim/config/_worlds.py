@@ -202,12 +202,19 @@ class CaptionConfig(Settings):
     Each setting at its default gives the template grammar as it always was.
     """
 
-    wording: list[Literal["synonyms", "clause_order", "word_order"]] = Field(
+    wording: list[Literal["synonyms", "word_synonyms", "clause_order", "word_order"]] = Field(
         default_factory=lambda: list(WORDING_FACTORS), description="the wording factors that vary (the nuisance)")
     omission: float = Field(0.0, ge=0, lt=1, description="chance that a caption leaves an object unmentioned")
     redundancy: Probability = Field(0.0, description="chance that a caption ends with a summary clause")
     grids: ClassVar[tuple[str, ...]] = ("wording",)
     may_be_empty: ClassVar[tuple[str, ...]] = ("wording",)
+
+    @model_validator(mode="after")
+    def _one_synonym_choice(self) -> "CaptionConfig":
+        if "synonyms" in self.wording and "word_synonyms" in self.wording:
+            raise ValueError("wording holds synonyms (one set per caption) and word_synonyms (one per word): "
+                             "give one")
+        return self
 
     def build(self) -> CaptionStyle:
         return CaptionStyle(tuple(self.wording), self.omission, self.redundancy)

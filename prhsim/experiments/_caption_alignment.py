@@ -27,6 +27,7 @@ Scores, each against the image of the same state:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,7 +39,8 @@ from prhsim.optima import closed_form
 from prhsim.metrics import (
     chance_recall,
     knn_chance,
-    mutual_knn,
+    knn_indices,
+    shared_neighbours,
     nuisance_free_dimension,
     procrustes,
     retrieval,
@@ -95,6 +97,11 @@ class CaptionTarget:
     @property
     def r1_chance(self) -> float:
         return chance_recall(int(np.sum(~self.fit)), 1)
+
+    @functools.cached_property
+    def image_lists(self) -> np.ndarray:
+        """The image's k-NN lists over the states in :attr:`order` (found once, read by every score)."""
+        return knn_indices(self.image[self.order], self.knn_k, screen=False, normalise=True)
 
 
 def caption_target(scene: GridScene, *, k: int | Literal["auto"] = "auto", n_fit: int = 1000, knn_k: int = 10,
@@ -166,15 +173,27 @@ def caption_alignment(target: CaptionTarget, features: np.ndarray) -> CaptionAli
         nuisance_free=nuisance_free_dimension(W, law.q, law.p) if rank else 0)
 
 
-def one_caption_knn(target: CaptionTarget, features: np.ndarray) -> float:
-    """``mutual_knn`` of :func:`caption_alignment` alone: one caption per state against the image (the curves' metric)."""
+def one_caption_knn(target: CaptionTarget, features: np.ndarray, *, scale: float | None = None) -> float:
+    """``mutual_knn`` of :func:`caption_alignment` alone: one caption per state against the image (the curves' metric).
+
+    ``features``: every caption's row (|Z|·|N|, k); or, with ``scale`` (the largest variance of the representation
+    over every caption under ``p ⊗ q``), the rows of the evaluated captions alone, one per state (|Z|, k)."""
     law = target.law
     F = np.asarray(features, dtype=np.float64)
     n_z, n_n = law.n_states, law.modality.n_nuisance
+    if scale is not None:
+        if F.shape[0] != n_z or F.ndim != 2:
+            raise ValueError(f"with a scale, one row per state ({n_z:,}), got shape {F.shape}")
+        return _knn(F, target, float(scale))
     if F.shape[0] != n_z * n_n or F.ndim != 2:
         raise ValueError(f"a caption representation has one row per caption ({n_z * n_n:,}), got shape {F.shape}")
     one = F.reshape(n_z, n_n, -1)[np.arange(n_z), target.wording]
     return _knn(one, target, _top_variance(F, (law.p[:, None] * law.q[None, :]).ravel()))
+
+
+def evaluated_captions(target: CaptionTarget) -> np.ndarray:
+    """The index of the one caption per state the sample metrics read, ``z·|N| + wording[z]`` (|Z|,)."""
+    return np.arange(target.law.n_states) * target.law.modality.n_nuisance + target.wording
 
 
 def _knn(a: np.ndarray, target: CaptionTarget, scale: float) -> float:
@@ -188,4 +207,5 @@ def _knn(a: np.ndarray, target: CaptionTarget, scale: float) -> float:
         return target.knn_chance
     if np.any(np.all(a == 0, axis=1)):
         return 0.0
-    return mutual_knn(a[target.order], target.image[target.order], target.knn_k, screen=False)
+    mine = knn_indices(a[target.order], target.knn_k, screen=False, normalise=True)
+    return shared_neighbours(mine, target.image_lists)  # mutual_knn(a, image), the image's lists found once

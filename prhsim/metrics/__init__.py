@@ -28,6 +28,7 @@ from prhsim.metrics._knn import (
     knn_chance as knn_chance,
     knn_indices as knn_indices,
     mutual_knn as mutual_knn,
+    shared_neighbours as shared_neighbours,
 )
 from prhsim.metrics._cka import linear_cka as linear_cka, rbf_cka as rbf_cka, unbiased_cka as unbiased_cka
 from prhsim.metrics._protocol import (
@@ -83,6 +84,7 @@ __all__ = [
     "map_error",
     "mapped_retrieval",
     "mutual_knn",
+    "shared_neighbours",
     "nuisance_free_dimension",
     "orthogonal_map",
     "PairFreeMap",

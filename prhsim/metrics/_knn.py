@@ -554,7 +554,8 @@ def _knn_distinct(xp: Any, x: Any, k: int, block: int | None, scale: Any,
 # public functions
 # --------------------------------------------------------------------------------------
 @renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
-def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | None = None) -> Any:
+def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | None = None,
+                normalise: bool = False) -> Any:
     """The k nearest rows of each row by inner product, excluding the row itself.
 
     Row i of the result lists the k rows j != i with the largest ⟨x_i, x_j⟩,
@@ -562,7 +563,8 @@ def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | 
     index comes first and wins the last places (the tie rule of docs/theory.md
     §10): copies of a row tie exactly, other ties are decided on the inner
     products as computed (module docstring). No
-    normalisation is applied (normalise the rows first for cosine neighbours).
+    normalisation is applied unless ``normalise``: then the rows are L2-normalised tile by tile exactly as
+    :func:`mutual_knn` normalises them, so its lists are the ones mutual k-NN compares (cosine neighbours).
     Exact; the inner products are formed in B x B tiles, B = ``block``, either
     directly or screened in bfloat16 under a proven error bound and re-ranked
     (:mod:`prhsim.metrics._knn_screen`, docs/theory.md §10; same answer).
@@ -600,7 +602,8 @@ def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | 
             raise ValueError(f"x is too large: entries above {bound:.3g} can overflow the inner products "
                              f"in {x.dtype}; scale it down")
     _guard_lists(n, k, 1, "for knn_indices")
-    return _knn(xp, x, k, block, screen=screen)[1]
+    scale = _row_scale(xp, x, "x") if normalise else None
+    return _knn(xp, x, k, block, scale, screen=screen)[1]
 
 
 @renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
@@ -691,6 +694,22 @@ def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, scr
     k = knn_k
     normalise = check_convention(convention) == "prhsim"
     xp, n, k, ia, ib = _both_lists(a, b, k, block, screen, "mutual_knn", normalise)
+    return float(xp.sum(_mutual_counts(xp, ia, ib))) / (n * k)
+
+
+def shared_neighbours(lists_a: Any, lists_b: Any) -> float:
+    """``(1/N) Σ_i |N^a(i) ∩ N^b(i)| / k`` from two sides' k-NN lists (N x k each, distinct indices per row): on the
+    lists of ``knn_indices(x, k, normalise=True)`` this is :func:`mutual_knn`, so a side's lists can be found once
+    and reused.
+
+    >>> shared_neighbours(np.array([[1, 2], [0, 2], [0, 1]]), np.array([[2, 1], [2, 0], [1, 2]]))
+    0.8333333333333334
+    """
+    xp = array_namespace(lists_a)
+    ia, ib = lists_a, lists_b
+    if ia.ndim != 2 or ia.shape != ib.shape or ia.shape[1] < 1:
+        raise ValueError(f"both sides need N x k lists of one shape, got {tuple(ia.shape)} and {tuple(ib.shape)}")
+    n, k = ia.shape
     return float(xp.sum(_mutual_counts(xp, ia, ib))) / (n * k)
 
 

@@ -38,8 +38,11 @@ from prhsim.optima._caption_optima import (
 from prhsim.optima._linear_captions import (
     CaptionMoments as CaptionMoments,
     LinearOptimum as LinearOptimum,
+    combine as combine_moments,
     linear_optimum as linear_optimum,
     next_token_moments as next_token_moments,
+    one_hot as one_hot,
+    pooled_prefixes as pooled_prefixes,
     span_moments as span_moments,
 )
 from prhsim.optima._table_losses import (
@@ -78,12 +81,15 @@ __all__ = [
     "alignment_loss",
     "choose_backend",
     "closed_form",
+    "combine_moments",
     "correspondence_analysis",
     "describe_tie",
     "kronecker_top",
     "next_token_optimum",
+    "one_hot",
     "pick_k",
     "pmi_proxy",
+    "pooled_prefixes",
     "span_moments",
     "span_optimum",
     "spectral_contrastive_loss",

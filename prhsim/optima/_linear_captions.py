@@ -281,6 +281,26 @@ def pooled_prefixes(rows: np.ndarray, pad: int, vocab: int) -> sp.csr_array:
     return one_hot(rows, vocab).multiply(r[:, _positions(rows.shape[1], vocab)]).tocsr()
 
 
+def combine(a: CaptionMoments, b: CaptionMoments) -> CaptionMoments:
+    """The moments over the records of ``a`` and of ``b`` together: their uncentred moments averaged with the records'
+    counts as weights, centred again (moments over nested record sets in one pass over the largest)."""
+    if (a.task, a.length, a.vocab) != (b.task, b.length, b.vocab) or a.records < 1 or b.records < 1:
+        raise ValueError("combine needs the record moments of one task and caption law, each of at least one record")
+    wa, wb = a.records / (a.records + b.records), b.records / (a.records + b.records)
+    mean = wa * a.mean + wb * b.mean
+    second = wa * (a.cov + np.outer(a.mean, a.mean)) + wb * (b.cov + np.outer(b.mean, b.mean))
+    if a.task == "ntp":
+        tokens = wa * a.tokens + wb * b.tokens
+        raw = wa * (a.cross + np.outer(a.mean, a.tokens)) + wb * (b.cross + np.outer(b.mean, b.tokens))
+        cross = raw - np.outer(mean, tokens)
+    else:
+        tokens = a.tokens
+        raw = wa * (a.cross + np.outer(a.mean, a.mean)) + wb * (b.cross + np.outer(b.mean, b.mean))
+        cross = raw - np.outer(mean, mean)
+    return CaptionMoments(a.task, mean, second - np.outer(mean, mean), cross, tokens, a.records + b.records,
+                          a.length, a.vocab)
+
+
 def _whitener(cov: np.ndarray, ridge: float) -> np.ndarray:
     """B with ``Bᵀ C B = I`` on the observed span of C (or on all of ``C + ridge·(tr C/D)·I``)."""
     cov = (cov + cov.T) / 2.0

@@ -3,12 +3,14 @@
 A caption describes each object in a clause of 9 tokens, "alpha red square at row one column
 two ;", the clauses one after another. Its *wording* is nuisance, drawn independently of the
 state: the synonym set (red/crimson, square/block, …), the clause order (forward or reversed)
-and the word order ("row r column c" or "column c row r"). :class:`CaptionStyle` adds the
+and the word order ("row r column c" or "column c row r"); or, in place of one synonym set for the
+whole caption, a synonym drawn for each colour and shape word on its own (``word_synonyms``). :class:`CaptionStyle` adds the
 properties real captions have, each off by default (the default style is the grammar as it
 always was, token for token):
 
-* ``wording``: which of the three wording factors vary (the others stay at their first value):
-  the wording has ``2^len(wording)`` values, ``2^len(wording) − 1`` dimensions of functions;
+* ``wording``: which wording factors vary (the others stay at their first value): "synonyms" (one
+  set for the caption: 2 values), "word_synonyms" (one choice per colour and shape word: ``4^O``
+  values for O objects; not with "synonyms"), "clause_order" and "word_order" (2 values each);
 * ``omission`` ω: each object goes unmentioned with probability ω, independently, given that
   at least one is mentioned (``P(m) ∝ Π_o (1 − ω)^{m_o} ω^{1 − m_o}`` over the non-empty subsets
   m): two captions of one image then describe overlapping subsets of it;
@@ -22,9 +24,11 @@ caption is then the pad-padded row an encoder of (position, token) pairs reads, 
 positions are never a next token (:func:`prhsim.worlds.next_token_law`). With ω > 0 the
 captions are no longer injective in (z, n): an unmentioned object's attributes do not show.
 
-The nuisance n is the mixed-radix number ``(((synonym·C + clause)·W + word)·P + pattern)·R +
-summary`` over the factors that vary (a fixed factor has one value), so the default style's n
-is ``4·synonym + 2·clause + word`` as before.
+The nuisance n is the mixed-radix number ``((((synonym·Y + choices)·C + clause)·W + word)·P + pattern)·R
++ summary`` over the factors that vary (a fixed factor has one value; ``choices`` holds the word
+synonyms, bit 2o for object o's colour word and bit 2o + 1 for its shape word), so the default
+style's n is ``4·synonym + 2·clause + word`` as before. A summary repeats each word with the
+synonym it had in its clause.
 
 Declared by parts (:class:`prhsim.worlds.Parts`): one part per object, its clause (and its
 two summary words), laid out by one of two coordinate permutations chosen by the clause order.
@@ -47,9 +51,11 @@ SHAPE_WORDS = (("square", "block"), ("diagonal", "slash"), ("bar", "strip"), ("c
 COLOUR_WORDS = (("red", "crimson"), ("orange", "amber"), ("yellow", "gold"), ("green", "emerald"),
                 ("cyan", "teal"), ("blue", "azure"), ("purple", "violet"))
 NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-WordingFactor = Literal["synonyms", "clause_order", "word_order"]
-#: The wording factors, in the order they make up the nuisance.
+WordingFactor = Literal["synonyms", "clause_order", "word_order", "word_synonyms"]
+#: The default wording factors, in the order they make up the nuisance.
 WORDING_FACTORS: tuple[WordingFactor, ...] = ("synonyms", "clause_order", "word_order")
+#: Every wording factor, in the order they make up the nuisance (word synonyms after the caption's synonym set).
+ALL_WORDING: tuple[WordingFactor, ...] = ("synonyms", "word_synonyms", "clause_order", "word_order")
 #: Tokens of one object's clause and of its summary words.
 CLAUSE, SUMMARY = 9, 2
 
@@ -85,10 +91,12 @@ class CaptionStyle:
 
     def __post_init__(self) -> None:
         wording = tuple(self.wording)
-        unknown = [w for w in wording if w not in WORDING_FACTORS]
+        unknown = [w for w in wording if w not in ALL_WORDING]
         if unknown or len(set(wording)) != len(wording):
-            raise ValueError(f"wording must be distinct factors among {WORDING_FACTORS}, got {wording}")
-        object.__setattr__(self, "wording", tuple(w for w in WORDING_FACTORS if w in wording))
+            raise ValueError(f"wording must be distinct factors among {ALL_WORDING}, got {wording}")
+        if "synonyms" in wording and "word_synonyms" in wording:
+            raise ValueError("wording holds synonyms (one set per caption) and word_synonyms (one per word): give one")
+        object.__setattr__(self, "wording", tuple(w for w in ALL_WORDING if w in wording))
         if not 0.0 <= float(self.omission) < 1.0:
             raise ValueError(f"omission must lie in [0, 1), got {self.omission}")
         if not 0.0 <= float(self.redundancy) <= 1.0:
@@ -110,17 +118,20 @@ class CaptionStyle:
         """T, the tokens of a caption of ``objects`` objects."""
         return (CLAUSE + (SUMMARY if self.summary else 0)) * objects
 
-    def radices(self, objects: int) -> tuple[int, int, int, int, int]:
-        """The values of each nuisance factor: synonym, clause order, word order, mention pattern, summary."""
-        vary = [2 if w in self.wording else 1 for w in WORDING_FACTORS]
+    def radices(self, objects: int) -> tuple[int, ...]:
+        """The values of each nuisance factor: synonym set, word synonyms, clause order, word order, mention
+        pattern, summary."""
+        syn, choices, cl, wo = (2 if w in self.wording else 1 for w in ALL_WORDING)
+        choices = 4 ** objects if choices == 2 else 1
         patterns = 2 ** objects - 1 if self.omission > 0 else 1
         summaries = 2 if 0 < self.redundancy < 1 else 1
-        return (vary[0], vary[1], vary[2], patterns, summaries)
+        return (syn, choices, cl, wo, patterns, summaries)
 
     def nuisance_law(self, objects: int) -> np.ndarray:
         """q over the mixed-radix nuisance (module docstring), uniform over the wording."""
-        syn, cl, wo, patterns, summaries = self.radices(objects)
-        q = np.full(syn * cl * wo, 1.0 / (syn * cl * wo))
+        syn, choices, cl, wo, patterns, summaries = self.radices(objects)
+        wordings = syn * choices * cl * wo
+        q = np.full(wordings, 1.0 / wordings)
         if patterns > 1:
             masks = np.array(list(itertools.product((0, 1), repeat=objects))[1:])  # non-empty, pattern i = mask i + 1
             weight = np.prod(np.where(masks == 1, 1.0 - self.omission, self.omission), axis=1)
@@ -130,14 +141,21 @@ class CaptionStyle:
         return q
 
     def decode(self, n: States, objects: int) -> dict[str, np.ndarray]:
-        """The factors of nuisance values: synonym, clause (1 = reversed), word (1 = column first),
-        mentioned (s, objects) booleans, summary (1 = present)."""
+        """The factors of nuisance values: colour and shape synonyms (s, objects), clause (1 = reversed), word
+        (1 = column first), mentioned (s, objects) booleans, summary (1 = present)."""
         n = np.asarray(n, dtype=np.int64)
-        syn_r, cl_r, wo_r, pat_r, sum_r = self.radices(objects)
+        syn_r, choice_r, cl_r, wo_r, pat_r, sum_r = self.radices(objects)
         n, summary = np.divmod(n, sum_r)
         n, pattern = np.divmod(n, pat_r)
         n, word = np.divmod(n, wo_r)
-        synonym, clause = np.divmod(n, cl_r)
+        n, clause = np.divmod(n, cl_r)
+        synonym, choices = np.divmod(n, choice_r)
+        if choice_r > 1:
+            bits = np.arange(objects)
+            colour_syn = (choices[:, None] >> (2 * bits)[None, :]) & 1
+            shape_syn = (choices[:, None] >> (2 * bits + 1)[None, :]) & 1
+        else:
+            colour_syn = shape_syn = np.repeat(synonym[:, None], objects, axis=1)
         if pat_r > 1:
             bits = pattern + 1  # pattern i is the mask i + 1 of itertools.product (first object most significant)
             mentioned = (bits[:, None] >> (objects - 1 - np.arange(objects))[None, :]) & 1 == 1
@@ -145,7 +163,8 @@ class CaptionStyle:
             mentioned = np.ones((n.size, objects), dtype=bool)
         if self.summary and sum_r == 1:
             summary = np.ones_like(summary)
-        return {"synonym": synonym, "clause": clause, "word": word, "mentioned": mentioned, "summary": summary}
+        return {"colour_synonym": colour_syn, "shape_synonym": shape_syn, "clause": clause, "word": word,
+                "mentioned": mentioned, "summary": summary}
 
     def clause_order_of(self, n: States, objects: int) -> np.ndarray:
         """The layout of each nuisance value: 1 where the clauses are reversed."""
@@ -181,19 +200,19 @@ def caption(scene, style: CaptionStyle | None = None) -> Modality:
         def render(values: np.ndarray, n: States) -> np.ndarray:
             col, row, shape, colour = values.T
             f = style.decode(n, O)
-            synonym, col_first = f["synonym"], f["word"]
+            c_syn, s_syn, col_first = f["colour_synonym"][:, o], f["shape_synonym"][:, o], f["word"]
             s = len(n)
             row_tok, col_tok = NUM0 + row, NUM0 + col
             first = np.where(col_first == 1, COL, ROW)
             first_val = np.where(col_first == 1, col_tok, row_tok)
             second = np.where(col_first == 1, ROW, COL)
             second_val = np.where(col_first == 1, row_tok, col_tok)
-            words = [np.full(s, NAME0 + o), COLOUR0 + 2 * colour + synonym, SHAPE0 + 2 * shape + synonym,
+            words = [np.full(s, NAME0 + o), COLOUR0 + 2 * colour + c_syn, SHAPE0 + 2 * shape + s_syn,
                      np.full(s, AT), first, first_val, second, second_val, np.full(s, SEP)]
             if style.summary:
                 said = f["summary"] == 1
-                words += [np.where(said, COLOUR0 + 2 * colour + synonym, PAD),
-                          np.where(said, SHAPE0 + 2 * shape + synonym, PAD)]
+                words += [np.where(said, COLOUR0 + 2 * colour + c_syn, PAD),
+                          np.where(said, SHAPE0 + 2 * shape + s_syn, PAD)]
             rows = np.stack(words, axis=1).astype(np.int32)
             if style.omission > 0:
                 rows[~f["mentioned"][:, o]] = PAD
@@ -222,7 +241,8 @@ def caption(scene, style: CaptionStyle | None = None) -> Modality:
     else:
         spec = Parts(parts, (style.length(O),), forward[None])
     described = "templated caption (token ids); nuisance: " + (" x ".join(
-        {"synonyms": "synonyms", "clause_order": "clause order", "word_order": "word order"}[w]
+        {"synonyms": "synonyms", "word_synonyms": "word synonyms", "clause_order": "clause order",
+         "word_order": "word order"}[w]
         for w in style.wording) or "none")
     if style.omission > 0:
         described += f" x mentions (each object omitted w.p. {style.omission:g})"

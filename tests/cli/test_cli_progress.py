@@ -211,9 +211,10 @@ LONG = {
     "pair-free": [],
     "sigreg-weight": [],
     "sample-efficiency": [],
+    "sample-ratio": ["world.size=4", "n_draws=20"],
 }
 #: The sweeps the README times in minutes at their defaults; the others take seconds.
-LONG_BY_DEFAULT = {"calibration", "pair-free", "sigreg-weight", "sample-efficiency"}
+LONG_BY_DEFAULT = {"calibration", "pair-free", "sigreg-weight", "sample-efficiency", "sample-ratio"}
 
 
 def _settings(name: str, sets: list[str]):

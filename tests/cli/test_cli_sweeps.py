@@ -25,6 +25,9 @@ SMALL = {
     "pair-free": ["--set", "gaps=[0.0, 0.07]", "--set", "samples=[1000]", "--set", "eps_grid=[1.0]", "--set", "n_seeds=1",
                   "--set", "n_states=50", "--set", "base_samples=2000"],
     "sigreg-weight": ["--lam", "0.01,0.1", "--steps", "50", "--seeds", "1", "--n", "12"],
+    "sample-ratio": ["--set", "x_values=[0.0, 0.5]", "--set", "y_values=[0.0, 1.0]", "--set", "budgets=[20, 60]",
+                     "--set", "n_draws=2", "--set", "k=4", "--set", "world.size=2", "--set", "world.objects=1",
+                     "--set", "min_span=5"],
     "sample-efficiency": ["--budgets", "100,300", "--seeds", "1", "--set", "steps=40", "--set", "batch_size=64",
                           "--set", "hidden=[16]", "--set", "world.size=2", "--set", "world.objects=1"],
 }

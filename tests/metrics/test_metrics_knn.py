@@ -17,7 +17,7 @@ import tracemalloc
 import numpy as np
 import pytest
 from array_api_compat import array_namespace
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from support import assert_close
 from prhsim._budget import ResourceError, memory_limit
@@ -935,3 +935,16 @@ def test_neighbours_are_knn_k_and_the_old_keyword_k_warns(name):
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     with pytest.raises(TypeError, match="both knn_k and its deprecated spelling k"):
         fn(*args, k=3, knn_k=3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(12, 40), st.integers(1, 5), st.integers(0, 10_000))
+def test_shared_neighbours_of_the_two_lists_is_mutual_knn(n, k, seed):
+    """One side's lists found once and reused give mutual k-NN exactly (ties included: integer-valued rows)."""
+    from prhsim.metrics import shared_neighbours
+
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(-2, 3, size=(n, 3)).astype(float), rng.normal(size=(n, 2))
+    a[np.all(a == 0, axis=1)] = 1.0
+    lists = [knn_indices(x, k, normalise=True, screen=False) for x in (a, b)]
+    assert shared_neighbours(*lists) == mutual_knn(a, b, k, screen=False)

@@ -220,3 +220,27 @@ def test_bad_arguments_are_named():
         span_moments(law, SpanLaw(3), "ntp")
     with pytest.raises(ValueError, match="at least 2 captions"):
         span_moments(law, SpanLaw(3), "good", records=law.sample(4, 1, rng=0))
+
+
+@pytest.mark.parametrize("task", ["good", "bad", "ntp"])
+def test_combined_moments_are_the_moments_of_all_the_records(task):
+    from prhsim.optima import combine_moments
+
+    scene = _scene()
+    law = caption_law(scene, STYLES[1])
+    if task == "ntp":
+        records = law.sample(40, 1, rng=5)
+        moments = lambda r: next_token_moments(law, records=r)  # noqa: E731
+    else:
+        records = law.sample_pairs(scene.world, 40, wording="independent" if task == "good" else "shared", rng=5)
+        moments = lambda r: span_moments(law, SpanLaw(6), task, records=r)  # noqa: E731
+    part = lambda a, b: Records(records.states[a:b], records.nuisance[a:b], records.tokens[a:b], records.pad)  # noqa: E731
+    joined = combine_moments(moments(part(0, 13)), moments(part(13, 40)))
+    whole = moments(records)
+    assert joined.records == 40
+    for a, b in zip(joined[1:5], whole[1:5]):
+        assert_close(a, b, atol=1e-14)
+    other = next_token_moments(law, records=records) if task != "ntp" else span_moments(law, SpanLaw(6), "bad",
+                                                                                          records=records)
+    with pytest.raises(ValueError, match="one task"):
+        combine_moments(whole, other)

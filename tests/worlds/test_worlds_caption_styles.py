@@ -132,10 +132,15 @@ def _naive_caption(scene, style, z, n):
     for r in reversed(radix):
         rest, d = divmod(rest, r)
         digits.append(d)
-    summary, pattern, word, clause, synonym = digits
+    summary, pattern, word, clause, choices, synonym = digits
+    if radix[1] > 1:  # a synonym per word: bit 2o for object o's colour word, 2o + 1 for its shape word
+        colour_syn = [(choices >> (2 * o)) & 1 for o in range(O)]
+        shape_syn = [(choices >> (2 * o + 1)) & 1 for o in range(O)]
+    else:
+        colour_syn = shape_syn = [synonym] * O
     masks = list(itertools.product((0, 1), repeat=O))[1:]
-    mentioned = masks[pattern] if radix[3] > 1 else (1,) * O
-    said = summary == 1 if radix[4] > 1 else style.redundancy > 0
+    mentioned = masks[pattern] if radix[4] > 1 else (1,) * O
+    said = summary == 1 if radix[5] > 1 else style.redundancy > 0
     attrs = scene.decode(np.array([z]))
     names = ["alpha", "beta", "gamma", "delta"]
     colours = [("red", "crimson"), ("orange", "amber"), ("yellow", "gold"), ("green", "emerald")]
@@ -147,10 +152,10 @@ def _naive_caption(scene, style, z, n):
         col, row = attrs["col"][0, o], attrs["row"][0, o]
         shape, colour = attrs["shape"][0, o], attrs["colour"][0, o]
         place = (["column", numbers[col], "row", numbers[row]] if word == 1 else ["row", numbers[row], "column", numbers[col]])
-        words = [names[o], colours[colour][synonym], shapes[shape][synonym], "at"] + place + [";"]
+        words = [names[o], colours[colour][colour_syn[o]], shapes[shape][shape_syn[o]], "at"] + place + [";"]
         if clause == 1 and O == 1:
             words = words[3:8] + words[0:3] + words[8:]
-        summ = [colours[colour][synonym], shapes[shape][synonym]] if said else [None, None]
+        summ = [colours[colour][colour_syn[o]], shapes[shape][shape_syn[o]]] if said else [None, None]
         if not mentioned[o]:
             words, summ = [None] * 9, [None, None]
         clauses += words
@@ -167,6 +172,8 @@ def _naive_caption(scene, style, z, n):
     CaptionStyle(redundancy=1.0, wording=("synonyms",)),
     CaptionStyle(omission=0.5, redundancy=0.5, wording=("clause_order", "word_order")),
     CaptionStyle(wording=()),
+    CaptionStyle(wording=("word_synonyms",), redundancy=0.5),
+    CaptionStyle(wording=("word_synonyms", "clause_order"), omission=0.3),
 ])
 @pytest.mark.parametrize("objects", [1, 2])
 def test_captions_follow_their_style(style, objects):
@@ -181,7 +188,7 @@ def test_captions_follow_their_style(style, objects):
 
 def test_the_nuisance_law_of_partial_and_redundant_captions():
     style = CaptionStyle(omission=0.25, redundancy=0.4, wording=("synonyms",))
-    q = style.nuisance_law(2).reshape(2, 3, 2)  # synonym x pattern x summary
+    q = style.nuisance_law(2).reshape(2, 3, 2)  # synonym set x pattern x summary
     pattern = np.array([0.25 * 0.75, 0.75 * 0.25, 0.75 * 0.75])  # beta only, alpha only, both
     naive = np.einsum("s,p,r->spr", [0.5, 0.5], pattern / pattern.sum(), [0.6, 0.4])
     assert_close(q, naive, atol=1e-15)
@@ -189,6 +196,9 @@ def test_the_nuisance_law_of_partial_and_redundant_captions():
         CaptionStyle(omission=1.0)
     with pytest.raises(ValueError, match="wording"):
         CaptionStyle(wording=("synonyms", "tense"))
+    with pytest.raises(ValueError, match="give one"):
+        CaptionStyle(wording=("synonyms", "word_synonyms"))
+    assert CaptionStyle(wording=("word_synonyms",)).nuisance_law(2).size == 16
 
 
 def test_blanks_are_neither_counted_nor_predicted():

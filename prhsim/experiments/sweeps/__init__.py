@@ -71,6 +71,10 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
                       "the sweep's scene (4x4 grid, 2 objects, 2 shapes, 2 colours; --set world.size=… "
                       "changes it); any other kind is refused.",
                       lambda value: None if value == "gridscene" else f'"{value}"', "KIND"))),
+    Sweep("sample-ratio", _S + "_sample_ratio", "SampleRatioSettings", _S + "_sample_ratio_figure:sample_ratio_figure",
+          "A map of the predicted sample ratios (bad views and next-token prediction against good views) and of "
+          "the closed forms' alignment over good views', over two properties of the captions (dependence, "
+          "omission, redundancy); learners confirm chosen cells."),
     Sweep("ntp-ca", _S + "_ntp_ca", "NtpCaSettings", _S + "_ntp_ca_figure:ntp_ca_figure",
           "Next-token prediction: the whitened softmax optimum against correspondence analysis as the "
           "dependence strength sigma_1 shrinks."),
