@@ -1,23 +1,19 @@
-"""The sample-efficiency sweep's cost: three seeds under ``vmap`` against three runs of one, and one compile for every budget.
+"""The sample-efficiency sweep's cost: the text learner's step against the one it replaced, the predicted curves, the map.
 
-On the sweep's default world (gridscene 4x4, 2 objects, 2 shapes, 2 colours; k = 6), good views,
-the default learner settings, ``--steps`` steps (default 500, a sixth of the sweep's):
+On the sweep's default world (gridscene 4x4, 2 objects, 2 shapes, 2 colours; k = 6), good views and next-token
+prediction, the default learner settings (batch 512, hidden 128), ``--steps`` steps (default 300):
 
-* baseline: ``train_text`` once per seed, one after another (three calls of one seed);
-* prhsim: one ``train_text`` call with the three seeds under ``vmap``;
-* compile reuse: the first call at a new budget (records of another size, same shapes of the
-  step data) against a repeat call, which shows the loop compiles once for every budget.
+* baseline: the step as it was (the first layer a product with the one-hot of (position, token), five seeds under
+  ``vmap``), written out here;
+* prhsim: ``train_text`` as it is (the first layer gathered, its gradient one segment sum; seeds one after another),
+  on the same records;
 
-With ``--full`` it also runs the default ``prhsim sweep sample-efficiency`` (about 6 minutes) and
-prints its wall time beside the target, 600 s on a 2-core machine.
+and the predicted curves of one world (the linear class fitted exactly on every budget and draw of the
+sample-efficiency sweep's default grid, no training; target 10 s), on the default world and on the map's. With ``--full`` it also runs the default
+``prhsim sweep sample-efficiency`` (target 120 s; 366 s before this change) and the default ``prhsim sweep
+sample-ratio`` (a 5 x 5 map; target 180 s) and prints their wall times beside the targets.
 
-Measured (2 shared CPU cores, float32, 500 steps): three seeds under vmap 3.7 s against 3.3 s one
-after another (0.90x: on this CPU XLA runs the seed-batched products no faster than three
-separate ones, so vmap buys one compiled loop and one host loop, not speed); the first call 7.9 s
-with its compile, a call at another budget 3.6 s (no recompilation). The default sweep: 366 s wall
-(target 600 s: met).
-
-    python benchmarks/bench_sample_efficiency.py [--steps 500] [--full]
+    python benchmarks/bench_sample_efficiency.py [--steps 300] [--full]
 """
 
 from __future__ import annotations
@@ -29,52 +25,114 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import best_of, row  # noqa: E402
 
-from prhsim.learners import TextConfig, train_text
-from prhsim.worlds import caption_law, gridscene  # noqa: E402
+from prhsim.experiments._caption_alignment import caption_target  # noqa: E402
+from prhsim.experiments._caption_prediction import OneCaptionScorer, nested_scores  # noqa: E402
+from prhsim.experiments.sweeps._sample_efficiency import DEFAULT_BUDGETS, draw_records  # noqa: E402
+from prhsim.learners import TextConfig, train_text  # noqa: E402
+from prhsim.learners._text_learners import draw_steps  # noqa: E402
+from prhsim.worlds import CaptionStyle, SpanLaw, caption_law, gridscene  # noqa: E402
 
-SEEDS = (0, 1, 2)
+SEEDS = (0, 1, 2, 3, 4)
 K = 6
-TARGET_S = 600.0
+TARGETS = {"sweep": 120.0, "map": 180.0, "prediction": 10.0}
+BEFORE_SWEEP_S = 366.0
+
+
+def baseline_trainer(law, task: str, config: TextConfig):
+    """The step as it was: the one-hot product as first layer, seeds under vmap, one compiled chunk loop."""
+    import jax
+    import jax.numpy as jnp
+
+    from prhsim.learners._encoders import mlp_apply
+    from prhsim.learners._optimiser import Optimiser, scan_steps
+    from prhsim.learners._text_learners import _initial_params
+    from prhsim.objectives import next_token_cross_entropy, whitened_invariance
+
+    n_ids = law.vocab_size + 1
+
+    def apply(params, ids):
+        x = jax.nn.one_hot(ids, n_ids, dtype=jnp.float32).reshape(*ids.shape[:-1], ids.shape[-1] * n_ids)
+        return mlp_apply(params, x)
+
+    if task == "ntp":
+        def loss(params, step):
+            return next_token_cross_entropy(apply(params["encoder"], step["x"]), params["out"], step["y"],
+                                            params["bias"])
+    else:
+        def loss(params, step):
+            return whitened_invariance(apply(params, step["x"]), apply(params, step["y"]))
+    opt = Optimiser.of(config).build()
+    run = jax.jit(jax.vmap(scan_steps(loss, opt)))
+    init = jax.jit(jax.vmap(opt.init))
+    params = _initial_params(law, K, config, SEEDS)
+
+    def train(records):
+        p, state = params, init(params)
+        gens = [np.random.default_rng([s, 3]) for s in SEEDS]
+        for first in range(0, config.steps, config.log_every):
+            count = min(config.log_every, config.steps - first)
+            data = [draw_steps(r, law, config, count, g) for r, g in zip(records, gens)]
+            chunk = {name: jnp.asarray(np.stack([d[name] for d in data])) for name in data[0]}
+            p, state, values = run(p, state, chunk)
+        jax.block_until_ready(values)
+
+    return train
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=500)
-    parser.add_argument("--full", action="store_true", help="also time the default sweep (about 6 minutes)")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--full", action="store_true", help="also time the default sweep and the default map")
     args = parser.parse_args()
     scene = gridscene(4, objects=2, shapes=2, colours=2)
     law = caption_law(scene)
-    config = TextConfig(views="good", steps=args.steps, batch_size=512, lr=1e-2, hidden=(128,), min_span=9)
-    records = {n: [law.sample_pairs(scene.world, n, rng=s) for s in SEEDS] for n in (1000, 3000)}
-
-    start = time.perf_counter()
-    train_text(law, records[1000], K, config, seeds=SEEDS)  # compiles the three-seed loop
-    first = time.perf_counter() - start
-    start = time.perf_counter()
-    train_text(law, records[3000], K, config, seeds=SEEDS)  # another budget: no new compile
-    other_budget = time.perf_counter() - start
-    train_text(law, records[1000][:1], K, config, seeds=SEEDS[:1])  # compiles the one-seed loop
-    vmapped = best_of(lambda: train_text(law, records[1000], K, config, seeds=SEEDS), repeats=2)
-    one_by_one = best_of(lambda: [train_text(law, [r], K, config, seeds=(s,)) for r, s in zip(records[1000], SEEDS)],
-                         repeats=2)
-    print(f"gridscene 4x4, 2 objects: good views, k = {K}, {args.steps} steps of {config.batch_size}, "
-          f"{len(SEEDS)} seeds")
-    print(row("three seeds, one after another (baseline)", one_by_one))
-    print(row("three seeds under vmap (prhsim)", vmapped))
-    print(f"vmap vs one after another: {one_by_one / vmapped:.2f}x faster")
-    print(row("first call, 1,000 records (compile included)", first))
-    print(row("next call, 3,000 records (the compiled loop reused)", other_budget))
+    print(f"gridscene 4x4, 2 objects: k = {K}, {args.steps} steps of 512, {len(SEEDS)} seeds")
+    for task in ("good", "ntp"):
+        config = TextConfig.for_task(task, steps=args.steps, batch_size=512, lr=1e-2, hidden=(128,), min_span=9,
+                                     log_every=min(250, args.steps))
+        records = [law.sample_pairs(scene.world, 3000, rng=s) if task == "good" else law.sample(3000, 1, rng=s)
+                   for s in SEEDS]
+        baseline = baseline_trainer(law, task, config)
+        baseline(records)  # compiles
+        train_text(law, records, K, config, seeds=SEEDS)  # compiles
+        before = best_of(lambda: baseline(records), repeats=2)
+        now = best_of(lambda: train_text(law, records, K, config, seeds=SEEDS), repeats=2)
+        print(row(f"{task}: the step as it was (one-hot product, vmap; baseline)", before))
+        print(row(f"{task}: train_text (gathered first layer, one seed at a time; prhsim)", now))
+        per = now / (args.steps * len(SEEDS)) * 1e3
+        print(f"{task}: {before / now:.2f}x faster; {per:.2f} ms a seed-step")
+    worlds = (("the default world, 4,096 states", scene, None, "auto"),
+              ("the map's world, 1,296 states (a synonym per word)", gridscene(3, objects=2, shapes=2, colours=2,
+                                                                             dependence=0.7),
+               CaptionStyle(wording=("word_synonyms",)), 10))
+    for label, world, style, k in worlds:
+        target = caption_target(world, k=k, style=style, rng=np.random.default_rng([0, 0]))
+        start = time.perf_counter()
+        for t, task in enumerate(("good", "bad", "ntp")):
+            scorer = OneCaptionScorer(target, task)
+            for s in range(len(SEEDS)):
+                records = draw_records(world, target, task, DEFAULT_BUDGETS[-1], "world", np.random.default_rng([t, s]))
+                nested_scores(target, task, SpanLaw(9), target.k, records, DEFAULT_BUDGETS, scorer=scorer)
+        predicted = time.perf_counter() - start
+        print(row(f"predicted curves, {label}: 3 tasks x {len(DEFAULT_BUDGETS)} budgets x {len(SEEDS)} draws",
+                  predicted))
+        print(f"target {TARGETS['prediction']:.0f} s: {'met' if predicted <= TARGETS['prediction'] else 'NOT met'}")
     if args.full:
-        with tempfile.TemporaryDirectory() as tmp:
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "prhsim", "sweep", "sample-efficiency", "--out",
-                            str(Path(tmp) / "se"), "-q"], check=True)
-            wall = time.perf_counter() - start
-        print(row("default prhsim sweep sample-efficiency (wall)", wall))
-        print(f"target {TARGET_S:.0f} s: {'met' if wall <= TARGET_S else 'NOT met'} ({wall / TARGET_S:.2f} of it)")
+        for name, key, extra in (("sample-efficiency", "sweep", []), ("sample-ratio", "map", [])):
+            with tempfile.TemporaryDirectory() as tmp:
+                start = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "prhsim", "sweep", name, "--out", str(Path(tmp) / "out"), "-q",
+                                *extra], check=True)
+                wall = time.perf_counter() - start
+            print(row(f"default prhsim sweep {name} (wall)", wall))
+            goal = TARGETS[key]
+            tail = f"; before this change {BEFORE_SWEEP_S:.0f} s" if key == "sweep" else ""
+            print(f"target {goal:.0f} s: {'met' if wall <= goal else 'NOT met'} ({wall / goal:.2f} of it{tail})")
 
 
 if __name__ == "__main__":

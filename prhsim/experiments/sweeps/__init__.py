@@ -64,7 +64,10 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
           _S + "_sample_efficiency_figure:sample_efficiency_figure",
           "Good views, bad views and next-token prediction from finite samples: alignment with the pixel "
           "closed form against samples and tokens, and the sample ratios.",
-          flags=(Flag("seeds", "n_seeds", "Seeds per budget.", metavar="S"),
+          flags=(Flag("preset", "preset", "A named setting: paper-proportions (the world where the closed forms "
+                      "stand nearest the paper's proportions); --set keys override it.", lambda value: f'"{value}"',
+                      "NAME"),
+                 Flag("seeds", "n_seeds", "Seeds per budget.", metavar="S"),
                  Flag("budgets", "budgets", "Training samples per run, comma-separated (e.g. 300,1000,3000).",
                       lambda value: "[" + value + "]", "N,N,..."),
                  Flag("world", "world.kind", "The world; only gridscene has a caption renderer. 'gridscene' keeps "

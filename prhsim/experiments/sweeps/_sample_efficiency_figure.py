@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prhsim.experiments.report._figures import COLOURS
-from prhsim.experiments.sweeps._sample_efficiency import SampleEfficiency, chance_level, ratio_lines
+from prhsim.experiments.sweeps._sample_efficiency import SampleEfficiency, chance_level
 from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
@@ -90,9 +90,23 @@ def sample_efficiency_figure(result: SampleEfficiency) -> Figure:
     else:
         first.plot([], [], color="black", ls="--", lw=1, label="the prediction's limit (the law)")
     first.legend(fontsize="small", loc="upper left")
-    tokens_ax.text(0.02, 0.98, "\n".join(ratio_lines(result)), transform=tokens_ax.transAxes, ha="left", va="top",
+    tokens_ax.text(0.02, 0.98, "\n".join(_short_ratios(result)), transform=tokens_ax.transAxes, ha="left", va="top",
                    fontsize="x-small", gid=RATIO_TEXT, bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "0.7"})
     fig.suptitle(f"{result.world} ({result.captions}): {result.n_states:,} states, k = {result.k}, {result.pairs} "
                  f"pairs, spans of ≥ {result.min_span} tokens; {result.steps} steps of {result.batch_size}, "
                  f"{len(result.seeds)} seeds", fontsize="medium")
     return fig
+
+
+def _short_ratios(result: SampleEfficiency) -> list[str]:
+    """The ratios in a few words each: samples over good views' (interval), tokens."""
+    lines = [f"samples over good views' to reach {result.target_fraction:g} x what each reaches"]
+    for r in result.ratios:
+        if r.kind == "none" or r.ratio is None:
+            lines.append(f"{r.task} ({r.source}): never")
+            continue
+        sign = {"exact": "", "at_least": "≥ ", "at_most": "≤ ", "undetermined": "~ "}[r.kind]
+        low = "∞" if r.low is None else f"{r.low:.3g}"
+        high = "∞" if r.high is None else f"{r.high:.3g}"
+        lines.append(f"{r.task} ({r.source}): {sign}{r.ratio:.3g}x [{low}, {high}], tokens {r.token_ratio:.3g}x")
+    return lines

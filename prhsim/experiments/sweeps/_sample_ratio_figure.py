@@ -28,6 +28,7 @@ SHARE = "sample-ratio-share"
 PAPER_SHARES = {"ntp": 0.111 / 0.184, "bad": 0.088 / 0.184}
 PAPER_RATIOS = (14.0, 42.0)
 LABELS = {"ntp": "next-token prediction", "bad": "bad views"}
+POSSESSIVE = {"ntp": "next-token prediction's", "bad": "bad views'"}
 
 
 def _grid(result: SampleRatioMap, value) -> np.ndarray:
@@ -45,35 +46,37 @@ def sample_ratio_figure(result: SampleRatioMap) -> Figure:
     axes = fig.subplots(2, 2)
     xs, ys = np.arange(len(result.x_values)), np.arange(len(result.y_values))
     for col, task in enumerate(("ntp", "bad")):
-        ratio = _grid(result, lambda c: next((m.ratio for m in c.ratios if m.task == task and m.ratio), np.nan))
-        kind = _grid(result, lambda c: {"exact": 0, "none": 2}.get(next(m.kind for m in c.ratios if m.task == task), 1))
+        ratio_of = {(c.x, c.y): next(m for m in c.ratios if m.task == task) for c in result.cells}
+        exact = _grid(result, lambda c: ratio_of[c.x, c.y].ratio if ratio_of[c.x, c.y].kind == "exact" else np.nan)
         ax = axes[0, col]
-        finite = ratio[np.isfinite(ratio)]
-        low, high = (max(finite.min(), 1e-2), max(finite.max(), 1.0)) if finite.size else (0.1, 10.0)
-        image = ax.imshow(np.where(np.isfinite(ratio), ratio, np.nan), origin="lower", cmap="viridis",
-                          norm=LogNorm(vmin=min(low, 0.5), vmax=max(high, 50.0)), aspect="auto", gid=f"{RATIO}-{task}")
-        fig.colorbar(image, ax=ax, label="samples over good views'")
-        exact = np.ma.masked_where((kind != 0) | ~np.isfinite(ratio), ratio)  # contours through exact ratios only
-        if exact.count() >= 4 and exact.max() >= PAPER_RATIOS[0] and exact.min() <= PAPER_RATIOS[-1]:
-            ax.contour(xs, ys, exact, levels=list(PAPER_RATIOS), colors="white", linewidths=1.2,
+        finite = exact[np.isfinite(exact)]
+        low, high = (finite.min(), finite.max()) if finite.size else (1.0, 100.0)
+        image = ax.imshow(exact, origin="lower", cmap="viridis", norm=LogNorm(vmin=min(low, 1.0), vmax=max(high, 50.0)),
+                          aspect="auto", gid=f"{RATIO}-{task}")
+        fig.colorbar(image, ax=ax, label="samples over good views' (exact ratios)")
+        masked = np.ma.masked_invalid(exact)  # contours through the exact ratios only
+        if masked.count() >= 4 and masked.max() >= PAPER_RATIOS[0] and masked.min() <= PAPER_RATIOS[-1]:
+            ax.contour(xs, ys, masked, levels=list(PAPER_RATIOS), colors="white", linewidths=1.2,
                        linestyles=["--", "-"])
-        for (i, j), k in np.ndenumerate(kind):
-            if k == 2:
-                ax.add_patch(_box(j, i, "0.75", None))
-            elif k == 1:
-                ax.add_patch(_box(j, i, "none", "///"))
-            value = ratio[i, j]
-            text = "never" if k == 2 else ("" if not np.isfinite(value) else f"{value:.2g}")
-            cell = next(c for c in result.cells if c.x == result.x_values[j] and c.y == result.y_values[i])
-            if cell.confirmed is not None:
-                learned = next((m for m in cell.confirmed if m.task == task), None)
+        for c in result.cells:
+            j, i = result.x_values.index(c.x), result.y_values.index(c.y)
+            m = ratio_of[c.x, c.y]
+            if m.kind == "exact":
+                text, colour = f"{m.ratio:.2g}", "white"
+            else:
+                ax.add_patch(_box(j, i, "0.85" if m.kind != "none" else "0.6", "///" if m.kind != "none" else None))
+                bound = "" if m.ratio is None else f"{m.ratio:.2g}"
+                text = {"at_least": f"≥{bound}", "at_most": f"≤{bound}", "undetermined": "?", "none": "never"}[m.kind]
+                colour = "black"
+            if c.confirmed is not None:
+                learned = next((r for r in c.confirmed if r.task == task), None)
                 text += "\nSGD " + ("never" if learned is None or learned.ratio is None else f"{learned.ratio:.2g}")
-            ax.text(j, i, text, ha="center", va="center", fontsize="x-small", color="white" if k != 2 else "black")
-        ax.set_title(f"predicted: {LABELS[task]}'s samples over good views'\n(paper: 42x samples, 14x tokens; "
-                     "hatched: a bound)", fontsize="small")
+            ax.text(j, i, text, ha="center", va="center", fontsize="x-small", color=colour)
+        ax.set_title(f"predicted: {POSSESSIVE[task]} samples over good views' (paper: 42x)\n"
+                     "grey: a bound (≥, ≤) or undetermined (?: both at it from the first budget)", fontsize="small")
         closed = any(c.share(task) is not None for c in result.cells)
-        of = (lambda c: c.share(task)) if closed else (lambda c: c.limit_share(task))
-        share = _grid(result, lambda c: of(c) if of(c) is not None else np.nan)
+        share_of = (lambda c: c.share(task)) if closed else (lambda c: c.limit_share(task))
+        share = _grid(result, lambda c: share_of(c) if share_of(c) is not None else np.nan)
         ax = axes[1, col]
         image = ax.imshow(share, origin="lower", cmap="magma", vmin=0.0, vmax=1.0, aspect="auto",
                           gid=f"{SHARE}-{task}")
@@ -94,9 +97,10 @@ def sample_ratio_figure(result: SampleRatioMap) -> Figure:
         ax.set_yticks(ys, [f"{v:g}" for v in result.y_values])
         ax.set_xlabel(result.x)
         ax.set_ylabel(result.y)
+    closed = any(c.share("bad") is not None for c in result.cells)
     fig.suptitle(f"{result.world} ({result.captions}), k = {result.k}: the linear class fitted on "
-                 f"{result.budgets[0]:,}-{result.budgets[-1]:,} records ({result.n_draws} draws), and the closed forms",
-                 fontsize="medium")
+                 f"{result.budgets[0]:,}-{result.budgets[-1]:,} records ({result.n_draws} draws)"
+                 + (", and the closed forms" if closed else ""), fontsize="medium")
     return fig
 
 
