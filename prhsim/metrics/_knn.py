@@ -82,6 +82,10 @@ from prhsim.metrics._knn_ties import unit_rows as _unit_rows
 TILE_BYTES = 64 * 2**20
 #: Most candidates per row an off-diagonal tile may offer before the tile is selected from in full.
 PRUNE_SLACK = 64
+#: numpy tiles: blocks per neighbour in the block-maximum bound of :func:`_block_max_floor`.
+BLOCK_MAX_BLOCKS = 4
+#: numpy tiles: most steps of :func:`_kth_by_descent` before a partition of the row instead.
+DESCENT_ROUNDS = 3
 
 
 # --------------------------------------------------------------------------------------
@@ -234,6 +238,39 @@ def _kth_largest(xp: Any, s: Any, k: int) -> tuple[Any, tuple[Any, Any] | None]:
     return xp.sort(s, axis=1)[:, width - k], None
 
 
+def _block_max_floor(s: np.ndarray, k: int) -> np.ndarray:
+    """A lower bound on each row's k-th largest value: the k-th largest of its blocks' maxima.
+
+    The row splits into ``BLOCK_MAX_BLOCKS * k`` blocks of consecutive columns; k blocks have a maximum at or
+    above the bound, so at least k entries are, and the entries at or above it hold the row's top k with every
+    tie at the k-th value. One reduction and a partition of a few maxima replace a partition of the whole row.
+    """
+    width = s.shape[1]
+    blocks = BLOCK_MAX_BLOCKS * k
+    starts = (np.arange(blocks) * width) // blocks  # increasing, every block non-empty (width >= blocks)
+    maxima = np.maximum.reduceat(s, starts, axis=1)
+    return np.partition(maxima, blocks - k, axis=1)[:, blocks - k]
+
+
+def _kth_by_descent(s: np.ndarray, k: int, rounds: int = DESCENT_ROUNDS) -> np.ndarray | None:
+    """Each row's k-th largest value by stepping down its distinct values from the maximum, or None.
+
+    v is the k-th largest exactly when #{s >= v} >= k > #{s > v}: start at the row's maximum and step to the
+    next lower distinct value while fewer than k entries are at or above it. Rows whose top k hold few
+    distinct values (ties) settle in a pass or two, where a partition of the row is slow; None when some
+    row needs more than ``rounds`` steps.
+    """
+    v = s.max(axis=1)
+    for _ in range(rounds):
+        short = np.count_nonzero(s >= v[:, None], axis=1) < k
+        if not short.any():
+            return v
+        rows = np.flatnonzero(short)
+        part = s[rows]
+        v[rows] = np.where(part < v[rows, None], part, -np.inf).max(axis=1)
+    return v if np.all(np.count_nonzero(s >= v[:, None], axis=1) >= k) else None
+
+
 def _select(xp: Any, s: Any, k: int, offset: int, sentinel: int, idt: Any) -> tuple[Any, Any]:
     """Each row's top min(k, width) columns of tile ``s`` under the tie rule, sorted; indices shifted by offset."""
     rows, width = s.shape
@@ -241,7 +278,14 @@ def _select(xp: Any, s: Any, k: int, offset: int, sentinel: int, idt: Any) -> tu
     if k >= width:
         idx = xp.broadcast_to(xp.arange(offset, offset + width, dtype=idt, device=dev)[None, :], (rows, width))
         return _top(xp, s, idx, width)
-    kth, direct = _kth_largest(xp, s, k)
+    kth = direct = None
+    if is_numpy_array(s) and width >= BLOCK_MAX_BLOCKS * k:
+        offered = _offers(xp, s, _block_max_floor(s, k), offset, False, sentinel, idt, limit=k + PRUNE_SLACK)
+        if offered is not None:
+            return _top(xp, *offered, k)
+        kth = _kth_by_descent(s, k)  # many entries tie near the top: a few passes over distinct values may settle
+    if kth is None:
+        kth, direct = _kth_largest(xp, s, k)
     if direct is not None:
         vals, idx = direct
         return _top(xp, vals, _cast(xp, idx, idt) + offset, k)

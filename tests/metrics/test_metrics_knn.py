@@ -182,6 +182,40 @@ def test_more_ties_than_any_candidate_margin(lib):
     np.testing.assert_array_equal(distinct_search(to_lib(x, lib), 5), twin_knn(x, 5))
 
 
+@given(data=st.data(), rows=st.integers(1, 6), width=st.integers(4, 80), top=st.integers(-3, 3))
+def test_numpy_selection_bounds_match_the_sorted_rows(data, rows, width, top):
+    """The block-maximum floor lies at or below each row's k-th largest value, and the descent over distinct
+    values finds it exactly (or gives up): both against the k-th entry of the sorted row."""
+    k = data.draw(st.integers(1, width // _knn.BLOCK_MAX_BLOCKS))
+    s = np.array(data.draw(st.lists(st.lists(st.integers(-3, top), min_size=width, max_size=width), min_size=rows,
+                                    max_size=rows)), dtype=float)
+    kth = np.sort(s, axis=1)[:, width - k]
+    assert np.all(_knn._block_max_floor(s, k) <= kth)
+    assert np.sum(s >= _knn._block_max_floor(s, k)[:, None], axis=1).min() >= k
+    found = _knn._kth_by_descent(s.copy(), k)
+    distinct_above = np.array([np.unique(r[r >= t]).size for r, t in zip(s, kth)])
+    if found is None:
+        assert distinct_above.max() > _knn.DESCENT_ROUNDS
+    else:
+        np.testing.assert_array_equal(found, kth)
+        assert distinct_above.max() <= _knn.DESCENT_ROUNDS + 1
+
+
+@pytest.mark.parametrize("rounds", [0, 1, 3])
+def test_massive_ties_in_wide_tiles_match_the_twin(monkeypatch, rounds):
+    """Two directions copied 150 times each: every row's top holds 149 equal products, so the block-maximum
+    floor offers too many and the descent over distinct values settles at once; integer values in one
+    dimension (no candidate slack) need a few steps down, or the partition when the steps run out."""
+    monkeypatch.setattr(_knn, "DESCENT_ROUNDS", rounds)
+    x = np.repeat(np.array([[1.0, 2.0, 0.0], [2.0, -1.0, 1.0]]), 150, axis=0)
+    np.testing.assert_array_equal(distinct_search(x, 5), twin_knn(x, 5))
+    np.testing.assert_array_equal(distinct_search(x, 5, 128), twin_knn(x, 5))
+    monkeypatch.setattr(_knn, "PRUNE_SLACK", 0)
+    y = np.random.default_rng(15).integers(-4, 5, size=(300, 1)).astype(float)
+    np.testing.assert_array_equal(distinct_search(y, 40), twin_knn(y, 40))
+    np.testing.assert_array_equal(distinct_search(y, 40, 160), twin_knn(y, 40))
+
+
 @given(data=st.data(), n=st.integers(2, 25), d=st.integers(1, 4))
 def test_knn_indices_on_arbitrary_integer_rows(data, n, d):
     """Any integer matrix (exact inner products, ties everywhere), any k, any tile side: the twin's indices."""

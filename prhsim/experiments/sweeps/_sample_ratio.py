@@ -42,9 +42,9 @@ DEFAULT_X = (0.0, 0.2, 0.4, 0.6, 0.8)
 DEFAULT_Y = (0.0, 0.25, 0.5, 0.75, 1.0)
 DEFAULT_BUDGETS = (10, 30, 100, 300, 1000, 3000, 10000)
 #: The time estimate's constants, measured on a shared 2-core CPU: one fit and scoring of the linear class
-#: (FIT_SECONDS: the default map, 2,625 fits and 75 limits, took 175 s) and the closed forms of the three tasks in
+#: (FIT_SECONDS: the default map, 2,625 fits and 75 limits, took 116 s) and the closed forms of the three tasks in
 #: one cell (CLOSED_SECONDS: 8 to 50 s with word synonyms), each per 1,296 states.
-FIT_SECONDS, CLOSED_SECONDS, BASE_STATES = 0.065, 25.0, 1296
+FIT_SECONDS, CLOSED_SECONDS, BASE_STATES = 0.044, 25.0, 1296
 
 
 class MapRatio(_Record):
