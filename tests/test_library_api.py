@@ -1,4 +1,4 @@
-"""The library's shape: an acyclic import graph, rng passed through, the public faces (layering: worlds <- jepa <- experiments, metrics alone)."""
+"""The library's shape: an acyclic import graph, rng passed through, the public faces (the layers of docs/architecture.md)."""
 
 import ast
 from pathlib import Path
@@ -292,22 +292,17 @@ def test_the_simulator_s_suite_collects_and_runs_without_torch():
     assert "tests/real" not in out.stdout and "prhsim/real" not in out.stdout
 
 
-@pytest.mark.parametrize("old, name, new", [
-    ("prhsim.jepa", "closed_form", "prhsim.optima"), ("prhsim.jepa", "sigreg", "prhsim.objectives"),
-    ("prhsim.jepa", "train", "prhsim.learners"), ("prhsim.jepa", "whiten", "prhsim.objectives"),
-    ("prhsim.experiments.real", "train_real", "prhsim.real"), ("prhsim.experiments.real", "load_features", "prhsim.io"),
-    ("prhsim.experiments.report", "sweep_figure", "prhsim.experiments.sweeps._sigreg_weight_figure"),
-])
-def test_old_import_paths_resolve_with_a_deprecation_warning_naming_the_new_home(old, name, new):
+@pytest.mark.parametrize("old", ["prhsim.jepa", "prhsim.experiments.real", "prhsim._moved"])
+def test_the_old_import_paths_are_gone(old):
+    """The package was never released: the paths of the rename were removed, not forwarded (CHANGELOG.md)."""
     import importlib
 
-    module = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
-        value = getattr(module, name)
-    target = {"whiten": "whiten_batch"}.get(name, name)
-    assert value is getattr(importlib.import_module(new), target)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    import prhsim.experiments.report as report
+
     with pytest.raises(AttributeError):
-        getattr(module, "no_such_name")
+        report.sweep_figure  # noqa: B018 - moved beside its sweep
 
 
 @pytest.mark.parametrize("package", ["worlds", "objectives", "optima", "learners", "metrics", "io", "config",

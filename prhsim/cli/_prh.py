@@ -50,7 +50,7 @@ def _depth(x: Features) -> int:
     return len(x) if isinstance(x, list) else int(x.shape[1])
 
 
-def _score(a: Features, b: Features, name_a: str, name_b: str, metric: str, k: int, clip: float | None,
+def _score(a: Features, b: Features, name_a: str, name_b: str, metric: str, knn_k: int, clip: float | None,
            clip_scope: str, permutations: int | None = None, alpha: float = 0.05, convention: str = "prhsim"):
     from prhsim.metrics import calibrated_protocol, prh_protocol
 
@@ -58,13 +58,13 @@ def _score(a: Features, b: Features, name_a: str, name_b: str, metric: str, k: i
     if n != _samples(b):
         raise UsageProblem(f"{name_a} has {n:,} samples and {name_b} {_samples(b):,}: "
                            "the protocol compares the same samples in both")
-    if metric in KNN_METRICS and not 1 <= k < n:
-        raise UsageProblem(f"--knn-k must be in 1..{n - 1} for {n:,} samples, got {k}")
+    if metric in KNN_METRICS and not 1 <= knn_k < n:
+        raise UsageProblem(f"--knn-k must be in 1..{n - 1} for {n:,} samples, got {knn_k}")
     try:
         if permutations:
-            return calibrated_protocol(a, b, permutations=permutations, alpha=alpha, metric=metric, knn_k=k,
+            return calibrated_protocol(a, b, permutations=permutations, alpha=alpha, metric=metric, knn_k=knn_k,
                                        clip_quantile=clip, clip_scope=clip_scope, convention=convention)
-        return prh_protocol(a, b, metric=metric, knn_k=k, clip_quantile=clip, clip_scope=clip_scope,
+        return prh_protocol(a, b, metric=metric, knn_k=knn_k, clip_quantile=clip, clip_scope=clip_scope,
                             convention=convention)
     except ValueError as exc:
         raise UsageProblem(f"{name_a} vs {name_b}: {exc}") from None
@@ -91,11 +91,11 @@ def _widths(x: Features) -> list[int]:
     return [int(layer.shape[1]) for layer in x] if isinstance(x, list) else [int(x.shape[2])] * int(x.shape[1])
 
 
-def _seconds(a: Features, b: Features, metric: str, k: int, permutations: int | None) -> float:
+def _seconds(a: Features, b: Features, metric: str, knn_k: int, permutations: int | None) -> float:
     """The protocol's rough seconds on two loaded stacks (:func:`prhsim.metrics.protocol_seconds`; 0 if unknown)."""
     from prhsim.metrics import protocol_seconds
 
-    seconds = protocol_seconds(metric, _samples(a), _widths(a), _widths(b), knn_k=k, permutations=permutations or 0)
+    seconds = protocol_seconds(metric, _samples(a), _widths(a), _widths(b), knn_k=knn_k, permutations=permutations or 0)
     return 0.0 if seconds is None else seconds
 
 
@@ -106,17 +106,9 @@ def prh() -> None:
 
 _metric = click.option("--metric", type=click.Choice(METRIC_NAMES), default="mutual_knn", show_default=True,
                        help="Alignment metric scored on every layer pair.")
-def _warn_k(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
-    if value is not None:
-        click.echo("prhsim prh: --k is deprecated (k is a number of features everywhere else): use --knn-k", err=True)
-    return value
-
-
 def _k(fn):
-    """``--knn-k`` (neighbours of the kNN metrics), and ``--k``, its deprecated alias, which warns."""
-    fn = click.option("--k", "old_k", type=int, default=None, callback=_warn_k, hidden=True,
-                      help="Deprecated alias of --knn-k.")(fn)
-    return click.option("--knn-k", "k", type=int, default=10, show_default=True,
+    """``--knn-k``: neighbours of the kNN metrics."""
+    return click.option("--knn-k", "knn_k", type=int, default=10, show_default=True,
                         help="Neighbours of the kNN metrics.")(fn)
 
 
@@ -152,7 +144,7 @@ def _calibration(fn):
 @_calibration
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print the result as JSON.")
 @memory_limit_option
-def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float, no_clip: bool, clip_scope: str,
+def score(a: Path, b: Path, metric: str, knn_k: int, clip: float, no_clip: bool, clip_scope: str,
           convention: str, permutations: int | None, alpha: float, as_json: bool) -> None:
     """Best layer-pair score of two feature files, its layer pair and the chance level.
 
@@ -160,16 +152,15 @@ def score(a: Path, b: Path, metric: str, k: int, old_k: int | None, clip: float,
     Example:
       prhsim prh score llama.pt dinov2.npy --metric mutual_knn --knn-k 10 --calibrate 1000
     """
-    k = k if old_k is None else old_k
     fa, fb = _load(a), _load(b)
-    seconds = _seconds(fa, fb, metric, k, permutations)
+    seconds = _seconds(fa, fb, metric, knn_k, permutations)
     print_notes(time_notes("score", seconds, f"{metric} on N = {_samples(fa):,}, layers {_depth(fa)} x {_depth(fb)}"
                            + (f", {permutations:,} permutations" if permutations else "")), quiet=as_json)
-    result = _score(fa, fb, str(a), str(b), metric, k, None if no_clip else clip, clip_scope, permutations, alpha,
+    result = _score(fa, fb, str(a), str(b), metric, knn_k, None if no_clip else clip, clip_scope, permutations, alpha,
                     convention)
     cal = result.calibration
     doc = {"a": str(a), "b": str(b), "metric": metric, "convention": convention, "clip": None if no_clip else clip,
-           "clip_scope": clip_scope, "k": k if metric in KNN_METRICS else None,
+           "clip_scope": clip_scope, "knn_k": knn_k if metric in KNN_METRICS else None,
            "n": _samples(fa), "layers_a": _depth(fa), "layers_b": _depth(fb),
            "orientation": "table[i][j] = metric(layer i of a, layer j of b)",
            "best": float(result.best), "layer_pair": None if result.layers is None else [int(i) for i in result.layers],
@@ -258,7 +249,7 @@ def _model_features(models: list[Path], data: Path, cache: Path, *, batch_size: 
 @_calibration
 @memory_limit_option
 def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, cache: Path | None, batch_size: int,
-          device: str, shard_size: int | None, metric: str, k: int, old_k: int | None, clip: float, no_clip: bool, clip_scope: str,
+          device: str, shard_size: int | None, metric: str, knn_k: int, clip: float, no_clip: bool, clip_scope: str,
           convention: str, out: Path | None, overwrite: bool, no_figures: bool, quiet: bool,
           permutations: int | None, alpha: float) -> None:
     """Score every row against every column of FOLDER (feature files, and model folders extracted over --data);
@@ -270,7 +261,6 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
       prhsim prh table features/ --rows 'llm-*' --cols 'vit-*' --metric cknna
       prhsim prh table ckpt/ --data data/dataset_flickr30k.json --rows 'bert*' --cols 'dinov2*'
     """
-    k = k if old_k is None else old_k
     if not folder.is_dir():
         raise UsageProblem(f"{folder}: no such folder")
     files = sorted(p for p in folder.iterdir() if _is_entry(p))
@@ -294,7 +284,7 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
     names_r, names_c = [p.name for p in row_files], [p.name for p in col_files]
     revision = git_revision()
 
-    cost = {(r, c): _seconds(features[r], features[c], metric, k, permutations) for r in row_files for c in col_files}
+    cost = {(r, c): _seconds(features[r], features[c], metric, knn_k, permutations) for r in row_files for c in col_files}
     total = sum(cost.values())
     print_notes(time_notes("table", total, f"{len(row_files)} x {len(col_files)} entries, {metric}"
                            + (f", {permutations:,} permutations each" if permutations else "")), quiet=quiet)
@@ -310,7 +300,7 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
                 say(f"{r.name} vs {c.name}" + (f" (calibrating on {permutations:,} permutations)" if permutations else ""),
                     done=round(1000 * done), total=round(1000 * total))
                 done += cost[r, c]
-                result = _score(features[r], features[c], str(r), str(c), metric, k, None if no_clip else clip,
+                result = _score(features[r], features[c], str(r), str(c), metric, knn_k, None if no_clip else clip,
                                 clip_scope, permutations, alpha, convention)
                 scores[i, j], chance = result.best, result.chance
                 pairs[i, j] = (-1, -1) if result.layers is None else result.layers
@@ -329,7 +319,7 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
     def write(result, stage):
         scores, pairs, chance, calibration = result
         document = {"git_revision": revision, "folder": str(folder), "metric": metric, "convention": convention,
-                    "k": k if metric in KNN_METRICS else None,
+                    "knn_k": knn_k if metric in KNN_METRICS else None,
                     "clip": None if no_clip else clip, "clip_scope": clip_scope,
                     "rows": names_r, "cols": names_c,
                     "features": {p.name: str(extracted.get(p, p)) for p in features},

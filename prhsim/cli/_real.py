@@ -4,11 +4,9 @@ from a prhsim world, with its known image representation, to test the real pipel
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import sys
-import warnings
 from pathlib import Path
 
 import click
@@ -90,41 +88,21 @@ RESUMABLE = ("steps", "checkpoint_every", "log_every", "device", "tensorboard", 
 
 
 def learner_and_views_options(default: str | None):
-    """``--learner jepa|ntp`` and ``--views good|bad`` (``--views ntp``, an earlier release's spelling of
-    ``--learner ntp``, still works and says so)."""
+    """``--learner jepa|ntp`` and ``--views good|bad`` (``--views ntp`` is refused, naming ``--learner ntp``)."""
     def decorate(fn):
         fn = click.option("--views", default=default, type=click.Choice(["good", "bad", "ntp"]),
                           help="The jepa learner's views: good (two captions of an image) or bad (two spans of one "
-                               "caption); default good. (ntp: deprecated spelling of --learner ntp.)")(fn)
+                               "caption); default good.")(fn)
         return click.option("--learner", default=None, type=click.Choice(["jepa", "ntp"]),
                             help="jepa (the JEPA objective on two views) or ntp (next-token prediction); "
                                  "default jepa.")(fn)
     return decorate
 
 
-def resolve_learner(learner: str | None, views: str | None, *, quiet: bool) -> tuple[str | None, str | None]:
-    """``(learner, views)`` with the deprecated ``--views ntp`` read as ``--learner ntp`` (a one-line notice
-    unless quiet)."""
-    if views != "ntp":
-        return learner, views
-    if learner == "jepa":
-        raise UsageProblem("--views ntp is the old spelling of --learner ntp and contradicts --learner jepa")
-    if not quiet:
-        click.echo("prhsim real: --views ntp is deprecated (next-token prediction is a learner): use --learner ntp",
-                   err=True)
-    return "ntp", None
-
-
-@contextlib.contextmanager
-def deprecation_notes(command: str, *, quiet: bool):
-    """Settings read inside print each earlier spelling they met (a DeprecationWarning) as one line on stderr,
-    unless quiet: from --set, a config file or a saved run's config.json alike."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DeprecationWarning)
-        yield
-    if not quiet:
-        for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)):
-            click.echo(f"{command}: note: {message}", err=True)
+def check_views(views: str | None) -> None:
+    """Refuse ``--views ntp`` in one line: next-token prediction is a learner, not a view."""
+    if views == "ntp":
+        raise UsageProblem("--views ntp: next-token prediction is a learner, not a view; use --learner ntp")
 
 
 @real.command("train")
@@ -164,7 +142,7 @@ def train_command(data, learner, views, model, weights, tokenizer, steps, batch_
     main = launched().main
     quiet = quiet or not main
 
-    learner, views = resolve_learner(learner, views, quiet=quiet)
+    check_views(views)
     flags = [f"{key}={json.dumps(value)}" for key, value in (
         ("data", data), ("learner", learner), ("views", views), ("model", model), ("weights", weights),
         ("tokenizer", tokenizer), ("steps", steps), ("batch_size", batch_size),
@@ -187,10 +165,9 @@ def train_command(data, learner, views, model, weights, tokenizer, steps, batch_
                 raise OutputError(f"--out {out} holds a run that stopped before its first checkpoint (nothing to "
                                   "resume); delete the folder to start it again")
             raise OutputError(f"--out {out} exists and is not empty; pass --resume to continue that run, or choose another folder")
-        with deprecation_notes("prhsim real train", quiet=quiet):
-            settings = _absolute_paths(resolve_settings(RealTrainSettings, base, [*sets, *flags]))
-            if resume:
-                old = _absolute_paths(RealTrainSettings.model_validate(_saved_config(out / "config.json"))).model_dump()
+        settings = _absolute_paths(resolve_settings(RealTrainSettings, base, [*sets, *flags]))
+        if resume:
+            old = _absolute_paths(RealTrainSettings.model_validate(_saved_config(out / "config.json"))).model_dump()
         if resume:
             from prhsim.real import parquet_shards
 
@@ -377,7 +354,7 @@ def smoke_command(out, images, captions, model, learner, views, batch_size, epoc
                 ctx.params[name] = value
         images, batch_size, model, image_size, captions = (ctx.params[n] for n in
                                                            ("images", "batch_size", "model", "image_size", "captions"))
-    learner, views = resolve_learner(learner, views, quiet=quiet or as_json)
+    check_views(views)
     try:
         with bar_reporter("prhsim real smoke", quiet=quiet or as_json) as say:
             report = smoke(out, images=images, captions=captions, model=model, learner=learner or "jepa",

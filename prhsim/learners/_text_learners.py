@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import functools
 import time
-import warnings
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Sequence
 
@@ -71,8 +70,7 @@ class TextConfig(Optimiser):
 
     Attributes:
         learner: "jepa" (the JEPA objective on two views of a record) or "ntp" (next-token
-            prediction; no views). ``learner="good"``/``"bad"``, an earlier release's spelling, is
-            read as ``learner="jepa", views=...`` with a DeprecationWarning.
+            prediction; no views).
         views: the JEPA learner's views, "good" (spans of two captions of one record) or "bad"
             (two spans of one caption) (module docstring).
         objective: the JEPA objective, "whiten" or "sigreg" (ignored by "ntp").
@@ -100,15 +98,6 @@ class TextConfig(Optimiser):
     log_every: int = 250
 
     def __post_init__(self) -> None:
-        if self.learner in ("good", "bad"):
-            if self.views not in ("good", self.learner):
-                raise ValueError(f"learner={self.learner!r} (the old spelling of learner='jepa', "
-                                 f"views={self.learner!r}) contradicts views={self.views!r}")
-            warnings.warn(f"TextConfig(learner={self.learner!r}) is deprecated (a view is not a learner): use "
-                          f"learner='jepa', views={self.learner!r}, or TextConfig.for_task({self.learner!r})",
-                          DeprecationWarning, stacklevel=3)
-            object.__setattr__(self, "views", self.learner)
-            object.__setattr__(self, "learner", "jepa")
         for name, allowed in (("learner", TEXT_LEARNERS), ("views", ("good", "bad")),
                               ("objective", SGD_OBJECTIVES)):
             if getattr(self, name) not in allowed:

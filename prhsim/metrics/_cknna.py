@@ -54,7 +54,6 @@ from typing import Any
 import numpy as np
 from array_api_compat import device as array_device
 
-from prhsim._moved import renamed_keyword
 from prhsim.metrics._cka import to_host
 from prhsim.metrics._convention import PRH_EPS, Convention, check_convention
 from prhsim.metrics._knn import (
@@ -144,7 +143,6 @@ def _cknna_prh(xp: Any, a: Any, b: Any, ia: Any, ib: Any) -> float:
     return _hsic_masked(kl, lk) / (math.sqrt(product) + PRH_EPS)
 
 
-@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None,
           convention: Convention = "prhsim") -> float:
     """CKNNA: CKA of the L2-normalised features restricted to mutual k-nearest-neighbour pairs.
@@ -159,7 +157,7 @@ def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None,
     Args:
         a: (N, d_a) representation (numpy, torch or JAX).
         b: (N, d_b) representation of the same N samples, same library.
-        knn_k: neighbours per sample, 1 <= knn_k < N (``k``: deprecated spelling); None means N − 1 (every pair:
+        knn_k: neighbours per sample, 1 <= knn_k < N; None means N − 1 (every pair:
             CKA without its diagonal terms). The default is resolved before k is checked.
         block: tile side of the neighbour search (see ``knn_indices``).
         convention: "prhsim", or "prh" for the PRH code's unbiased masked form (module docstring).

@@ -73,7 +73,6 @@ from array_api_compat import (
 )
 
 from prhsim._budget import ensure_fits
-from prhsim._moved import renamed_keyword
 from prhsim.metrics._convention import Convention, check_convention
 from prhsim.metrics._knn_ties import GATHER_ELEMENTS, _row_chunks, _top, duplicate_groups, expand
 from prhsim.metrics._knn_ties import unit_rows as _unit_rows
@@ -597,7 +596,6 @@ def _knn_distinct(xp: Any, x: Any, k: int, block: int | None, scale: Any,
 # --------------------------------------------------------------------------------------
 # public functions
 # --------------------------------------------------------------------------------------
-@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | None = None,
                 normalise: bool = False) -> Any:
     """The k nearest rows of each row by inner product, excluding the row itself.
@@ -615,7 +613,7 @@ def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | 
 
     Args:
         x: (N, d) array (numpy, torch or JAX); computed in its library, on its device.
-        knn_k: neighbours per row, 1 <= knn_k < N (``k``: its deprecated spelling).
+        knn_k: neighbours per row, 1 <= knn_k < N.
         block: tile side B; None picks B so that one tile is about 64 MB (the screen: equal
             blocks of at most 3500 rows).
         screen: True screens in bf16 (numpy or torch inputs; needs torch), False
@@ -650,7 +648,6 @@ def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | 
     return _knn(xp, x, k, block, scale, screen=screen)[1]
 
 
-@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def knn_chance(n: int, knn_k: int) -> float:
     """Expected :func:`mutual_knn` of two independent representations: k / (N − 1).
 
@@ -708,7 +705,6 @@ def _both_lists(a: Any, b: Any, k: Any, block: Any, screen: Any, what: str,
     return xp, n, k, ia, ib
 
 
-@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, screen: bool | None = None,
                convention: Convention = "prhsim") -> float:
     """Mean fraction of shared k nearest neighbours (cosine similarity) in two representations.
@@ -722,7 +718,7 @@ def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, scr
     Args:
         a: (N, d_a) representation (numpy, torch or JAX).
         b: (N, d_b) representation of the same N samples, same library.
-        knn_k: neighbours per sample, 1 <= knn_k < N (``k``: its deprecated spelling).
+        knn_k: neighbours per sample, 1 <= knn_k < N.
         block: tile side of the neighbour search (see :func:`knn_indices`).
         screen: bf16 screening of the neighbour search: True, False, None = where it pays (:func:`knn_indices`).
         convention: "prhsim", or "prh": neighbours by inner product of the rows as given, as the PRH code
@@ -757,7 +753,6 @@ def shared_neighbours(lists_a: Any, lists_b: Any) -> float:
     return float(xp.sum(_mutual_counts(xp, ia, ib))) / (n * k)
 
 
-@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def cycle_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, screen: bool | None = None,
                convention: Convention = "prhsim") -> float:
     """Fraction of samples that return to themselves along a neighbour cycle b → a.
@@ -771,7 +766,7 @@ def cycle_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, scre
     Args:
         a: (N, d_a) representation of the return step.
         b: (N, d_b) representation of the first step, same library.
-        knn_k: neighbours per sample, 1 <= knn_k < N (``k``: its deprecated spelling).
+        knn_k: neighbours per sample, 1 <= knn_k < N.
         block: tile side of the neighbour search.
         screen: bf16 screening of the neighbour search (see :func:`knn_indices`).
         convention: "prhsim", or "prh": neighbours by inner product of the rows as given, as the PRH code

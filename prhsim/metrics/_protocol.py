@@ -44,7 +44,6 @@ from typing import Any, Callable, Literal, NamedTuple
 
 import numpy as np
 
-from prhsim._moved import renamed_keyword
 from prhsim.metrics._cka import as_array, check_finite, linear_cka, rbf_cka, unbiased_cka
 from prhsim.metrics._convention import Convention, check_convention
 from prhsim.metrics._svcca import svcca
@@ -265,7 +264,6 @@ def prepared_pair(feats_a: Any, feats_b: Any, quantile: float | None, scope: Cli
     return xp, A, B
 
 
-@renamed_keyword("k", "knn_k", "k is a number of features everywhere else")
 def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_k: int = 10,
                  clip_quantile: float | None = 0.95, clip_scope: ClipScope = "tensor",
                  convention: Convention = "prhsim") -> ProtocolScore:
@@ -276,7 +274,7 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_
             list of (N, D_l) layers (each clipped on its own).
         feats_b: (N, L_b, D_b) stack or list of layers of the same N inputs, same library.
         metric: a name in :data:`METRICS`.
-        knn_k: neighbours for the kNN metrics (ignored by the others; ``k``: its deprecated spelling).
+        knn_k: neighbours for the kNN metrics (ignored by the others).
         clip_quantile: the quantile of |x| each stack is clipped at; None: no clip.
         clip_scope: "tensor" (one quantile of the whole stack) or "sample_mean".
         convention: "prhsim" or "prh": the metric's definition and the tensor clip's rule (module docstring).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -54,8 +53,7 @@ class RealTrainSettings(Settings):
         tokenizer_records: parquet records the WordPiece vocabulary is built from (when no tokenizer is given).
         num_workers: data-loader worker processes building the batches (0: in the training process).
         learner: "jepa" (the JEPA objective on two views: LeJEPA's invariance + SIGReg) or "ntp"
-            (next-token prediction with causal attention; no views). ``views="ntp"``, an earlier
-            release's spelling, is read as ``learner="ntp"`` with a DeprecationWarning.
+            (next-token prediction with causal attention; no views; ``views="ntp"`` is refused, naming it).
         views: the JEPA learner's views: "good" (spans of different captions of an image) or "bad"
             (two spans of one caption).
         model: "tiny", "bert-s" or "bert-b", the size of a randomly initialised encoder (not used with ``weights``).
@@ -119,11 +117,8 @@ class RealTrainSettings(Settings):
     @classmethod
     def _ntp_is_a_learner(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("views") == "ntp":
-            if data.get("learner", "ntp") != "ntp":
-                raise ValueError(f"views='ntp' (the old spelling of learner='ntp') contradicts learner={data['learner']!r}")
-            warnings.warn("views='ntp' is deprecated: next-token prediction is a learner, use learner='ntp' "
-                          "(--learner ntp)", DeprecationWarning, stacklevel=2)
-            data = {**{k: v for k, v in data.items() if k != "views"}, "learner": "ntp"}
+            raise ValueError("views='ntp': next-token prediction is a learner, not a view; use learner='ntp' "
+                             "(--learner ntp)")
         return data
 
     @model_validator(mode="after")

@@ -159,18 +159,18 @@ def test_without_the_clip_a_rotated_layer_scores_one_and_bf16_safetensors_read(t
     np.testing.assert_allclose(half, torch.from_numpy(a.copy()).to(torch.bfloat16).float().numpy(), rtol=0, atol=0)
 
 
-def test_knn_k_names_the_neighbours_and_k_is_its_deprecated_alias(tmp_path):
-    """--knn-k sets the neighbours; --k still does, with a warning on stderr; the chance level follows it."""
+def test_knn_k_names_the_neighbours_in_the_option_and_the_results(tmp_path):
+    """--knn-k sets the neighbours and results say knn_k; --k, its old spelling, is gone; the chance level follows."""
     a, b = _stacks()
     np.save(tmp_path / "a.npy", a)
     np.save(tmp_path / "b.npy", b)
     args = ["prh", "score", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--json"]
     new = CliRunner().invoke(main, [*args, "--knn-k", "5"])
+    assert new.exit_code == 0, new.output
+    assert json.loads(new.stdout)["knn_k"] == 5 and json.loads(new.stdout)["chance"] == 5 / (N - 1)
+    assert "k" not in json.loads(new.stdout)
     old = CliRunner().invoke(main, [*args, "--k", "5"])
-    assert new.exit_code == 0 and old.exit_code == 0, (new.output, old.output)
-    assert json.loads(new.stdout) == json.loads(old.stdout)
-    assert json.loads(new.stdout)["k"] == 5 and json.loads(new.stdout)["chance"] == 5 / (N - 1)
-    assert "--k is deprecated" in old.stderr and "--k is deprecated" not in new.stderr
+    assert old.exit_code == 2 and "Did you mean '--knn-k'?" in old.output
     bad = CliRunner().invoke(main, [*args, "--knn-k", str(N)])
     assert bad.exit_code == 2 and f"--knn-k must be in 1..{N - 1}" in bad.output
 

@@ -214,17 +214,14 @@ def test_sigreg_views_train_on_the_lejepa_loss(tiny):
 
 
 def test_a_text_learner_is_jepa_or_ntp_and_a_jepa_learner_takes_a_view():
-    """learner is "jepa" (on good or bad views) or "ntp"; learner="good"/"bad", an earlier spelling, warns and is read
-    as the JEPA learner on those views; the three tasks of the sample-efficiency sweep build the same configs."""
+    """learner is "jepa" (on good or bad views) or "ntp"; a view is not a learner (learner="bad" is refused); the
+    three tasks of the sample-efficiency sweep build the same configs."""
     assert TextConfig().task == "good" and TextConfig(views="bad").task == "bad"
     assert TextConfig(learner="ntp").task == "ntp" and TextConfig(learner="ntp").captions_needed == 1
     assert [TextConfig.for_task(t).task for t in TEXT_TASKS] == list(TEXT_TASKS)
-    with pytest.warns(DeprecationWarning, match=r"learner='jepa', views='bad'") as caught:
-        old = TextConfig(learner="bad", steps=30)
-    assert caught[0].filename == __file__  # the warning names the caller's line
-    assert old == TextConfig(views="bad", steps=30) and old.label == "bad views"
-    with pytest.raises(ValueError, match="contradicts views='bad'"):
-        TextConfig(learner="good", views="bad")
+    assert TextConfig(views="bad", steps=30).label == "bad views"
+    with pytest.raises(ValueError, match="learner must be one of"):
+        TextConfig(learner="bad", steps=30)
     with pytest.raises(ValueError, match="views must be one of"):
         TextConfig(views="ntp")
     with pytest.raises(ValueError, match="task must be one of"):

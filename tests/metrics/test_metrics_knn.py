@@ -954,21 +954,16 @@ def test_copies_are_found_as_the_twin_finds_them(monkeypatch, lib):
 
 
 @pytest.mark.parametrize("name", ["mutual_knn", "cycle_knn", "cknna", "knn_indices", "knn_chance"])
-def test_neighbours_are_knn_k_and_the_old_keyword_k_warns(name):
-    """k is a number of features everywhere; the k-NN functions take their neighbours as knn_k (k= still works,
-    with a DeprecationWarning naming knn_k, and gives the same answer)."""
+def test_neighbours_are_knn_k_and_k_is_no_keyword(name):
+    """k is a number of features everywhere; the k-NN functions take their neighbours as knn_k (k= is refused)."""
     import prhsim.metrics as metrics
 
     fn = getattr(metrics, name)
     x = np.random.default_rng(0).normal(size=(12, 3))
     args = (12,) if name == "knn_chance" else (x,) if name == "knn_indices" else (x, 2 * x + 0.1)
-    want = fn(*args, knn_k=3)
-    with pytest.warns(DeprecationWarning, match=rf"{name}\(k=\.\.\.\) is deprecated.*use knn_k=") as caught:
-        got = fn(*args, k=3)
-    assert caught[0].filename == __file__
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-    with pytest.raises(TypeError, match="both knn_k and its deprecated spelling k"):
-        fn(*args, k=3, knn_k=3)
+    assert np.asarray(fn(*args, knn_k=3)).size
+    with pytest.raises(TypeError, match="'k'"):
+        fn(*args, k=3)
 
 
 @settings(max_examples=30, deadline=None)

@@ -381,9 +381,6 @@ def test_other_argument_errors():
 def test_the_protocol_takes_neighbours_as_knn_k():
     gen = np.random.default_rng(3)
     A, B = gen.normal(size=(30, 2, 4)), gen.normal(size=(30, 2, 5))
-    want = prh_protocol(A, B, metric="mutual_knn", knn_k=4)
-    with pytest.warns(DeprecationWarning, match=r"prh_protocol\(k=\.\.\.\) is deprecated.*use knn_k=") as caught:
-        got = prh_protocol(A, B, metric="mutual_knn", k=4)
-    assert caught[0].filename == __file__
-    assert got.best == want.best and got.chance == want.chance == 4 / 29
-    np.testing.assert_array_equal(got.table, want.table)
+    assert prh_protocol(A, B, metric="mutual_knn", knn_k=4).chance == 4 / 29
+    with pytest.raises(TypeError, match="'k'"):
+        prh_protocol(A, B, metric="mutual_knn", k=4)

@@ -203,37 +203,28 @@ def test_the_command_line_trains_resumes_and_evaluates(data, tmp_path):
     assert "calibrated" in table.output and "over 1,000 permutations" in table.output
 
 
-def test_next_token_prediction_is_a_learner_and_the_old_views_spelling_warns(data, tmp_path):
-    """learner="ntp" (views are the JEPA learner's); views="ntp", the earlier spelling, is read as learner="ntp"
-    with a DeprecationWarning, and --views ntp with a one-line notice."""
-    with pytest.warns(DeprecationWarning, match="use learner='ntp'"):
-        old = _settings(data, views="ntp")
-    assert old == _settings(data, learner="ntp") and old.task == "ntp" and old.label == "next-token prediction"
-    assert old.views_used is None and _settings(data).views_used == "good"
+def test_next_token_prediction_is_a_learner_and_not_a_view(data, tmp_path):
+    """learner="ntp" (views are the JEPA learner's); views="ntp", an earlier spelling, is refused in one line naming
+    learner='ntp', in the settings and as --views ntp."""
+    new = _settings(data, learner="ntp")
+    assert new.task == "ntp" and new.label == "next-token prediction"
+    assert new.views_used is None and _settings(data).views_used == "good"
+    with pytest.raises(ValueError, match="use learner='ntp'"):
+        _settings(data, views="ntp")
     with pytest.raises(ValueError, match="applies to the jepa learner"):
         _settings(data, learner="ntp", views="bad")
     assert _settings(data, views="bad").task == "bad" and _settings(data, views="bad").label == "bad views"
-    with pytest.raises(ValueError, match="contradicts learner='jepa'"):
-        _settings(data, views="ntp", learner="jepa")
     runner = CliRunner()
     base = ["real", "train", "--data", str(data), "--model", "tiny", "--steps", "2", "--batch-size", "8",
             "--set", "vocab_size=64", "--set", 'device="cpu"']
-    done = runner.invoke(main, [*base, "--views", "ntp", "--out", str(tmp_path / "old")])
-    assert done.exit_code == 0, done.output
-    assert "--views ntp is deprecated (next-token prediction is a learner): use --learner ntp" in done.output
-    assert json.loads((tmp_path / "old" / "config.json").read_text())["learner"] == "ntp"
-    refused = runner.invoke(main, [*base, "--views", "ntp", "--learner", "jepa", "--out", str(tmp_path / "x")])
-    assert refused.exit_code == 2 and "contradicts --learner jepa" in refused.output
+    refused = runner.invoke(main, [*base, "--views", "ntp", "--out", str(tmp_path / "old")])
+    assert refused.exit_code == 2 and "use --learner ntp" in refused.output
+    assert not (tmp_path / "old").exists()
+    refused = runner.invoke(main, [*base, "--set", 'views="ntp"', "--out", str(tmp_path / "set")])
+    assert refused.exit_code == 2 and "use learner='ntp'" in refused.output
     assert runner.invoke(main, [*base, "--learner", "ntp", "--out", str(tmp_path / "new")]).exit_code == 0
     summary = json.loads((tmp_path / "new" / "summary.json").read_text())
     assert summary["learner"] == "ntp" and summary["views"] is None
-    # the old spelling through --set (or a config file, or a saved run) says so in one line too
-    noted = runner.invoke(main, [*base, "--set", 'views="ntp"', "--out", str(tmp_path / "set")])
-    assert noted.exit_code == 0, noted.output
-    assert "prhsim real train: note: views='ntp' is deprecated" in noted.output
-    assert json.loads((tmp_path / "set" / "config.json").read_text())["learner"] == "ntp"
-    quiet = runner.invoke(main, [*base, "--views", "ntp", "--out", str(tmp_path / "q"), "-q"])
-    assert quiet.exit_code == 0 and quiet.output == ""
     table = runner.invoke(main, ["real", "eval", str(tmp_path / "new"), "--n-fit", "10"])
     assert table.exit_code == 0 and "(next-token prediction, tiny, step 2)" in table.output
 

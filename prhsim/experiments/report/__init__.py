@@ -5,7 +5,6 @@ pyplot is never imported) and matplotlib is imported only when a figure is drawn
 sweeps' figures live beside their sweeps (:mod:`prhsim.experiments.sweeps`).
 """
 
-from prhsim._moved import forwarder
 from prhsim.experiments.report._convergence import convergence_figure as convergence_figure
 from prhsim.experiments.report._figures import residual_figure as residual_figure, spectrum_figure as spectrum_figure
 from prhsim.experiments.report._files import results_document as results_document, write_outputs as write_outputs
@@ -14,12 +13,3 @@ from prhsim.experiments.report._terminal import render_report as render_report
 
 __all__ = ["convergence_figure", "prh_table_figure", "render_report", "residual_figure", "results_document",
            "spectrum_figure", "write_outputs"]
-
-#: The sweeps' figures this face used to export -> their modules beside the sweeps (one release, with a warning).
-_MOVED = {"bad_view_figure": "_bad_view_figure", "gap_figure": "_gap_sensitivity_figure",
-          "kernel_mismatch_figure": "_kernel_mismatch_figure", "restricted_figure": "_restricted_encoder_figure",
-          "render_sweep": "_sigreg_weight_figure", "sweep_figure": "_sigreg_weight_figure"}
-
-
-__getattr__ = forwarder("prhsim.experiments.report",
-                        lambda name: (f"prhsim.experiments.sweeps.{_MOVED[name]}", name) if name in _MOVED else None)

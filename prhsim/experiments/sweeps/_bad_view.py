@@ -37,7 +37,6 @@ import numpy as np
 from pydantic import Field
 
 from prhsim import __version__
-from prhsim._moved import renamed_keyword
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import GridSceneWorld, Settings, WorldConfig
@@ -120,7 +119,6 @@ def determined_rho(base_values: np.ndarray, k: int, kz_a: int | None, kz_b: int 
     return rho if m == 0 or mu[m - 1] - mu[m] > GAP_TOL else None
 
 
-@renamed_keyword("eps", "eps_grid", "eps is one probability; a grid of them is eps_grid")
 def bad_view_sweep(
     base: World | None = None,
     modalities: Sequence[Modality] | None = None,
@@ -136,7 +134,7 @@ def bad_view_sweep(
     Args:
         base: the world over Z; None: ``gridscene(3, objects=1)`` (then ``modalities`` must be None too).
         modalities: the modalities (all under the same view in a cell); None: the gridscene's three.
-        eps_grid: the values of ε; 1 is the good view (``eps``: its deprecated spelling).
+        eps_grid: the values of ε; 1 is the good view.
         k: number of features, or "auto" (K_Z's k, :func:`prhsim.optima.pick_k`).
         rng: seeds the symbolic modality's maps (default world) and, one stream per ε, the cells.
         name: the world's name in the record (default: the gridscene's, or ``repr(base)``).

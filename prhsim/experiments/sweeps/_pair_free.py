@@ -54,7 +54,6 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from prhsim import __version__
-from prhsim._moved import renamed_keyword
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
@@ -242,7 +241,6 @@ def _cell(axis: Axis, designed: DesignedWorld, *, gap: float, samples: int, eps:
     return cells
 
 
-@renamed_keyword("eps", "eps_grid", "eps is one probability; a grid of them is eps_grid")
 def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int] = DEFAULT_SAMPLES,
                     eps_grid: Sequence[float] = DEFAULT_EPS, *, base_gap: float = 0.07, base_samples: int = 30_000,
                     n_states: int = 200, n_nuisance: int = 3, mu_2: float = 0.08, mu_3: float = 0.02,

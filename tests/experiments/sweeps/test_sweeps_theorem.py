@@ -273,8 +273,8 @@ def test_restricted_figure_draws_the_records(restricted):
                                   _nan([p.predicted_rho_p for p in restricted.pairs]))
 
 
-def test_a_grid_of_eps_is_eps_grid_and_the_old_keyword_warns():
-    """eps is one probability everywhere; the sweeps take a grid of them as eps_grid (eps= warns for one release)."""
-    with pytest.warns(DeprecationWarning, match=r"bad_view_sweep\(eps=\.\.\.\) is deprecated.*use eps_grid="):
-        old = bad_view_sweep(eps=[0.5, 1.0])
-    assert old.eps_grid == bad_view_sweep(eps_grid=[0.5, 1.0]).eps_grid == [0.5, 1.0]
+def test_a_grid_of_eps_is_eps_grid():
+    """eps is one probability everywhere; the sweeps take a grid of them as eps_grid (eps= is refused)."""
+    assert bad_view_sweep(eps_grid=[0.5, 1.0]).eps_grid == [0.5, 1.0]
+    with pytest.raises(TypeError, match="'eps'"):
+        bad_view_sweep(eps=[0.5, 1.0])
