@@ -8,7 +8,7 @@ A refactoring that must leave every number unchanged is checked with two command
 ``record`` runs the commands below through the CLI and keeps each ``results.json``; ``compare`` runs them again
 and compares every field: strings and integers exactly, floats (and the numbers inside strings) to
 ``|a - b| <= ATOL + RTOL |b|``. Timings, versions and the git revision are left out, and keys renamed since the
-snapshot (``RENAMED``) are read under their new name. It prints one line per command and every field that
+snapshot (``RENAMED``, per command, top-level keys) are read under their new name. It prints one line per command and every field that
 differs, and exits 1 when any does.
 
 The commands: ``prhsim run`` (defaults), ``prhsim run --learner all --world ring --n 16``, and ``prhsim sweep
@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: Fields that vary from one run to the next or one commit to the next, at any depth.
 UNSTABLE = {"seconds", "git_revision", "prhsim_version", "versions", "wall_seconds", "elapsed"}
-#: Keys renamed since a snapshot: old name -> new name (read the snapshot's old key under the new one). None yet:
-#: the neighbour count is ``knn_k`` in every document these commands write ("k" counts features there).
-RENAMED: dict[str, str] = {}
+#: Keys renamed since the snapshots, per command: old name -> new name (the snapshot's old key is read under the new
+#: one). The neighbour count was already ``knn_k`` in every document these commands write ("k" counts features).
+RENAMED: dict[str, dict[str, str]] = {"sweep-ntp-ca": {"d": "k"}, "sweep-pair-free": {"samples": "sample_sizes"}}
 RTOL, ATOL = 1e-9, 1e-12
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
@@ -57,10 +57,10 @@ def produce(args: list[str], out: Path) -> dict:
     return json.loads((out / "results.json").read_text())
 
 
-def stable(value):
-    """The document without its unstable fields, with renamed keys under their new names."""
+def stable(value, renamed: dict[str, str] | None = None):
+    """The document without its unstable fields, with the top-level keys in ``renamed`` under their new names."""
     if isinstance(value, dict):
-        return {RENAMED.get(k, k): stable(v) for k, v in value.items() if k not in UNSTABLE}
+        return {(renamed or {}).get(k, k): stable(v) for k, v in value.items() if k not in UNSTABLE}
     if isinstance(value, list):
         return [stable(v) for v in value]
     return value
@@ -122,7 +122,7 @@ def main() -> int:
             print(f"{name}: no snapshot at {path}")
             failed += 1
             continue
-        found = differences(doc, json.loads(path.read_text()))
+        found = differences(doc, stable(json.loads(path.read_text()), RENAMED.get(name)))
         failed += bool(found)
         print(f"{name}: {'unchanged' if not found else f'{len(found)} fields differ'}")
         for line in found[:40]:

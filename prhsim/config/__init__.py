@@ -15,7 +15,7 @@ from prhsim.config._training import (
     LEARNER_CHOICES as LEARNER_CHOICES,
     TrainingSettings as TrainingSettings,
 )
-from prhsim.config._run import DEFAULT_EPS as DEFAULT_EPS, RunConfig as RunConfig
+from prhsim.config._run import RUN_DEFAULT_EPS as RUN_DEFAULT_EPS, RunConfig as RunConfig
 from prhsim.config._worlds import (
     GRIDSCENE_MODALITIES as GRIDSCENE_MODALITIES,
     CaptionConfig as CaptionConfig,
@@ -34,7 +34,7 @@ from prhsim.config._worlds import (
 __all__ = [
     "CaptionConfig",
     "ConfigError",
-    "DEFAULT_EPS",
+    "RUN_DEFAULT_EPS",
     "format_validation_error",
     "GRIDSCENE_MODALITIES",
     "GridSceneWorld",

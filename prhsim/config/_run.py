@@ -12,7 +12,7 @@ from prhsim.learners import LEARNERS, SGD_OBJECTIVES
 from prhsim.config._worlds import GRIDSCENE_MODALITIES, GridSceneWorld, Settings, WorldConfig
 
 #: The bad view's resampling probability when a bad view is asked for without ``eps``.
-DEFAULT_EPS = 0.1
+RUN_DEFAULT_EPS = 0.1
 
 
 class RunConfig(Settings):
@@ -108,4 +108,4 @@ class RunConfig(Settings):
     @property
     def bad_eps(self) -> float:
         """The eps a bad view uses."""
-        return DEFAULT_EPS if self.eps is None else self.eps
+        return RUN_DEFAULT_EPS if self.eps is None else self.eps

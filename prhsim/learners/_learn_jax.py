@@ -58,7 +58,7 @@ from prhsim.learners._convergence import (
     plateaued,
     residual_of,
 )
-from prhsim.learners._losses import Data, FactorLaw, Objective, exact_law, exact_tables
+from prhsim.learners._losses import Data, FactorLaw, SGDObjective, exact_law, exact_tables
 from prhsim.learners._optimiser import Optimiser, positive_int
 from prhsim.learners._train_jax import Spec, runner
 from prhsim.optima import FEATURE_LIMIT
@@ -123,7 +123,7 @@ class TrainConfig(Optimiser):
     """
 
     steps: int = 2000
-    objective: Objective = "whiten"
+    objective: SGDObjective = "whiten"
     encoder: Literal["tabular", "mlp"] = "tabular"
     data: Data = "exact"
     batch_size: int = 256

@@ -45,7 +45,7 @@ from prhsim.objectives import whitened_alignment, whitened_invariance
 from prhsim.worlds import World
 from prhsim.learners._registry import SGD_OBJECTIVES
 
-Objective = Literal["whiten", "sigreg"]
+SGDObjective = Literal["whiten", "sigreg"]
 Data = Literal["exact", "minibatch"]
 #: Most pairs of an exact pair list (the loss gathers 2 x pairs x k embeddings every step).
 MAX_PAIRS = 20_000_000
@@ -176,7 +176,7 @@ def combine(inv: Any, reg: Any, lam: Any, convention: Convention) -> Any:
     return lam * reg + (1.0 - lam) * inv if convention == "lejepa" else inv + lam * reg
 
 
-def make_loss(objective: Objective, data: Data, *, centred: bool, convention: Convention,
+def make_loss(objective: SGDObjective, data: Data, *, centred: bool, convention: Convention,
               apply: Callable[[Any, Any], Any], factor_shape: tuple[int, ...] | None = None,
               dims: Dims = "sum", rendered: bool = False) -> Callable[[Any, Any, Any], Any]:
     """``loss(params, step, shared) -> scalar`` for one seed (see the module docstring).

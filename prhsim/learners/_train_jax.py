@@ -22,14 +22,14 @@ from prhsim.learners import _losses as losses
 from prhsim.learners._encoders import mlp_apply, tabular_apply
 from prhsim.learners._optimiser import Optimiser, scan_steps
 from prhsim.objectives import Convention
-from prhsim.learners._losses import Data, Objective
+from prhsim.learners._losses import Data, SGDObjective
 
 
 @dataclass(frozen=True)
 class Spec:
     """Everything that fixes the compiled loop (hashable: runners are cached on it)."""
 
-    objective: Objective
+    objective: SGDObjective
     data: Data
     encoder: Literal["tabular", "mlp"]
     centred: bool

@@ -42,7 +42,7 @@ TIE_RTOL = 1e-9
 #: Below this, ``1 − μ_{k+1}`` counts as zero (a disconnected world) and the relative gap as 0.
 FLAT_TOL = 1e-12
 
-Objective = Literal["whitened", "spectral_contrastive"]
+ClosedFormObjective = Literal["whitened", "spectral_contrastive"]
 Criterion = Literal["relative", "absolute"]
 
 
@@ -67,7 +67,7 @@ class Optimum:
         criterion: the :func:`pick_k` criterion that chose k, or None when k was given.
     """
 
-    objective: Objective
+    objective: ClosedFormObjective
     k: int
     centred: bool
     eigenvalues: Vector
@@ -186,7 +186,7 @@ def closed_form(
     world: World,
     k: int | Literal["auto"] = "auto",
     *,
-    objective: Objective = "whitened",
+    objective: ClosedFormObjective = "whitened",
     centred: bool = True,
     backend: Backend = "auto",
     criterion: Criterion = "relative",

@@ -44,7 +44,7 @@ from prhsim.real._karpathy import DataError
 from prhsim.real._parquet import shard_slots, stream_records
 from prhsim.real._tokenizer import NO_SPECIALS, content_length, encode, special_tokens
 from prhsim.real._packing import pack, row_length
-from prhsim.real._views import ViewKind, ViewLaw, cut_views
+from prhsim.real._views import TextTask, ViewLaw, cut_views
 
 #: Stream tags of the generators: ``default_rng([seed, TAG, ...])``.
 ORDER, SHUFFLE, VIEWS = 11, 12, 13
@@ -55,7 +55,7 @@ def view_generators(seed: int, step: int, first: int, count: int) -> list[np.ran
     return [np.random.default_rng([seed, VIEWS, step, first + i]) for i in range(count)]
 
 
-def _views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, *, pad: int, mask_id: int, max_length: int,
+def _views(captions: Sequence[Sequence[np.ndarray]], kind: TextTask, *, pad: int, mask_id: int, max_length: int,
            row_multiple: int, seed: int, step: int, first: int,
            specials: tuple[np.ndarray, np.ndarray] = NO_SPECIALS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The packed views of a batch, each between ``specials`` (before, after) and ``max_length`` long at most:
@@ -74,7 +74,7 @@ class EpochBatches(Dataset):
     segments). ``captions``: each image's captions as token ids without special tokens; ``specials``: the ids put
     before and after every view."""
 
-    def __init__(self, captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, *, batch_size: int, pad: int,
+    def __init__(self, captions: Sequence[Sequence[np.ndarray]], kind: TextTask, *, batch_size: int, pad: int,
                  mask_id: int, max_length: int, seed: int, rank: int = 0, world_size: int = 1, row_multiple: int = 1,
                  specials: tuple[np.ndarray, np.ndarray] = NO_SPECIALS):
         self.captions, self.kind, self.batch_size, self.specials = captions, kind, batch_size, specials
@@ -104,7 +104,7 @@ class EpochBatches(Dataset):
 class StreamBatches(IterableDataset):
     """Batches of parquet shards streamed by role (module docstring); iterate from ``start``, ``num_workers`` roles."""
 
-    def __init__(self, shards: Sequence[Path], text_columns: Sequence[str], kind: ViewKind, *, tokenizer,
+    def __init__(self, shards: Sequence[Path], text_columns: Sequence[str], kind: TextTask, *, tokenizer,
                  batch_size: int, max_length: int, seed: int, start: int, num_workers: int, shuffle_buffer: int,
                  id_column: str | None = None, rank: int = 0, world_size: int = 1, row_multiple: int = 1):
         self.shards, self.text_columns, self.id_column = list(shards), list(text_columns), id_column

@@ -24,7 +24,9 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-ViewKind = Literal["good", "bad", "ntp"]
+#: The text task a batch is cut for, as in the simulator (``prhsim.learners.TEXT_TASKS``): good views, bad views, or
+#: next-token prediction (whole captions, no views).
+TextTask = Literal["good", "bad", "ntp"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class ViewLaw:
     def n_views(self) -> int:
         return self.n_global + self.n_local
 
-    def views_per_image(self, kind: ViewKind) -> int:
+    def views_per_image(self, kind: TextTask) -> int:
         """The views each image gives: all of them for JEPA views, its one caption for next-token prediction."""
         return 1 if kind == "ntp" else self.n_views
 
@@ -54,7 +56,7 @@ def _span(caption: np.ndarray, low: float, high: float, gen: np.random.Generator
     return caption[start:start + length]
 
 
-def cut_views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, law: ViewLaw, *, mask_id: int,
+def cut_views(captions: Sequence[Sequence[np.ndarray]], kind: TextTask, law: ViewLaw, *, mask_id: int,
               gens: Sequence[np.random.Generator]) -> list[list[np.ndarray]]:
     """Views of a batch of images (each a list of caption id arrays), image b's drawn from ``gens[b]``:
     ``views[v][b]``, V lists of B token arrays (V = 1 for ntp)."""
@@ -81,7 +83,7 @@ def cut_views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, law: Vie
     return rows
 
 
-def batch_views(captions: Sequence[Sequence[np.ndarray]], kind: ViewKind, law: ViewLaw, *, pad: int, mask_id: int,
+def batch_views(captions: Sequence[Sequence[np.ndarray]], kind: TextTask, law: ViewLaw, *, pad: int, mask_id: int,
                 max_length: int, gens: Sequence[np.random.Generator]) -> tuple[np.ndarray, np.ndarray]:
     """The views of :func:`cut_views` padded to the longest (at most ``max_length``): ids and mask, (V, B, L)."""
     rows = cut_views(captions, kind, law, mask_id=mask_id, gens=gens)

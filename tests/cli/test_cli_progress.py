@@ -260,7 +260,7 @@ def test_the_note_comes_before_the_first_progress_line(tmp_path, monkeypatch):
 def test_pair_free_estimate_is_its_arithmetic():
     from prhsim.experiments.sweeps import _pair_free as pf
 
-    s = _settings("pair-free", ["gaps=[0.0, 0.07]", "samples=[300, 100000]", "eps_grid=[1.0]", "n_seeds=7",
+    s = _settings("pair-free", ["gaps=[0.0, 0.07]", "sample_sizes=[300, 100000]", "eps_grid=[1.0]", "n_seeds=7",
                                 "base_samples=5000"])
     cells = [5000, 5000, 300, 100000, 5000]  # two gaps and one eps at base_samples, then each sample size
     twin = 7 * sum(pf.CELL_SAMPLES + size for size in cells) * pf.SAMPLE_SECONDS

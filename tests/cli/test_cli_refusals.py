@@ -157,7 +157,7 @@ def test_a_bug_while_writing_is_not_taken_for_a_full_disk(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("sweep, key, value", [
     ("sample-efficiency", "budgets", "[300,300]"), ("calibration", "widths", "[8,8]"), ("captioning", "n_fits", "[4,4]"),
-    ("pair-free", "samples", "[100,100]"), ("bad-view", "eps_grid", "[0.2,0.1,0.1]"), ("ntp-ca", "strengths", "[0.5,0.5]"),
+    ("pair-free", "sample_sizes", "[100,100]"), ("bad-view", "eps_grid", "[0.2,0.1,0.1]"), ("ntp-ca", "strengths", "[0.5,0.5]"),
     ("gap-sensitivity", "gaps", "[0.05,0.05]"), ("kernel-mismatch", "perturbations", "[0.1,0.1]"),
     ("sigreg-weight", "lams", "[0.1,0.1]"),
 ])

@@ -358,7 +358,7 @@ def test_the_whitened_optimum_approaches_ca_as_dependence_weakens():
 
 def test_sweep_and_figure_on_a_tiny_grid():
     result = ntp_ca_sweep((0.05, 1.0), worlds=2, restarts=1, rng=3)
-    assert isinstance(result, NtpCaResult) and result.seed == 3 and result.d == 2
+    assert isinstance(result, NtpCaResult) and result.seed == 3 and result.k == 2
     assert [len(row) for row in result.cells] == [2, 2]
     cell = result.cells[1][0]
     assert isinstance(cell, NtpCaCell) and cell.world == 1 and cell.strength == 0.05
@@ -375,8 +375,8 @@ def test_sweep_and_figure_on_a_tiny_grid():
     assert again.cells == result.cells
     with pytest.raises(ValueError, match=r"must lie in \(0, 1\].*got 0\.0"):
         ntp_ca_sweep((0.0, 0.5))
-    with pytest.raises(ValueError, match="d must be an integer in 1..5, got 6"):
-        ntp_ca_sweep((0.5,), d=6)
+    with pytest.raises(ValueError, match="k must be an integer in 1..5, got 6"):
+        ntp_ca_sweep((0.5,), k=6)
 
     fig = ntp_ca_figure(result)
     gids = {line.get_gid() for ax in fig.axes for line in ax.get_lines()}

@@ -51,7 +51,7 @@ from prhsim.optima import GAP_TOL, TieWarning, closed_form
 from prhsim.worlds import Modality, World, bad, good, gridscene
 
 #: The default ε grid: 25 points from 0.02 to 1 (the good view).
-DEFAULT_EPS = tuple(float(x) for x in np.linspace(0.02, 1.0, 25))
+BAD_VIEW_EPS = tuple(float(x) for x in np.linspace(0.02, 1.0, 25))
 
 
 class BadViewModality(_Record):
@@ -122,7 +122,7 @@ def determined_rho(base_values: np.ndarray, k: int, kz_a: int | None, kz_b: int 
 def bad_view_sweep(
     base: World | None = None,
     modalities: Sequence[Modality] | None = None,
-    eps_grid: Sequence[float] = DEFAULT_EPS,
+    eps_grid: Sequence[float] = BAD_VIEW_EPS,
     k: int | Literal["auto"] = "auto",
     rng: RngLike = 0,
     *,
@@ -237,7 +237,7 @@ def estimate(s: BadViewSweepSettings) -> Any:
     from prhsim.experiments._plan import plan_run
     from prhsim.experiments.sweeps._registry import Estimate
 
-    cells = len(s.eps_grid or DEFAULT_EPS)
+    cells = len(s.eps_grid or BAD_VIEW_EPS)
     each = plan_run(_config(s)).seconds
     return Estimate((cells + 1) * each, f"{cells} values of eps, each about {each:.2g} s of closed forms "
                                         f"({s.world.describe()}, {s.modalities} modalities)")
@@ -251,7 +251,7 @@ def run(s: BadViewSweepSettings, say: Progress | None = None) -> Any:
     config = _config(s)
     plan_run(config)
     setup = build(config)
-    return bad_view_sweep(setup.base, setup.modalities, eps_grid=s.eps_grid or DEFAULT_EPS, k=s.k, rng=s.seed,
+    return bad_view_sweep(setup.base, setup.modalities, eps_grid=s.eps_grid or BAD_VIEW_EPS, k=s.k, rng=s.seed,
                           name=s.world.describe(), progress=say)
 
 

@@ -91,7 +91,7 @@ TEXT_ROUTES: tuple[str, ...] = ("spans", "view")
 #: The default world: a 4 x 4 grid with one object (144 states, k = 5 at the gap 0.087).
 DEFAULT_SIZE, DEFAULT_OBJECTS = 4, 1
 Metric = Literal["exact", "attribute_mean", "grammatical", "bleu", "cider"]
-METRICS: tuple[str, ...] = ("exact", "attribute_mean", "grammatical", "bleu", "cider")
+CAPTION_SCORES: tuple[str, ...] = ("exact", "attribute_mean", "grammatical", "bleu", "cider")
 
 
 class PairFreeSample(NamedTuple):
@@ -112,7 +112,7 @@ class PairFreeSample(NamedTuple):
     p: np.ndarray
 
 
-PairFreeMap = Union[np.ndarray, Callable[[PairFreeSample], np.ndarray]]
+MapEstimate = Union[np.ndarray, Callable[[PairFreeSample], np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -409,7 +409,7 @@ def pair_free_sample(setup: CaptioningSetup, count: int, rng: RngLike = None, no
     return PairFreeSample(image, text, image_pairs, caption_pairs, law.p)
 
 
-def resolve_pair_free(setup: CaptioningSetup, pair_free: PairFreeMap, count: int = 2000,
+def resolve_pair_free(setup: CaptioningSetup, pair_free: MapEstimate, count: int = 2000,
                       rng: RngLike = None, noise: float = 0.0) -> np.ndarray:
     """The k x k map of ``pair_free``: the matrix itself, or the callable's answer on a :func:`pair_free_sample`."""
     k = setup.k
@@ -499,8 +499,8 @@ def _metric(scores: CaptionScores, metric: str) -> float:
 
 def curve_summary(curve: CaptioningCurve, metric: Metric = "exact") -> dict[str, Any]:
     """Per N_fit, the mean, min and max over seeds of a metric; and the true-map and chance levels (seed means)."""
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    if metric not in CAPTION_SCORES:
+        raise ValueError(f"metric must be one of {CAPTION_SCORES}, got {metric!r}")
     rows = [[_metric(p.scores, metric) for p in curve.points if p.n_fit == n] for n in curve.n_fits]
     return {"n_fits": list(curve.n_fits), "mean": [float(np.mean(r)) for r in rows],
             "low": [float(np.min(r)) for r in rows], "high": [float(np.max(r)) for r in rows],
@@ -510,7 +510,7 @@ def curve_summary(curve: CaptioningCurve, metric: Metric = "exact") -> dict[str,
 
 def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | None = None, n_seeds: int = 3,
                      k: int | Literal["auto"] = "auto", text: Literal["spans", "view"] | np.ndarray = "spans",
-                     pair_free: PairFreeMap | None = None, pair_free_samples: int = 2000, noise: float = 0.0,
+                     pair_free: MapEstimate | None = None, pair_free_samples: int = 2000, noise: float = 0.0,
                      held_in: float = 0.5, images: int = 1000, decoder: DecoderConfig | None = None,
                      setup: CaptioningSetup | None = None, name: str = "gridscene", rng: int = 0,
                      progress: Callable[..., None] | None = None) -> CaptioningCurve:

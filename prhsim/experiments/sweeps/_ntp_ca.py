@@ -6,10 +6,10 @@ every strength) and every emission strength a of the grid, the exact joint ``P``
 
 * the correspondence analysis (CA) of P, the closed form of the whitened two-tower problem, and
   its dependence strength ``σ_1`` (the top canonical correlation);
-* the rank-d log-bilinear softmax model fitted by L-BFGS-B to the exact expected cross-entropy
+* the rank-k log-bilinear softmax model fitted by L-BFGS-B to the exact expected cross-entropy
   (:func:`prhsim.learners.fit_log_bilinear`), whose context embeddings h, centred and
-  whitened under ``p_c``, are compared with the CA context features: ``s_Θ = ‖sinΘ‖_F/√d``;
-* the PMI proxy (top-d SVD of ``D_c^{1/2} PMI_dc D_y^{1/2}``, :func:`prhsim.optima.pmi_proxy`),
+  whitened under ``p_c``, are compared with the CA context features: ``s_Θ = ‖sinΘ‖_F/√k``;
+* the PMI proxy (top-k SVD of ``D_c^{1/2} PMI_dc D_y^{1/2}``, :func:`prhsim.optima.pmi_proxy`),
   compared with CA and with the fitted h.
 
 docs/theory.md §5 states the agreement is only first order in the dependence: ``s_Θ ≈ c·σ_1`` as
@@ -17,7 +17,7 @@ docs/theory.md §5 states the agreement is only first order in the dependence: `
 the median of ``s_Θ/σ_1`` over the quarter of cells (at least one) with the smallest ``σ_1`` and the
 largest deviations.
 
-Measured with the defaults (12 strengths from 0.02 to 1, 3 worlds, d = 2, 3 restarts per fit; about
+Measured with the defaults (12 strengths from 0.02 to 1, 3 worlds, k = 2, 3 restarts per fit; about
 3 s on a 2-core CPU): ``s_Θ/σ_1`` settles, as ``σ_1 → 0``, to 0.38, 0.76 and 0.57 on the three worlds
 (median over the 9 smallest-σ_1 cells 0.57), and is 0.34, 0.55 and 0.80 at a = 1 (``σ_1`` = 0.31, 0.34,
 0.41; the largest ``s_Θ`` is 0.32). The PMI proxy is as far from CA as the fit is (``s_Θ/σ_1`` 0.60 at
@@ -59,7 +59,7 @@ class NtpCaCell(_Record):
     """One world at one emission strength.
 
     ``s_theta``: the whitened fit vs CA; ``pmi_s_theta``: the PMI proxy vs CA; ``pmi_fit_s_theta``:
-    the PMI proxy vs the whitened fit (all ``‖sinΘ‖_F/√d`` in L²(p_c)).
+    the PMI proxy vs the whitened fit (all ``‖sinΘ‖_F/√k`` in L²(p_c)).
     """
 
     world: int
@@ -94,7 +94,7 @@ class NtpCaResult(_Record):
     n_states: int
     vocab: int
     context: int
-    d: int
+    k: int
     worlds: int
     restarts: int
     strengths: list[float]
@@ -124,17 +124,17 @@ def _check_strengths(strengths: Sequence[float]) -> tuple[float, ...]:
     return tuple(sorted(values))
 
 
-def ntp_ca_sweep(strengths: Sequence[float] = DEFAULT_STRENGTHS, *, d: int = 2, worlds: int = 3,
+def ntp_ca_sweep(strengths: Sequence[float] = DEFAULT_STRENGTHS, *, k: int = 2, worlds: int = 3,
                  restarts: int = RESTARTS, rng: RngLike = 0,
                  progress: Callable[..., None] | None = None) -> NtpCaResult:
     """The whitened log-bilinear optimum and the PMI proxy against CA over emission strengths (module docstring).
 
     Args:
         strengths: emission strengths a in (0, 1], distinct.
-        d: embedding dimension (1..5 for the 6-token world).
+        k: embedding dimension (1..5 for the 6-token world).
         worlds: number of random emission tables T (one independent stream each: T, then the
             initialisations of its fits).
-        restarts: initialisations per fit, the lowest loss kept (the rank-d problem has spurious
+        restarts: initialisations per fit, the lowest loss kept (the rank-k problem has spurious
             local minima at strong dependence).
         rng: seed or Generator.
         progress: ``progress(message, done, total)`` once per world and at the end, counted in cells (world x a).
@@ -144,13 +144,13 @@ def ntp_ca_sweep(strengths: Sequence[float] = DEFAULT_STRENGTHS, *, d: int = 2, 
     """
     start = time.perf_counter()
     values = _check_strengths(strengths)
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 1 <= d <= VOCAB - 1:
-        raise ValueError(f"d must be an integer in 1..{VOCAB - 1}, got {d!r}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= VOCAB - 1:
+        raise ValueError(f"k must be an integer in 1..{VOCAB - 1}, got {k!r}")
     if isinstance(worlds, bool) or not isinstance(worlds, (int, np.integer)) or worlds < 1:
         raise ValueError(f"worlds must be a positive integer, got {worlds!r}")
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 1:
         raise ValueError(f"restarts must be a positive integer, got {restarts!r}")
-    d, worlds, restarts = int(d), int(worlds), int(restarts)
+    k, worlds, restarts = int(k), int(worlds), int(restarts)
     seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
     cells: list[list[NtpCaCell]] = []
     say, total = as_progress(progress), worlds * len(values)
@@ -160,9 +160,9 @@ def ntp_ca_sweep(strengths: Sequence[float] = DEFAULT_STRENGTHS, *, d: int = 2, 
         row = []
         for a, init in zip(values, init_rng.spawn(len(values))):
             world = emission_world(a, n_states=N_STATES, vocab=VOCAB, context=CONTEXT, rng=copy.deepcopy(table_rng))
-            ca = correspondence_analysis(world.joint, d)
-            fit = fit_log_bilinear(world.joint, d, rng=init, restarts=restarts)
-            proxy = pmi_proxy(world.joint, d)
+            ca = correspondence_analysis(world.joint, k)
+            fit = fit_log_bilinear(world.joint, k, rng=init, restarts=restarts)
+            proxy = pmi_proxy(world.joint, k)
             s_theta = whitened_deviation(fit.h, ca)
             pmi_s_theta = whitened_deviation(proxy, ca)
             pmi_fit = principal_angles(fit.h - ca.p_c @ fit.h, proxy, ca.p_c).s_theta  # h centred under p_c
@@ -179,7 +179,7 @@ def ntp_ca_sweep(strengths: Sequence[float] = DEFAULT_STRENGTHS, *, d: int = 2, 
     small = flat[:max(1, math.ceil(SMALL_FRACTION * len(flat)))]
     worst = max(flat, key=lambda c: c.s_theta)
     return NtpCaResult(
-        prhsim_version=__version__, n_states=N_STATES, vocab=VOCAB, context=CONTEXT, d=d, worlds=worlds,
+        prhsim_version=__version__, n_states=N_STATES, vocab=VOCAB, context=CONTEXT, k=k, worlds=worlds,
         restarts=restarts, strengths=list(values), seed=seed, cells=cells, small_cells=len(small),
         median_small_ratio=float(np.median([c.ratio for c in small])),
         median_small_pmi_ratio=float(np.median([c.pmi_ratio for c in small])),
@@ -197,16 +197,17 @@ class NtpCaSettings(Settings):
 
     Attributes:
         strengths: emission strengths a in (0, 1] (default 12 from 0.02 to 1).
-        d: embedding dimension (1..5).
+        k: embedding dimension (1..5).
         worlds: random emission tables.
         restarts: initialisations per fit.
         seed: seeds the tables and the fits.
     """
 
     grids = ('strengths',)
+    renamed = {"d": "k"}
 
     strengths: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
-    d: int = Field(2, ge=1, le=5)
+    k: int = Field(2, ge=1, le=5)
     worlds: int = Field(3, ge=1, le=100)
     restarts: int = Field(3, ge=1, le=20)
     seed: int = Field(0, ge=0)
@@ -227,13 +228,13 @@ def estimate(s: NtpCaSettings) -> Any:
 
 def run(s: NtpCaSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep ntp-ca`` from its settings; ``say`` reports progress (counted in cells)."""
-    return ntp_ca_sweep(s.strengths or DEFAULT_STRENGTHS, d=s.d, worlds=s.worlds, restarts=s.restarts, rng=s.seed,
+    return ntp_ca_sweep(s.strengths or DEFAULT_STRENGTHS, k=s.k, worlds=s.worlds, restarts=s.restarts, rng=s.seed,
                         progress=say)
 
 
 def summary(r: Any) -> list[str]:
     """The lines the command prints after the sweep."""
-    return [f"{r.worlds} emission worlds ({r.n_states} states, {r.vocab} tokens, contexts of {r.context}), d = {r.d}, "
+    return [f"{r.worlds} emission worlds ({r.n_states} states, {r.vocab} tokens, contexts of {r.context}), k = {r.k}, "
             f"{len(r.strengths)} strengths",
             f"s_Theta(whitened next-token optimum, CA) / sigma_1 at the {r.small_cells} weakest dependences: "
             f"median {r.median_small_ratio:.3g}; PMI proxy vs CA {r.median_small_pmi_ratio:.3g}, "

@@ -70,5 +70,5 @@ def ntp_ca_figure(result: NtpCaResult) -> Figure:
     right.set_ylabel(r"$s_\Theta$ to the whitened log-bilinear optimum")
     right.set_title("which closed form is closer to the trained optimum", fontsize="medium")
     fig.suptitle(f"next-token prediction, {result.n_states} states, {result.vocab} tokens, "
-                 f"{result.context}-token contexts, d = {result.d}", fontsize="medium")
+                 f"{result.context}-token contexts, k = {result.k}", fontsize="medium")
     return fig

@@ -72,7 +72,7 @@ from prhsim.worlds import FiniteWorld, bad, codebook, good, view_world
 
 DEFAULT_GAPS = (0.0, 0.003, 0.01, 0.02, 0.04, 0.07)
 DEFAULT_SAMPLES = (300, 1000, 3000, 10_000, 30_000, 100_000)
-DEFAULT_EPS = (0.5, 0.85, 0.9, 0.91, 0.93, 0.95, 1.0)
+PAIR_FREE_EPS = (0.5, 0.85, 0.9, 0.91, 0.93, 0.95, 1.0)
 #: A map error below this is a recovered map.
 SUCCESS = 0.25
 #: b counts as nuisance-free (alignable) when every canonical correlation with a is above 1 − this.
@@ -144,7 +144,7 @@ class PairFreeResult(_Record):
     base_gap: float
     base_samples: int
     gaps: list[float]
-    samples: list[int]
+    sample_sizes: list[int]
     eps_grid: list[float]
     n_seeds: int
     success_threshold: float
@@ -241,9 +241,9 @@ def _cell(axis: Axis, designed: DesignedWorld, *, gap: float, samples: int, eps:
     return cells
 
 
-def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int] = DEFAULT_SAMPLES,
-                    eps_grid: Sequence[float] = DEFAULT_EPS, *, base_gap: float = 0.07, base_samples: int = 30_000,
-                    n_states: int = 200, n_nuisance: int = 3, mu_2: float = 0.08, mu_3: float = 0.02,
+def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, sample_sizes: Sequence[int] = DEFAULT_SAMPLES,
+                    eps_grid: Sequence[float] = PAIR_FREE_EPS, *, base_gap: float = 0.07, base_samples: int = 30_000,
+                    n: int = 200, n_nuisance: int = 3, mu_2: float = 0.08, mu_3: float = 0.02,
                     n_seeds: int = 30, rng: RngLike = 0, progress=None) -> PairFreeResult:
     """Success of pair-free alignment against the gap, the sample size and ε (module docstring)."""
     start = time.perf_counter()
@@ -255,11 +255,11 @@ def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int]
 
     def world(gap: float) -> DesignedWorld:
         if gap not in worlds:  # one set of features for every gap: only μ_1 moves
-            worlds[gap] = designed_world(n_states, (mu_2 + gap, mu_2, mu_3), rng=base_seed)
+            worlds[gap] = designed_world(n, (mu_2 + gap, mu_2, mu_3), rng=base_seed)
         return worlds[gap]
 
     plan: list[tuple[Axis, float, int, float]] = [("gap", float(g), base_samples, 1.0) for g in gaps]
-    plan += [("samples", base_gap, int(s), 1.0) for s in samples]
+    plan += [("samples", base_gap, int(s), 1.0) for s in sample_sizes]
     plan += [("eps", base_gap, base_samples, float(e)) for e in eps_grid]
     cells: list[PairFreeCell] = []
     units = [n_seeds * cell_units(size) for _, _, size, _ in plan]
@@ -270,10 +270,10 @@ def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, samples: Sequence[int]
             cells += _cell(axis, world(gap), gap=gap, samples=size, eps=e, seed=seed, n_nuisance=n_nuisance,
                            base_seed=base_seed)
     say(f"{len(plan)} cells done", done=sum(units), total=sum(units))
-    return PairFreeResult(n_states=n_states, n_nuisance=n_nuisance, k=K, mu_2=mu_2, mu_3=mu_3, base_gap=base_gap,
-                          base_samples=base_samples, gaps=[float(g) for g in gaps], samples=[int(s) for s in samples],
+    return PairFreeResult(n_states=n, n_nuisance=n_nuisance, k=K, mu_2=mu_2, mu_3=mu_3, base_gap=base_gap,
+                          base_samples=base_samples, gaps=[float(g) for g in gaps], sample_sizes=[int(s) for s in sample_sizes],
                           eps_grid=[float(e) for e in eps_grid], n_seeds=n_seeds, success_threshold=SUCCESS,
-                          eps_threshold=1.0 - mu_2, chance_r1=1.0 / n_states, cells=cells,
+                          eps_threshold=1.0 - mu_2, chance_r1=1.0 / n, cells=cells,
                           seconds=time.perf_counter() - start, prhsim_version=__version__)
 
 
@@ -285,25 +285,25 @@ class PairFreeSettings(Settings):
 
     Attributes:
         gaps: gaps μ_1 − μ_2 of the designed world (default 0 to 0.07), at ``base_samples``.
-        samples: states and pairs drawn per modality (default 300 to 100,000), at ``base_gap``.
+        sample_sizes: states and pairs drawn per modality, S (default 300 to 100,000), at ``base_gap``.
         eps_grid: bad-view eps of modality b (1 is the good view; default 0.5 to 1), at both bases.
         base_gap, base_samples: the other axes' fixed values.
-        n_states, n_nuisance: the designed world's states and each modality's nuisance values.
+        n, n_nuisance: the designed world's states and each modality's nuisance values.
         mu_2, mu_3: the second and third eigenvalues (μ_1 = μ_2 + gap; the designed features must keep Π ≥ 0).
         n_seeds: draws (renderers, rotations and samples) per cell.
         seed: seeds the world and every draw.
     """
 
-    grids = ('gaps', 'samples', 'eps_grid')
+    grids = ('gaps', 'sample_sizes', 'eps_grid')
 
-    renamed = {"seeds": "n_seeds", "eps": "eps_grid"}
+    renamed = {"seeds": "n_seeds", "eps": "eps_grid", "samples": "sample_sizes", "n_states": "n"}
 
     gaps: list[Annotated[float, Field(ge=0, le=0.5)]] | None = Field(None, min_length=1)
-    samples: list[Annotated[int, Field(ge=10, le=10_000_000)]] | None = Field(None, min_length=1)
+    sample_sizes: list[Annotated[int, Field(ge=10, le=10_000_000)]] | None = Field(None, min_length=1)
     eps_grid: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
     base_gap: float = Field(0.07, ge=0, le=0.5)
     base_samples: int = Field(30_000, ge=10, le=10_000_000)
-    n_states: int = Field(200, ge=10, le=5000)
+    n: int = Field(200, ge=10, le=5000)
     n_nuisance: int = Field(3, ge=2, le=50)
     mu_2: float = Field(0.08, gt=0, lt=1)
     mu_3: float = Field(0.02, gt=0, lt=1)
@@ -318,7 +318,7 @@ class PairFreeSettings(Settings):
 
 
 #: A seed of a cell costs about CELL_SAMPLES + S samples' worth of work (S drawn per modality), a sample
-#: SAMPLE_SECONDS; measured at n_states = 200 on a shared 2-core CPU (30 seeds a cell: S = 300 3.5 s,
+#: SAMPLE_SECONDS; measured at n = 200 on a shared 2-core CPU (30 seeds a cell: S = 300 3.5 s,
 #: S = 30,000 8.1 s, S = 100,000 19.1 s; the default's 19 cells 100-190 s).
 CELL_SAMPLES, SAMPLE_SECONDS = 22_000, 5.2e-6
 
@@ -332,7 +332,7 @@ def estimate(s: PairFreeSettings) -> Any:
     """Seeds x Σ over cells of :func:`cell_units` x SAMPLE_SECONDS."""
     from prhsim.experiments.sweeps._registry import Estimate
 
-    gaps, samples, eps = s.gaps or DEFAULT_GAPS, s.samples or DEFAULT_SAMPLES, s.eps_grid or DEFAULT_EPS
+    gaps, samples, eps = s.gaps or DEFAULT_GAPS, s.sample_sizes or DEFAULT_SAMPLES, s.eps_grid or PAIR_FREE_EPS
     sizes = [s.base_samples] * (len(gaps) + len(eps)) + list(samples)
     units = s.n_seeds * sum(cell_units(size) for size in sizes)
     return Estimate(units * SAMPLE_SECONDS, f"{len(sizes)} cells x {s.n_seeds} seeds, "
@@ -341,8 +341,8 @@ def estimate(s: PairFreeSettings) -> Any:
 
 def run(s: PairFreeSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep pair-free`` from its settings; ``say`` reports progress (counted in :func:`cell_units`)."""
-    return pair_free_sweep(s.gaps or DEFAULT_GAPS, s.samples or DEFAULT_SAMPLES, s.eps_grid or DEFAULT_EPS,
-                           base_gap=s.base_gap, base_samples=s.base_samples, n_states=s.n_states,
+    return pair_free_sweep(s.gaps or DEFAULT_GAPS, s.sample_sizes or DEFAULT_SAMPLES, s.eps_grid or PAIR_FREE_EPS,
+                           base_gap=s.base_gap, base_samples=s.base_samples, n=s.n,
                            n_nuisance=s.n_nuisance, mu_2=s.mu_2, mu_3=s.mu_3, n_seeds=s.n_seeds, rng=s.seed, progress=say)
 
 
@@ -350,7 +350,7 @@ def summary(r: Any) -> list[str]:
     """The lines the command prints after the sweep."""
     lines = [f"{r.n_states} states, k = {r.k}, mu_2 = {r.mu_2:g}, mu_3 = {r.mu_3:g}, {r.n_seeds} seeds; "
              f"recovered = map error below {r.success_threshold:g}; fraction of seeds, spectral / iterative:"]
-    for axis, values, fixed in (("gap", r.gaps, f"S = {r.base_samples:,}"), ("samples", r.samples, f"gap {r.base_gap:g}"),
+    for axis, values, fixed in (("gap", r.gaps, f"S = {r.base_samples:,}"), ("samples", r.sample_sizes, f"gap {r.base_gap:g}"),
                                 ("eps", r.eps_grid, f"gap {r.base_gap:g}, S = {r.base_samples:,}")):
         cells = ", ".join(f"{v:g}: {r.rate(axis, 'spectral', v):.1f} / {r.rate(axis, 'iterative', v):.1f}" for v in values)
         lines.append(f"  {axis} ({fixed}): {cells}")

@@ -34,7 +34,7 @@ THRESHOLD = "eps-threshold"
 
 
 def _values(result: PairFreeResult, axis: str) -> list:
-    return {"gap": result.gaps, "samples": result.samples, "eps": result.eps_grid}[axis]
+    return {"gap": result.gaps, "samples": result.sample_sizes, "eps": result.eps_grid}[axis]
 
 
 def pair_free_figure(result: PairFreeResult) -> Figure:

@@ -55,8 +55,8 @@ def test_predicted_success_is_the_chance_a_normal_angle_stays_below_the_threshol
 
 @pytest.fixture(scope="module")
 def small():
-    return pair_free_sweep(gaps=(0.0, 0.07), samples=(300, 100_000), eps_grid=(0.5, 1.0), base_gap=0.07,
-                           base_samples=30_000, n_states=100, n_seeds=3, rng=0)
+    return pair_free_sweep(gaps=(0.0, 0.07), sample_sizes=(300, 100_000), eps_grid=(0.5, 1.0), base_gap=0.07,
+                           base_samples=30_000, n=100, n_seeds=3, rng=0)
 
 
 def test_the_sweep_shows_the_failures_the_theory_predicts(small):
@@ -80,8 +80,8 @@ def test_the_sweep_shows_the_failures_the_theory_predicts(small):
 def test_the_command_writes_results_a_figure_and_a_summary(tmp_path):
     out = tmp_path / "pf"
     result = CliRunner().invoke(main, ["sweep", "pair-free", "--out", str(out), "--set", "gaps=[0.0, 0.07]",
-                                       "--set", "samples=[1000]", "--set", "eps_grid=[1.0]", "--set", "n_seeds=1",
-                                       "--set", "n_states=50", "--set", "base_samples=2000"])
+                                       "--set", "sample_sizes=[1000]", "--set", "eps_grid=[1.0]", "--set", "n_seeds=1",
+                                       "--set", "n=50", "--set", "base_samples=2000"])
     assert result.exit_code == 0, result.output
     assert "fraction of seeds, spectral / iterative" in result.output
     document = json.loads((out / "results.json").read_text())
