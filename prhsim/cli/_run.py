@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from prhsim._budget import LONG_CLASSES, ResourceError
+from prhsim._extras import JAX_MODULES, require
 from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
 from prhsim.cli._options import git_revision, parse_k, parse_out, parse_shape, read_own_config
@@ -130,11 +131,13 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
     world_flags = {"size": size, "objects": objects, "n": n_states, "shape": shape}
     try:
         config = _resolve(config_file, flags, world_flags, training_flags, sets, notes)
+        if config.sgd_learners:
+            require(f"prhsim run --learner {config.learner}", JAX_MODULES, "jax")
         plan = plan_run(config)
         out_dir = config.out or _default_out(config)
         check_out_folder(out_dir, overwrite=overwrite)
-    except (ConfigError, ResourceError, OutputError) as exc:
-        raise UsageProblem(str(exc)) from None
+    except (ConfigError, ResourceError, OutputError, ValueError) as exc:
+        raise UsageProblem(str(exc).splitlines()[0]) from None
     long = plan.time_class in LONG_CLASSES
     if long:
         notes.append(f"this run may take {plan.time_class}: {plan.summary()}")

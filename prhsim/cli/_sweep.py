@@ -100,6 +100,7 @@ def _command(sweep: Any) -> click.Command:
     def command(config_file, sets, out, overwrite, no_figures, as_json, quiet, **flags) -> None:
         notes: list[str] = []
         try:
+            sweep.check_requirements()
             file_data = read_own_config(config_file, None, notes)
             settings = resolve_settings(model, file_data, [*sets, *_shorthand(sweep, flags)])
             out_dir = out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{sweep.name}")

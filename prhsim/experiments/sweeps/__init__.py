@@ -9,6 +9,7 @@ a new sweep is its two modules and one line here. A record names its modules, wh
 imported only when the sweep runs or draws.
 """
 
+from prhsim._extras import JAX_MODULES
 from prhsim.experiments.sweeps._registry import Estimate as Estimate, Flag as Flag, Sweep as Sweep, comma_list, shape_list
 
 _S = "prhsim.experiments.sweeps."
@@ -59,7 +60,8 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
                  Flag("encoder", "training.encoder", "auto, tabular or mlp.", metavar="ENCODER"),
                  Flag("memory-limit", "memory_limit_gb", "Refuse a sweep whose estimated peak memory exceeds GB.",
                       metavar="GB", type=float)),
-          figure_file="sigreg_weight.png"),
+          figure_file="sigreg_weight.png",
+          requires=JAX_MODULES, extra="jax"),
     Sweep("sample-efficiency", _S + "_sample_efficiency", "SampleEfficiencySettings",
           _S + "_sample_efficiency_figure:sample_efficiency_figure",
           "Good views, bad views and next-token prediction from finite samples: alignment with the pixel "
@@ -73,7 +75,8 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
                  Flag("world", "world.kind", "The world; only gridscene has a caption renderer. 'gridscene' keeps "
                       "the sweep's scene (4x4 grid, 2 objects, 2 shapes, 2 colours; --set world.size=… "
                       "changes it); any other kind is refused.",
-                      lambda value: None if value == "gridscene" else f'"{value}"', "KIND"))),
+                      lambda value: None if value == "gridscene" else f'"{value}"', "KIND")),
+          requires=JAX_MODULES, extra="jax"),
     Sweep("sample-ratio", _S + "_sample_ratio", "SampleRatioSettings", _S + "_sample_ratio_figure:sample_ratio_figure",
           "A map of the predicted sample ratios (bad views and next-token prediction against good views) and of "
           "the closed forms' alignment over good views', over two properties of the captions (dependence, "
@@ -87,7 +90,8 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
           "against the gap, the sample size and eps."),
     Sweep("captioning", _S + "_captioning", "CaptioningSettings", _S + "_captioning_figure:captioning_figure",
           "Captioning through one rotation: a decoder trained on captions alone, the image side carried "
-          "over by a rotation fitted on N_fit pairs (or none: the pair-free map)."),
+          "over by a rotation fitted on N_fit pairs (or none: the pair-free map).",
+          requires=("jax", "optax", "sacrebleu", "pycocoevalcap"), extra="captioning"),
 )}
 
 __all__ = ["SWEEPS", "Estimate", "Flag", "Sweep"]

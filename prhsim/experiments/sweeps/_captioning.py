@@ -725,11 +725,9 @@ def estimate(s: CaptioningSettings) -> Any:
 
 def run(s: CaptioningSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep captioning`` from its settings; ``say`` reports progress (counted in maps)."""
-    import importlib.util
+    from prhsim._extras import require
 
-    missing = [name for name in ("jax", "optax", "sacrebleu", "pycocoevalcap") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise ValueError(f"prhsim sweep captioning needs {', '.join(missing)}: pip install 'prhsim[captioning]'")
+    require("prhsim sweep captioning", ("jax", "optax", "sacrebleu", "pycocoevalcap"), "captioning")
     from prhsim.learners import DecoderConfig
     from prhsim.metrics import iterative_match, spectral_match
 

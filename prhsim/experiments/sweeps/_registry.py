@@ -80,6 +80,8 @@ class Sweep:
         help: one paragraph for ``--help``.
         flags: shorthand options.
         figure_file: the figure's file name, when not ``NAME.png``.
+        requires, extra: the optional modules the sweep needs and the extra that installs them: without them the
+            command refuses in one line before any work (:meth:`check_requirements`), and its tests skip.
     """
 
     name: str
@@ -89,6 +91,14 @@ class Sweep:
     help: str
     flags: tuple[Flag, ...] = ()
     figure_file: str | None = None
+    requires: tuple[str, ...] = ()
+    extra: str = ""
+
+    def check_requirements(self) -> None:
+        """A one-line ValueError when a module of :attr:`requires` is missing."""
+        from prhsim._extras import require
+
+        require(f"prhsim sweep {self.name}", self.requires, self.extra)
 
     def _module(self) -> Any:
         return importlib.import_module(self.module)
