@@ -8,8 +8,8 @@ A refactoring that must leave every number unchanged is checked with two command
 ``record`` runs the commands below through the CLI and keeps each ``results.json``; ``compare`` runs them again
 and compares every field: strings and integers exactly, floats (and the numbers inside strings) to
 ``|a - b| <= ATOL + RTOL |b|``. Timings, versions and the git revision are left out, and keys renamed since the
-snapshot (``RENAMED``, per command, top-level keys) are read under their new name. It prints one line per command and every field that
-differs, and exits 1 when any does.
+snapshot (``RENAMED``: per command, top-level keys) are read under their new name. It prints one line per
+command and every field that differs, and exits 1 when any does.
 
 The commands: ``prhsim run`` (defaults), ``prhsim run --learner all --world ring --n 16``, and ``prhsim sweep
 NAME`` for every sweep with the small settings of the CLI tests (``tests/cli/test_cli_sweeps.py``: ``SMALL``).
