@@ -16,7 +16,8 @@ def without_jax(monkeypatch):
     """jax and optax (and the captioning scorers) look uninstalled to the requirement checks."""
     blocked = {"jax", "optax", "sacrebleu", "pycocoevalcap"}
     find = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **kw: None if name in blocked else find(name, *a, **kw))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **kw: None if name in blocked else find(name, *a, **kw))
 
 
 @pytest.mark.parametrize("learner", ["whiten", "sigreg", "all"])
