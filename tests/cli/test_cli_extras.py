@@ -42,6 +42,8 @@ def test_a_sweep_that_needs_an_extra_refuses_without_it(tmp_path, without_jax, n
     assert result.exit_code == 2, result.output
     assert f"prhsim sweep {name} needs " in result.output and f"pip install 'prhsim[{sweep.extra}]'" in result.output
     assert "Traceback" not in result.output and not out.exists()
+    with pytest.raises(ValueError, match=rf"^prhsim sweep {name} needs .*prhsim\[{sweep.extra}\]"):
+        sweep.run(sweep.settings_model()())  # the library's road through the registry says the same
 
 
 def test_every_sweep_that_trains_with_jax_says_so():

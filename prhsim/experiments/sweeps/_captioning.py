@@ -725,9 +725,6 @@ def estimate(s: CaptioningSettings) -> Any:
 
 def run(s: CaptioningSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep captioning`` from its settings; ``say`` reports progress (counted in maps)."""
-    from prhsim._extras import require
-
-    require("prhsim sweep captioning", ("jax", "optax", "sacrebleu", "pycocoevalcap"), "captioning")
     from prhsim.learners import DecoderConfig
     from prhsim.metrics import iterative_match, spectral_match
 

@@ -80,8 +80,9 @@ class Sweep:
         help: one paragraph for ``--help``.
         flags: shorthand options.
         figure_file: the figure's file name, when not ``NAME.png``.
-        requires, extra: the optional modules the sweep needs and the extra that installs them: without them the
-            command refuses in one line before any work (:meth:`check_requirements`), and its tests skip.
+        requires, extra: the optional modules the sweep needs and the extra that installs them: without them
+            :meth:`run` raises a one-line ValueError, and the command refuses before any work
+            (:meth:`check_requirements`).
     """
 
     name: str
@@ -109,6 +110,7 @@ class Sweep:
     def run(self, settings: BaseModel, say: Callable[..., None] | None = None) -> Any:
         """The sweep's result; ``say`` gets its progress (:func:`prhsim._types.as_progress`: a callable of the message
         alone gets the message alone)."""
+        self.check_requirements()
         return self._module().run(settings, as_progress(say))
 
     def summary(self, result: Any) -> list[Any]:
