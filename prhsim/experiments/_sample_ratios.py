@@ -30,6 +30,8 @@ from prhsim._rng import RngLike, check_rng
 #: Resamples of the seeds behind a ratio's interval.
 RESAMPLES = 1000
 RatioKind = Literal["exact", "at_least", "at_most", "undetermined", "none"]
+#: How a ratio of each kind is written before its value: exact as is, a bound with ≥ or ≤, undetermined with ~.
+RATIO_SIGNS: dict[str, str] = {"exact": "", "at_least": "≥", "at_most": "≤", "undetermined": "~"}
 
 
 class Needed(NamedTuple):

@@ -61,7 +61,7 @@ from prhsim.experiments._caption_alignment import (
 )
 from prhsim.experiments._caption_prediction import predicted_alignment, predicted_limit
 from prhsim.experiments._results import _Record
-from prhsim.experiments._sample_ratios import bootstrap_ratio
+from prhsim.experiments._sample_ratios import RATIO_SIGNS, bootstrap_ratio
 from prhsim.learners import (
     TEXT_TASKS,
     TextConfig,
@@ -407,7 +407,7 @@ def _agreement(cells: list[Cell], tasks: list[str], budgets: list[int], metric: 
 def _fmt_ratio(r: Ratio) -> str:
     if r.kind == "none":
         return "never (no alignment above its floor)"
-    sign = {"exact": "", "at_least": "≥ ", "at_most": "≤ ", "undetermined": "~ "}[r.kind]
+    sign = RATIO_SIGNS[r.kind] + (" " if r.kind != "exact" else "")
     low = "∞" if r.low is None else f"{r.low:.3g}"
     interval = f" [{low}, {r.high:.3g}]" if r.high is not None else f" [{low}, ∞)"
     return (f"{sign}{r.ratio:.3g}x samples{interval}, {sign}{r.token_ratio:.3g}x tokens "

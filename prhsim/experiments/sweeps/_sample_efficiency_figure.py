@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prhsim.experiments._sample_ratios import RATIO_SIGNS
 from prhsim.experiments.report._figures import COLOURS
 from prhsim.experiments.sweeps._sample_efficiency import SampleEfficiency, chance_level
 from prhsim.io import new_figure
@@ -105,7 +106,7 @@ def _short_ratios(result: SampleEfficiency) -> list[str]:
         if r.kind == "none" or r.ratio is None:
             lines.append(f"{r.task} ({r.source}): never")
             continue
-        sign = {"exact": "", "at_least": "≥ ", "at_most": "≤ ", "undetermined": "~ "}[r.kind]
+        sign = RATIO_SIGNS[r.kind] + (" " if r.kind != "exact" else "")
         low = "∞" if r.low is None else f"{r.low:.3g}"
         high = "∞" if r.high is None else f"{r.high:.3g}"
         lines.append(f"{r.task} ({r.source}): {sign}{r.ratio:.3g}x [{low}, {high}], tokens {r.token_ratio:.3g}x")

@@ -30,7 +30,7 @@ from prhsim.config import CaptionConfig, GridSceneWorld, Settings
 from prhsim.experiments._caption_alignment import caption_target
 from prhsim.experiments._caption_prediction import OneCaptionScorer, nested_scores, predicted_limit
 from prhsim.experiments._results import _Record
-from prhsim.experiments._sample_ratios import bootstrap_ratio
+from prhsim.experiments._sample_ratios import RATIO_SIGNS, bootstrap_ratio
 from prhsim.experiments.sweeps._sample_efficiency import closed_form_alignment, draw_records, sample_efficiency
 from prhsim.worlds import SpanLaw
 
@@ -282,8 +282,7 @@ def run(s: SampleRatioSettings, say: Progress | None = None) -> Any:
 def _fmt(r: MapRatio) -> str:
     if r.kind == "none" or r.ratio is None:
         return "never"
-    sign = {"exact": "", "at_least": "≥", "at_most": "≤", "undetermined": "~"}[r.kind]
-    return f"{sign}{r.ratio:.3g}x"
+    return f"{RATIO_SIGNS[r.kind]}{r.ratio:.3g}x"
 
 
 def summary(r: Any) -> list[str]:

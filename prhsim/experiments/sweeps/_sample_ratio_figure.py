@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prhsim.experiments._sample_ratios import RATIO_SIGNS
 from prhsim.experiments.sweeps._sample_ratio import SampleRatioMap
 from prhsim.io import new_figure
 
@@ -65,8 +66,10 @@ def sample_ratio_figure(result: SampleRatioMap) -> Figure:
                 text, colour = f"{m.ratio:.2g}", "white"
             else:
                 ax.add_patch(_box(j, i, "0.85" if m.kind != "none" else "0.6", "///" if m.kind != "none" else None))
-                bound = "" if m.ratio is None else f"{m.ratio:.2g}"
-                text = {"at_least": f"≥{bound}", "at_most": f"≤{bound}", "undetermined": "?", "none": "never"}[m.kind]
+                if m.kind in ("undetermined", "none"):
+                    text = "?" if m.kind == "undetermined" else "never"
+                else:  # a bound
+                    text = RATIO_SIGNS[m.kind] + ("" if m.ratio is None else f"{m.ratio:.2g}")
                 colour = "black"
             if c.confirmed is not None:
                 learned = next((r for r in c.confirmed if r.task == task), None)
