@@ -271,7 +271,8 @@ def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, sample_sizes: Sequence
                            base_seed=base_seed)
     say(f"{len(plan)} cells done", done=sum(units), total=sum(units))
     return PairFreeResult(n_states=n, n_nuisance=n_nuisance, k=K, mu_2=mu_2, mu_3=mu_3, base_gap=base_gap,
-                          base_samples=base_samples, gaps=[float(g) for g in gaps], sample_sizes=[int(s) for s in sample_sizes],
+                          base_samples=base_samples, gaps=[float(g) for g in gaps],
+                          sample_sizes=[int(s) for s in sample_sizes],
                           eps_grid=[float(e) for e in eps_grid], n_seeds=n_seeds, success_threshold=SUCCESS,
                           eps_threshold=1.0 - mu_2, chance_r1=1.0 / n, cells=cells,
                           seconds=time.perf_counter() - start, prhsim_version=__version__)
