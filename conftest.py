@@ -1,8 +1,11 @@
-"""The whole tree's test processes: one BLAS/OpenMP thread each, and prhsim.real (its doctests, and tests/real/) left out
-without torch."""
+"""The whole tree's test processes: one BLAS/OpenMP thread each, prhsim.real (its doctests, and tests/real/) left out
+without torch, and a doctest that imports a missing optional package skipped (`make test-core` runs without them)."""
 
 import importlib.util
 import os
+import re
+
+import pytest
 
 # One BLAS and OpenMP thread per test process, unless the environment chooses: `make test` runs one xdist
 # worker per core, so more threads per worker only oversubscribe the cores (the suite: 340 s with each library's
@@ -20,3 +23,19 @@ def _installed(name: str) -> bool:
 
 
 collect_ignore_glob = [] if _installed("torch") else ["prhsim/real/*", "tests/real/*"]
+
+#: The optional packages (the extras of pyproject.toml, by import name): `make test-core` runs without them.
+OPTIONAL = ("jax", "optax", "torch", "transformers", "tokenizers", "safetensors", "pyarrow", "sacrebleu",
+            "pycocoevalcap", "tensorboard", "calibrated_similarity")
+_IMPORT = re.compile(r"^\s*(?:import|from)\s+(\w+)", flags=re.MULTILINE)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A doctest of prhsim/ that imports an optional package is skipped where that package is missing (the tests
+    skip themselves)."""
+    for item in items:
+        examples = getattr(getattr(item, "dtest", None), "examples", ())
+        imported = {name for example in examples for name in _IMPORT.findall(example.source)}
+        missing = sorted(name for name in imported & set(OPTIONAL) if not _installed(name))
+        if missing:
+            item.add_marker(pytest.mark.skip(reason=f"the doctest imports {', '.join(missing)}, not installed"))

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _timing import best_of, row  # noqa: E402
 
 from prhsim.metrics._calibrate import calibrate  # noqa: E402
-from prhsim.metrics._protocol import METRICS  # noqa: E402
+from prhsim.metrics._registry import METRICS  # noqa: E402
 
 N, D, K, K_NAIVE, KNN_K = 1024, 768, 1000, 20, 10
 

@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _timing import best_of, row  # noqa: E402
 
 from prhsim.metrics._calibrate import calibrate  # noqa: E402
-from prhsim.metrics._protocol import METRICS  # noqa: E402
+from prhsim.metrics._registry import METRICS  # noqa: E402
 
 N, D, K, KNN_K, ALPHA = 1024, 768, 200, 10, 0.05
 K_SHORT = 20  # permutations of the reference's best-of-3 timing

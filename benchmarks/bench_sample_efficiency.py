@@ -37,8 +37,9 @@ from prhsim.experiments._caption_alignment import caption_target  # noqa: E402
 from prhsim.experiments._caption_prediction import OneCaptionScorer, nested_scores  # noqa: E402
 from prhsim.experiments.sweeps._sample_efficiency import DEFAULT_BUDGETS, draw_records  # noqa: E402
 from prhsim.learners import TextConfig, train_text  # noqa: E402
-from prhsim.learners._text_learners import DATA_STREAM, draw_steps  # noqa: E402
-from prhsim.metrics import _knn  # noqa: E402
+from prhsim._rng import TEXT_PAIRS  # noqa: E402
+from prhsim.learners._text_learners import draw_steps  # noqa: E402
+from prhsim.metrics import _knn_search  # noqa: E402
 from prhsim.worlds import CaptionStyle, SpanLaw, caption_law, gridscene  # noqa: E402
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -77,7 +78,7 @@ def baseline_trainer(law, task: str, config: TextConfig):
 
     def train(records):
         p, state = params, init(params)
-        gens = [np.random.default_rng([s, DATA_STREAM]) for s in SEEDS]
+        gens = [np.random.default_rng([s, TEXT_PAIRS]) for s in SEEDS]
         for first in range(0, config.steps, config.log_every):
             count = min(config.log_every, config.steps - first)
             data = [draw_steps(r, law, config, count, g) for r, g in zip(records, gens)]
@@ -128,12 +129,12 @@ def main() -> None:
                                              scorer=scorer))
             return out
 
-        blocks = _knn.BLOCK_MAX_BLOCKS
-        _knn.BLOCK_MAX_BLOCKS = 10**9  # every tile too narrow for the bounds: the partition of whole rows
+        blocks = _knn_search.BLOCK_MAX_BLOCKS
+        _knn_search.BLOCK_MAX_BLOCKS = 10**9  # every tile too narrow for the bounds: the partition of whole rows
         start = time.perf_counter()
         before_scores = curves()
         before = time.perf_counter() - start
-        _knn.BLOCK_MAX_BLOCKS = blocks
+        _knn_search.BLOCK_MAX_BLOCKS = blocks
         start = time.perf_counter()
         scores = curves()
         predicted = time.perf_counter() - start

@@ -39,3 +39,19 @@ def test_unstable_fields_are_left_out():
 def test_every_command_has_a_snapshot():
     folder = Path(__file__).parents[1] / "tools" / "snapshots" / "before-registries"
     assert {p.stem for p in folder.glob("*.json")} == set(snapshot.commands())
+
+
+def test_a_reshaped_document_keeps_every_number_and_an_added_field_is_only_listed():
+    old = {"pairs": [{"a": "x", "mutual_knn": 0.5, "knn_chance": 0.01, "linear_cka": 0.9, "r1": 0.3,
+                      "mutual_knn_calibrated": 0.4, "mutual_knn_p": 0.02, "linear_cka_calibrated": 0.8,
+                      "linear_cka_p": 0.01},
+                     {"a": "y", "mutual_knn": None, "knn_chance": None, "linear_cka": None, "r1": None}]}
+    new = snapshot._pairs_as_mappings(old)
+    assert new["pairs"][0] == {"a": "x", "metrics": {"mutual_knn": 0.5, "linear_cka": 0.9, "retrieval_r1": 0.3},
+                               "chance": {"mutual_knn": 0.01}, "calibrated": {"mutual_knn": 0.4, "linear_cka": 0.8},
+                               "p_values": {"mutual_knn": 0.02, "linear_cka": 0.01}}
+    assert new["pairs"][1] == {"a": "y", "metrics": {}, "chance": {}, "calibrated": {}, "p_values": {}}
+    found = snapshot.differences({"pairs": [{"chance": {"mutual_knn": 0.01, "retrieval_r1": 0.1}}]},
+                                 {"pairs": [{"chance": {"mutual_knn": 0.01}}]})
+    assert found == ["/pairs[0]/chance/retrieval_r1: new"]
+    assert any(__import__("re").fullmatch(p, found[0].removesuffix(": new")) for p in snapshot.ADDED["run-default"])

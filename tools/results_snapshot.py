@@ -8,8 +8,11 @@ A refactoring that must leave every number unchanged is checked with two command
 ``record`` runs the commands below through the CLI and keeps each ``results.json``; ``compare`` runs them again
 and compares every field: strings and integers exactly, floats (and the numbers inside strings) to
 ``|a - b| <= ATOL + RTOL |b|``. Timings, versions and the git revision are left out, and keys renamed since the
-snapshot (``RENAMED``: per command, top-level keys) are read under their new name. It prints one line per
-command and every field that differs, and exits 1 when any does.
+snapshot (``RENAMED``: per command, top-level keys) are read under their new name; documents whose layout changed
+since (``RESHAPED``: per command, a function of the old document) are moved field by field into the new layout
+(every number kept, none computed), and fields added since (``ADDED``: per command, patterns of paths) are listed
+as added, not as differences. It prints one line per command and every field that differs, and exits 1 when any
+does.
 
 The commands: ``prhsim run`` (defaults), ``prhsim run --learner all --world ring --n 16``, and ``prhsim sweep
 NAME`` for every sweep with the small settings of the CLI tests (``tests/cli/test_cli_sweeps.py``: ``SMALL``).
@@ -32,6 +35,45 @@ UNSTABLE = {"seconds", "git_revision", "prhsim_version", "versions", "wall_secon
 #: one). The neighbour count was already ``knn_k`` in every document these commands write ("k" counts features).
 RENAMED: dict[str, dict[str, str]] = {"sweep-ntp-ca": {"d": "k"}, "sweep-pair-free": {"samples": "sample_sizes"}}
 RTOL, ATOL = 1e-9, 1e-12
+
+
+def _pairs_as_mappings(doc: dict) -> dict:
+    """A run's pair metrics, once flat fields (mutual_knn, knn_chance, linear_cka, r1, the calibrated scores and
+    p-values of mutual_knn and linear_cka), as the mappings keyed by registered metric they are now."""
+    names = {"mutual_knn": "mutual_knn", "linear_cka": "linear_cka", "r1": "retrieval_r1"}
+    for pair in doc.get("pairs", []):
+        pair["metrics"] = {new: pair.pop(old) for old, new in names.items() if pair.get(old) is not None}
+        for old in names:
+            pair.pop(old, None)
+        chance = pair.pop("knn_chance", None)
+        pair["chance"] = {} if chance is None else {"mutual_knn": chance}
+        pair["calibrated"], pair["p_values"] = {}, {}
+        for name in ("mutual_knn", "linear_cka"):
+            calibrated, p_value = pair.pop(f"{name}_calibrated", None), pair.pop(f"{name}_p", None)
+            if calibrated is not None:
+                pair["calibrated"][name], pair["p_values"][name] = calibrated, p_value
+    return doc
+
+
+def _bridge_cells_as_mappings(doc: dict) -> dict:
+    """The metric bridge's cells, once flat fields, as mappings keyed by registered metric; its chance levels, once
+    mutual k-NN's per family, per family and metric."""
+    names = {"mutual_knn": "mutual_knn", "linear_cka": "linear_cka", "r1": "retrieval_r1", "cknna": "cknna"}
+    for cell in doc.get("cells", []):
+        cell["metrics"] = {new: cell.pop(old) for old, new in names.items()}
+    doc["chance"] = {family: {"mutual_knn": chance} for family, chance in doc.pop("knn_chance").items()}
+    doc["metrics"] = ["mutual_knn", "linear_cka", "retrieval_r1", "cknna"]
+    return doc
+
+
+#: Documents whose layout changed since the snapshots, per command: the old document -> the new layout.
+RESHAPED = {"run-default": _pairs_as_mappings, "run-all-learners-ring-16": _pairs_as_mappings,
+            "sweep-metric-bridge": _bridge_cells_as_mappings}
+#: Fields added since the snapshots, per command (regular expressions over the paths ``differences`` prints): the
+#: chance level of R@1, once a run field of its own and now a registered metric with a chance.
+ADDED = {"run-default": [r"/pairs\[\d+\]/chance/retrieval_r1"],
+         "run-all-learners-ring-16": [r"/pairs\[\d+\]/chance/retrieval_r1"],
+         "sweep-metric-bridge": [r"/chance/[a-z-]+/retrieval_r1"]}
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -122,9 +164,14 @@ def main() -> int:
             print(f"{name}: no snapshot at {path}")
             failed += 1
             continue
-        found = differences(doc, stable(json.loads(path.read_text()), RENAMED.get(name)))
+        before = stable(json.loads(path.read_text()), RENAMED.get(name))
+        found = differences(doc, RESHAPED.get(name, lambda d: d)(before))
+        added = [line for line in found if line.endswith(": new")
+                 and any(re.fullmatch(pattern, line.removesuffix(": new")) for pattern in ADDED.get(name, []))]
+        found = [line for line in found if line not in added]
         failed += bool(found)
-        print(f"{name}: {'unchanged' if not found else f'{len(found)} fields differ'}")
+        print(f"{name}: {'unchanged' if not found else f'{len(found)} fields differ'}"
+              + (f" ({len(added)} fields added: {added[0].removesuffix(': new')}, ...)" if added else ""))
         for line in found[:40]:
             print(f"  {line}")
     return 1 if failed else 0

@@ -33,9 +33,30 @@ from prhsim.cli._driver import drive, print_notes
 from prhsim.cli._options import git_revision, memory_limit_option, parse_out
 from prhsim.metrics import CONVENTIONS, PRH_METRICS
 
-#: Metric names of the protocol, and those whose k counts neighbours (from the registry, prhsim.metrics.PRH_METRICS).
-METRIC_NAMES = tuple(PRH_METRICS)
-KNN_METRICS = tuple(name for name, metric in PRH_METRICS.items() if metric.neighbours)
+
+
+class RegistryChoice(click.Choice):
+    """A choice among the names of the metric registry as it is when the command runs (a metric registered after
+    this module was imported is offered too)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(PRH_METRICS)
+
+    @choices.setter
+    def choices(self, value: object) -> None:  # click.Choice's constructor assigns; the registry is the source
+        pass
+
+
+METRIC_CHOICE = RegistryChoice()
+
+
+def _neighbours(metric: str) -> bool:
+    """Whether the registered metric reads ``knn_k``."""
+    return PRH_METRICS[metric].neighbours
 
 
 Features = np.ndarray | list[np.ndarray]
@@ -52,22 +73,14 @@ def _depth(x: Features) -> int:
 
 def _score(a: Features, b: Features, name_a: str, name_b: str, metric: str, knn_k: int, clip: float | None,
            clip_scope: str, permutations: int | None = None, alpha: float = 0.05, convention: str = "prhsim"):
-    from prhsim.metrics import calibrated_protocol, prh_protocol
+    """:func:`prhsim.metrics.protocol_entry`, its one-line errors as usage problems."""
+    from prhsim.metrics import protocol_entry
 
-    n = _samples(a)
-    if n != _samples(b):
-        raise UsageProblem(f"{name_a} has {n:,} samples and {name_b} {_samples(b):,}: "
-                           "the protocol compares the same samples in both")
-    if metric in KNN_METRICS and not 1 <= knn_k < n:
-        raise UsageProblem(f"--knn-k must be in 1..{n - 1} for {n:,} samples, got {knn_k}")
     try:
-        if permutations:
-            return calibrated_protocol(a, b, permutations=permutations, alpha=alpha, metric=metric, knn_k=knn_k,
-                                       clip_quantile=clip, clip_scope=clip_scope, convention=convention)
-        return prh_protocol(a, b, metric=metric, knn_k=knn_k, clip_quantile=clip, clip_scope=clip_scope,
-                            convention=convention)
+        return protocol_entry(a, b, name_a, name_b, metric=metric, knn_k=knn_k, clip_quantile=clip,
+                              clip_scope=clip_scope, convention=convention, permutations=permutations, alpha=alpha)
     except ValueError as exc:
-        raise UsageProblem(f"{name_a} vs {name_b}: {exc}") from None
+        raise UsageProblem(str(exc)) from None
 
 
 #: Peak memory of reading a feature file, in multiples of its size on disk (the reader's copy and the float32 array;
@@ -86,17 +99,11 @@ def _load(path: Path) -> Features:
         raise UsageProblem(str(exc)) from None
 
 
-def _widths(x: Features) -> list[int]:
-    """The width of each layer of a stack (N, L, D) or a per-layer list."""
-    return [int(layer.shape[1]) for layer in x] if isinstance(x, list) else [int(x.shape[2])] * int(x.shape[1])
-
-
 def _seconds(a: Features, b: Features, metric: str, knn_k: int, permutations: int | None) -> float:
-    """The protocol's rough seconds on two loaded stacks (:func:`prhsim.metrics.protocol_seconds`; 0 if unknown)."""
-    from prhsim.metrics import protocol_seconds
+    """The protocol's rough seconds on two loaded stacks (:func:`prhsim.metrics.entry_seconds`; 0 if unknown)."""
+    from prhsim.metrics import entry_seconds
 
-    seconds = protocol_seconds(metric, _samples(a), _widths(a), _widths(b), knn_k=knn_k, permutations=permutations or 0)
-    return 0.0 if seconds is None else seconds
+    return entry_seconds(a, b, metric=metric, knn_k=knn_k, permutations=permutations)
 
 
 @click.group()
@@ -104,7 +111,7 @@ def prh() -> None:
     """The PRH alignment protocol on feature files (npy, safetensors, PRH-style .pt)."""
 
 
-_metric = click.option("--metric", type=click.Choice(METRIC_NAMES), default="mutual_knn", show_default=True,
+_metric = click.option("--metric", type=METRIC_CHOICE, default="mutual_knn", show_default=True,
                        help="Alignment metric scored on every layer pair.")
 def _k(fn):
     """``--knn-k``: neighbours of the kNN metrics."""
@@ -160,7 +167,7 @@ def score(a: Path, b: Path, metric: str, knn_k: int, clip: float, no_clip: bool,
                     convention)
     cal = result.calibration
     doc = {"a": str(a), "b": str(b), "metric": metric, "convention": convention, "clip": None if no_clip else clip,
-           "clip_scope": clip_scope, "knn_k": knn_k if metric in KNN_METRICS else None,
+           "clip_scope": clip_scope, "knn_k": knn_k if _neighbours(metric) else None,
            "n": _samples(fa), "layers_a": _depth(fa), "layers_b": _depth(fb),
            "orientation": "table[i][j] = metric(layer i of a, layer j of b)",
            "best": float(result.best), "layer_pair": None if result.layers is None else [int(i) for i in result.layers],
@@ -284,49 +291,36 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
     names_r, names_c = [p.name for p in row_files], [p.name for p in col_files]
     revision = git_revision()
 
-    cost = {(r, c): _seconds(features[r], features[c], metric, knn_k, permutations) for r in row_files for c in col_files}
-    total = sum(cost.values())
+    total = sum(_seconds(features[r], features[c], metric, knn_k, permutations) for r in row_files for c in col_files)
     print_notes(time_notes("table", total, f"{len(row_files)} x {len(col_files)} entries, {metric}"
                            + (f", {permutations:,} permutations each" if permutations else "")), quiet=quiet)
 
     def compute(say):
-        shape = (len(row_files), len(col_files))
-        scores, calibrated, p_values, tau = (np.full(shape, np.nan) for _ in range(4))
-        pairs = np.zeros((*shape, 2), dtype=int)
-        chance = None
-        done = 0.0  # estimated seconds of the cells scored: the ETA weighs each cell by its cost
-        for i, r in enumerate(row_files):
-            for j, c in enumerate(col_files):
-                say(f"{r.name} vs {c.name}" + (f" (calibrating on {permutations:,} permutations)" if permutations else ""),
-                    done=round(1000 * done), total=round(1000 * total))
-                done += cost[r, c]
-                result = _score(features[r], features[c], str(r), str(c), metric, knn_k, None if no_clip else clip,
-                                clip_scope, permutations, alpha, convention)
-                scores[i, j], chance = result.best, result.chance
-                pairs[i, j] = (-1, -1) if result.layers is None else result.layers
-                if result.calibration is not None:
-                    cal = result.calibration
-                    calibrated[i, j], p_values[i, j], tau[i, j] = cal.calibrated, cal.p_value, cal.tau
-        calibration = None
-        if permutations:
-            from prhsim.metrics import holm
+        from prhsim.metrics import prh_table
 
-            calibration = {"permutations": permutations, "alpha": alpha, "aggregate": "max",
-                           "correction": "holm", "calibrated": calibrated.tolist(), "p_values": p_values.tolist(),
-                           "tau": tau.tolist(), "significant": holm(p_values, alpha).tolist()}
-        return scores, pairs, chance, calibration
+        try:
+            return prh_table({p.name: x for p, x in features.items()}, names_r, names_c, metric=metric, knn_k=knn_k,
+                             clip_quantile=None if no_clip else clip, clip_scope=clip_scope, convention=convention,
+                             permutations=permutations, alpha=alpha, progress=say)
+        except ValueError as exc:
+            raise UsageProblem(str(exc)) from None
 
     def write(result, stage):
-        scores, pairs, chance, calibration = result
+        cal = result.calibration
+        calibration = None if cal is None else {
+            "permutations": cal.permutations, "alpha": cal.alpha, "aggregate": "max", "correction": "holm",
+            "calibrated": cal.calibrated.tolist(), "p_values": cal.p_values.tolist(), "tau": cal.tau.tolist(),
+            "significant": cal.significant.tolist()}
+        scores = result.scores
         document = {"git_revision": revision, "folder": str(folder), "metric": metric, "convention": convention,
-                    "knn_k": knn_k if metric in KNN_METRICS else None,
+                    "knn_k": result.knn_k,
                     "clip": None if no_clip else clip, "clip_scope": clip_scope,
                     "rows": names_r, "cols": names_c,
                     "features": {p.name: str(extracted.get(p, p)) for p in features},
                     "data": None if not extracted else str(data), "orientation": "scores[i][j]: rows[i] is A, cols[j] is B; "
                     "layer_pairs[i][j] = (layer of rows[i], layer of cols[j]), (-1, -1) where no pair scores "
                     "above 0 under --convention prh",
-                    "scores": scores.tolist(), "layer_pairs": pairs.tolist(), "chance": chance,
+                    "scores": scores.tolist(), "layer_pairs": result.layer_pairs.tolist(), "chance": result.chance,
                     "calibration": calibration}
         text = io.StringIO()
         writer = csv.writer(text)
@@ -339,13 +333,14 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
             from prhsim.experiments.report import prh_table_figure
             from prhsim.io import save_png
 
-            save_png(prh_table_figure(scores, names_r, names_c, metric=metric, chance=chance), stage / "table.png")
+            save_png(prh_table_figure(scores, names_r, names_c, metric=metric, chance=result.chance),
+                     stage / "table.png")
         return document
 
     def report(result, out_console):
-        scores, pairs, chance, calibration = result
+        scores, pairs, chance, cal = result.scores, result.layer_pairs, result.chance, result.calibration
         title = f"{metric}: best layer pair" + ("" if chance is None else f" (chance {chance:.3g})")
-        if calibration:
+        if cal is not None:
             title += " / calibrated (n.s.: not significant)"
         view = Table(title=title, title_justify="left")
         view.add_column("rows: A \\ cols: B")
@@ -355,22 +350,22 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
             cells = []
             for j, (v, (a, b)) in enumerate(zip(values, layer_pairs)):
                 cell = f"{v:.3f} ({a},{b})" if a >= 0 else f"{v:.3f} (none)"
-                if calibration:
-                    mark = "" if calibration["significant"][i][j] else " n.s."
-                    cell += f" / {calibration['calibrated'][i][j]:.3f}{mark}"
+                if cal is not None:
+                    mark = "" if cal.significant[i, j] else " n.s."
+                    cell += f" / {cal.calibrated[i, j]:.3f}{mark}"
                 cells.append(cell)
             view.add_row(escape(name), *cells)
         out_console.print(view)
-        if calibration:
+        if cal is not None:
             m = scores.size
-            out_console.print(f"calibrated against {calibration['permutations']:,} permutations of B's rows (the null "
+            out_console.print(f"calibrated against {cal.permutations:,} permutations of B's rows (the null "
                               f"of the max over every layer pair); n.s.: the p-value does not reach alpha "
-                              f"{calibration['alpha']:g} under Holm's correction for the {m} cells of the table",
+                              f"{cal.alpha:g} under Holm's correction for the {m} cells of the table",
                               highlight=False)
-            needed = math.ceil(m / calibration["alpha"]) - 1
-            if calibration["permutations"] < needed:
+            needed = math.ceil(m / cal.alpha) - 1
+            if cal.permutations < needed:
                 out_console.print(f"[yellow]note[/]: the smallest p-value K permutations give is 1/(K + 1), so with "
-                                  f"K = {calibration['permutations']:,} no cell can pass Holm's first threshold "
+                                  f"K = {cal.permutations:,} no cell can pass Holm's first threshold "
                                   f"alpha/{m}; use --calibrate {needed:,} or more", highlight=False)
 
     drive("prhsim prh table", out_dir, overwrite=overwrite, quiet=quiet, as_json=False, compute=compute,

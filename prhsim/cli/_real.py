@@ -221,8 +221,8 @@ def train_command(data, learner, views, model, weights, tokenizer, steps, batch_
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print eval.json to stdout instead of a table.")
 def eval_command(run, features, data, n_fit, permutations, alpha, as_json) -> None:
     """Score a run's text encoder against the image features: R@1/R@5 both ways after one rotation fitted on
-    validation pairs, mutual k-NN and CKA on the test split, each beside its chance level and calibrated
-    against a permutation null."""
+    validation pairs, the reported PRH metrics (mutual k-NN, linear CKA, R@1) on the test split, each beside its
+    chance level and calibrated against a permutation null."""
     from prhsim.real import DataError, evaluate_run
 
     try:
@@ -237,19 +237,22 @@ def eval_command(run, features, data, n_fit, permutations, alpha, as_json) -> No
     out = console()
     out.print(escape(f"{run} ({result['label']}, {result['model']}, step {result['step']}): {result['n_test']} test "
                      f"images, rotation fitted on {result['n_fit']} validation pairs"), highlight=False)
+    from prhsim.metrics import PRH_METRICS
+
     chance = result["chance"]
-    for key, label, level in (("r1_text_to_image", "R@1 text -> image", chance["r1"]),
-                              ("r5_text_to_image", "R@5 text -> image", chance["r5"]),
-                              ("r1_image_to_text", "R@1 image -> text", chance["r1"]),
-                              ("r5_image_to_text", "R@5 image -> text", chance["r5"]),
-                              ("mutual_knn", f"mutual {result['knn_k']}-NN", chance["mutual_knn"]),
-                              ("linear_cka", "linear CKA", None)):
+    recall = [("r1_text_to_image", "R@1 text -> image", chance["r1"]), ("r5_text_to_image", "R@5 text -> image", chance["r5"]),
+              ("r1_image_to_text", "R@1 image -> text", chance["r1"]), ("r5_image_to_text", "R@5 image -> text", chance["r5"])]
+    lines = [(result[key], label, level, None) for key, label, level in recall]
+    for name, value in result["metrics"].items():
+        record = PRH_METRICS.get(name)
+        label = name if record is None else record.heading + (f" (k={result['knn_k']})" if record.neighbours else "")
+        lines.append((value, label, chance.get(name), (result.get("calibration") or {}).get(name)))
+    for value, label, level, cal in lines:
         tail = "" if level is None else f"   (chance {level:.4f})"
-        cal = (result.get("calibration") or {}).get(key)
         if cal is not None:
             tail += (f"   calibrated {cal['calibrated']:.4f} (tau {cal['tau']:.4f}, p = {cal['p_value']:.3g} over "
                      f"{result['calibration']['permutations']:,} permutations)")
-        out.print(escape(f"  {label:<20s} {result[key]:.4f}{tail}"), highlight=False)
+        out.print(escape(f"  {label:<20s} {value:.4f}{tail}"), highlight=False)
 
 
 @real.command("features")

@@ -123,7 +123,7 @@ _SWEEP_NAMES = {
     "designed_world": "_pair_free",
     "pair_free_sweep": "_pair_free",
     "CaptioningCurve": "_captioning",
-    "CaptionScores": "_captioning",
+    "CaptionScores": "_caption_scores",
     "PairFreeSample": "_captioning",
     "captioning_curve": "_captioning",
     "captioning_setup": "_captioning",

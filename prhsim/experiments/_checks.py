@@ -11,6 +11,7 @@ import numpy as np
 
 from prhsim.experiments._results import Check, LearnedModality, LearnerSummary, ModalitySummary, PairSummary
 from prhsim.optima import GAP_TOL
+from prhsim.learners import LEARNERS
 
 #: ρ_P below this counts as "equal up to rotation"; predictions must match within it (closed forms).
 RHO_ATOL = 1e-8
@@ -180,7 +181,7 @@ def learned_checks(summary: LearnerSummary, unique: dict[str, bool] | None = Non
     so does convergence where the closed form is not unique (``unique[name]`` False: a tie at k).
     """
     checks = []
-    if summary.learner == "whiten":
+    if summary.learner in LEARNERS and LEARNERS[summary.learner].covered:
         for m in summary.modalities:
             claim = f"SGD reaches the closed form (s_Theta < {CONVERGED_S_THETA:g})"
             subject = f"whiten: {m.name}"

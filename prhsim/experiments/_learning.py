@@ -25,7 +25,7 @@ from prhsim._types import Progress
 from prhsim.config import RunConfig, TrainingSettings
 from prhsim.experiments._results import LearnedModality, LearnedPair, LearnerSummary
 from prhsim.experiments._rotation import RotationUniqueness
-from prhsim.learners import curve_rate, evaluate_learned, evaluate_sampled, seed_spread
+from prhsim.learners import LEARNERS, curve_rate, evaluate_learned, evaluate_sampled, seed_spread
 from prhsim.metrics import coupled_comparison, whiten
 from prhsim.worlds import World
 
@@ -66,8 +66,8 @@ def data_mode(objective: str, world: World, k: int, training: TrainingSettings, 
 
     if encoder == "mlp" and world.n > FEATURE_LIMIT:
         return "minibatch"
-    if objective == "sigreg":
-        return "exact" if world.n**2 * training.num_directions <= training.exact_sigreg_work else "minibatch"
+    if not LEARNERS[objective].objective.auto_exact(world.n, training):
+        return "minibatch"
     from prhsim.learners import exact_law
 
     try:
@@ -82,7 +82,7 @@ def method(objective: str, data: str, training: TrainingSettings, encoder: str =
     loss under "auto", else "adamw"."""
     if training.method != "auto":
         return training.method
-    precond = (objective, data, encoder) == ("whiten", "exact", "tabular")
+    precond = LEARNERS[objective].objective.eigen_residual and (data, encoder) == ("exact", "tabular")
     return "precond" if precond else "adamw"
 
 
@@ -150,8 +150,8 @@ def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[s
                                      closed_form_rho_p=closed_pairs[(a, b)].comparison.rho_p))
         summaries.append(LearnerSummary(
             learner=objective, encoder=encoder, steps=training.steps, seeds=list(seeds),
-            lam=training.lam if objective == "sigreg" else None,
-            convention=training.convention if objective == "sigreg" else None,
+            lam=training.lam if LEARNERS[objective].objective.weighted else None,
+            convention=training.convention if LEARNERS[objective].objective.weighted else None,
             modalities=modalities, pairs=pairs, seconds=time.perf_counter() - start))
     return summaries
 

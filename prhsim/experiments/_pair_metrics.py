@@ -4,19 +4,23 @@ For a pair of modalities with whitened features F_a on Z x N_a and F_b on Z x N_
 states z are drawn from p_Z without replacement (N = min(samples, |Z|)), and for each a
 nuisance n_a ~ q_a and n_b ~ q_b independently: row i of A is F_a(z_i, n_a,i) and of B
 is F_b(z_i, n_b,i), one observation of the same state in each modality, as paired
-image/caption features are. On these rows: mutual k-NN (k = min(10, N/4)) with its chance
-level k/(N − 1), linear CKA, and R@1 (mean of both directions) with an orthogonal map
-fitted on a random half of the rows and scored on the other half. With ``permutations`` K,
-mutual k-NN and linear CKA are also calibrated against K row permutations of B
-(:func:`prhsim.metrics.calibrate`: the calibrated score and the p-value).
+image/caption features are. On these rows every metric of ``metrics`` (by default the
+registry's reported ones, :func:`prhsim.metrics.reported_metrics`: mutual k-NN with k =
+min(10, N/4), linear CKA, R@1) is scored, a fitted metric (R@1) fitting on a random half of
+the rows and scoring the other half; each metric's chance level where its record has one.
+With ``permutations`` K, every metric that fits nothing is also calibrated against K row
+permutations of B (:func:`prhsim.metrics.calibrate`: the calibrated score and the p-value).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
+from prhsim.metrics import Calibration, calibrate, metric_record, reported_metrics
 
 #: Features of a modality at modal states ``z·|N| + n``: ``rows(states) -> (s, k)``.
 Rows = Callable[[np.ndarray], np.ndarray]
@@ -30,19 +34,23 @@ KNN_K = 10
 
 @dataclass(frozen=True)
 class PairMetrics:
-    """The sample metrics of one pair of modalities (see the module docstring)."""
+    """The sample metrics of one pair of modalities (see the module docstring).
+
+    Attributes:
+        samples: N, the rows drawn.
+        knn_k: the neighbours of the k-NN metrics.
+        scores: metric name -> its score.
+        chance: metric name -> its chance level on N rows (the metrics whose record has one).
+        permutations: K of the calibration, or None.
+        calibrations: metric name -> its :class:`prhsim.metrics.Calibration` (each calibrated metric).
+    """
 
     samples: int
     knn_k: int
-    mutual_knn: float
-    knn_chance: float
-    linear_cka: float
-    r1: float
+    scores: dict[str, float]
+    chance: dict[str, float]
     permutations: int | None = None
-    mutual_knn_calibrated: float | None = None
-    mutual_knn_p: float | None = None
-    linear_cka_calibrated: float | None = None
-    linear_cka_p: float | None = None
+    calibrations: dict[str, Calibration] = field(default_factory=dict)
 
 
 def _at(rows: Rows | np.ndarray, states: np.ndarray) -> np.ndarray:
@@ -50,16 +58,17 @@ def _at(rows: Rows | np.ndarray, states: np.ndarray) -> np.ndarray:
 
 
 def pair_metrics(rows_a: Rows | np.ndarray, q_a: np.ndarray, rows_b: Rows | np.ndarray, q_b: np.ndarray,
-                 p_z: np.ndarray, *, rng: np.random.Generator, samples: int = SAMPLES,
-                 permutations: int = 0) -> PairMetrics | None:
+                 p_z: np.ndarray, *, rng: np.random.Generator, samples: int = SAMPLES, permutations: int = 0,
+                 metrics: Sequence[str] | None = None) -> PairMetrics | None:
     """Sample metrics of two modalities sharing Z (None when Z has fewer than 8 states, or when a drawn row of
     either representation is zero: the k-NN metrics compare directions, which a zero row has not).
 
     ``rows_a``, ``rows_b``: each modality's features at modal states (a function of the
-    states, or a full table over ``Z x N``).
+    states, or a full table over ``Z x N``); ``metrics``: registered names (default: the reported ones).
+    The rows, the fitting half and the permutations' seed are drawn from ``rng`` in that order whatever the
+    metrics, so a metric's score does not depend on which others are scored.
     """
-    from prhsim.metrics import calibrate, knn_chance, linear_cka, mutual_knn, retrieval
-
+    records = [metric_record(name) for name in (reported_metrics() if metrics is None else metrics)]
     n_z = p_z.size
     n = min(samples, n_z)
     if n < 8:
@@ -73,14 +82,11 @@ def pair_metrics(rows_a: Rows | np.ndarray, q_a: np.ndarray, rows_b: Rows | np.n
     k = min(KNN_K, n // 4)
     fit = np.zeros(n, dtype=bool)
     fit[rng.permutation(n)[: n // 2]] = True
-    r = retrieval(A, B, fit=fit, ks=(1,))
-    calibrated = {}
+    calibrations = {}
     if permutations:  # drawn after every draw above, so the raw metrics do not depend on K
         seed = int(rng.integers(2**31))
-        knn = calibrate("mutual_knn", A, B, permutations=permutations, knn_k=k, rng=seed)
-        cka = calibrate("linear_cka", A, B, permutations=permutations, rng=seed)
-        calibrated = dict(permutations=permutations, mutual_knn_calibrated=knn.calibrated, mutual_knn_p=knn.p_value,
-                          linear_cka_calibrated=cka.calibrated, linear_cka_p=cka.p_value)
-    return PairMetrics(samples=n, knn_k=k, mutual_knn=float(mutual_knn(A, B, knn_k=k, screen=False)),
-                       knn_chance=float(knn_chance(n, k)), linear_cka=float(linear_cka(A, B)),
-                       r1=float((r.a_to_b[1] + r.b_to_a[1]) / 2), **calibrated)
+        calibrations = {m.name: calibrate(m.name, A, B, permutations=permutations, knn_k=k, rng=seed)
+                        for m in records if not m.fitted}
+    return PairMetrics(samples=n, knn_k=k, scores={m.name: float(m(A, B, knn_k=k, fit=fit)) for m in records},
+                       chance={m.name: m.chance_level(n, k, fit=fit) for m in records if m.chance is not None},
+                       permutations=permutations or None, calibrations=calibrations)

@@ -26,7 +26,7 @@ from prhsim._budget import (
 )
 from prhsim.config import ConfigError, GridSceneWorld, RandomWorld, RunConfig
 from prhsim.experiments._pair_metrics import SAMPLES as PAIR_SAMPLES
-from prhsim.learners import EVAL_SAMPLE, TrainConfig
+from prhsim.learners import EVAL_SAMPLE, LEARNERS, TrainConfig
 from prhsim.optima import AUTO_K_MAX, DENSE_UP_TO, FEATURE_LIMIT
 from prhsim.worlds import FULL_CHECK_LIMIT
 
@@ -56,10 +56,9 @@ FLOPS = 1e9
 PAIR_METRIC_COPIES = 4
 #: Peak of an SGD learner in tables of seeds x n_m x k floats (params, Adam's moments, gradients, features, copies).
 LEARNER_TABLE_COPIES = 12
-#: Float operations per element of a learner's step, forward and backward (measured on this project's
-#: 2-core CPU: about 6 ns per table element and factor for exact whitening, 20 ns per
-#: characteristic-function term for SIGReg), for the time class.
-WHITEN_FLOPS_PER_ELEMENT, SIGREG_FLOPS_PER_ELEMENT = 6, 20
+#: Float operations per weight of an MLP on rendered minibatches, per pair and step (forward and backward), for the
+#: time class; a table's step is its objective's own (``TrainingObjective.step_flops``).
+MLP_FLOPS_PER_WEIGHT = 6
 
 
 @dataclass(frozen=True)
@@ -177,21 +176,14 @@ def _learner_cost(config: RunConfig, objective: str, n_m: int, k: int, obs_bytes
         nbytes = 3 * FLOAT * float(EVAL_SAMPLE) * (obs_bytes + k * (t.n_seeds + 1)) \
             + 3 * FLOAT * float(t.n_seeds) * chunk * t.batch_size * 2 * obs_bytes
         widths = (obs_bytes, *TrainConfig.hidden, k)  # the MLP's layers (TrainConfig's default widths)
-        per_step = WHITEN_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * sum(a * b for a, b in zip(widths, widths[1:]))
+        per_step = MLP_FLOPS_PER_WEIGHT * 2.0 * t.batch_size * sum(a * b for a, b in zip(widths, widths[1:]))
         return nbytes, per_step * t.steps * t.n_seeds
     nbytes = LEARNER_TABLE_COPIES * FLOAT * float(t.n_seeds) * n_m * k
     if t.encoder == "mlp":
         nbytes += 3 * FLOAT * float(n_m) * obs_bytes
-    exact = t.data == "exact" or (t.data == "auto" and (objective == "whiten" or
-                                                         n_m**2 * t.num_directions <= t.exact_sigreg_work))
-    if exact and objective == "sigreg":
-        per_step = SIGREG_FLOPS_PER_ELEMENT * float(n_m) ** 2 * t.num_directions
-    elif exact:
-        per_step = WHITEN_FLOPS_PER_ELEMENT * float(n_m) * k * (factors + k)
-    elif objective == "sigreg":
-        per_step = SIGREG_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * t.num_directions * 17
-    else:
-        per_step = WHITEN_FLOPS_PER_ELEMENT * 2.0 * t.batch_size * k * k
+    record = LEARNERS[objective].objective
+    exact = t.data == "exact" or (t.data == "auto" and record.auto_exact(n_m, t))
+    per_step = record.step_flops("exact" if exact else "minibatch", n_m, k, factors, t.batch_size, t.num_directions)
     return nbytes, per_step * t.steps * t.n_seeds
 
 

@@ -63,7 +63,12 @@ class ModalitySummary(_Record):
 
 class PairSummary(_Record):
     """Two modalities compared through the pairs sharing z (whitened, p-weighted), and the PRH sample
-    metrics on sampled paired observations (``samples`` rows; None on worlds too small to sample)."""
+    metrics on sampled paired observations (``samples`` rows; None on worlds too small to sample).
+
+    ``metrics[name]`` is each reported metric's score (:func:`prhsim.metrics.reported_metrics`),
+    ``chance[name]`` its chance level where known; with ``permutations`` K, ``calibrated[name]`` and
+    ``p_values[name]`` of every metric calibrated against K row permutations.
+    """
 
     a: str
     b: str
@@ -74,15 +79,11 @@ class PairSummary(_Record):
     predicted_rho_p: float | None
     samples: int | None = None
     knn_k: int | None = None
-    mutual_knn: float | None = None
-    knn_chance: float | None = None
-    linear_cka: float | None = None
-    r1: float | None = None
+    metrics: dict[str, float] = {}
+    chance: dict[str, float] = {}
     permutations: int | None = None
-    mutual_knn_calibrated: float | None = None
-    mutual_knn_p: float | None = None
-    linear_cka_calibrated: float | None = None
-    linear_cka_p: float | None = None
+    calibrated: dict[str, float] = {}
+    p_values: dict[str, float] = {}
 
 
 class LearnedModality(_Record):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from prhsim._rng import RUN_PAIR_METRICS
 from prhsim import __version__
 from prhsim._budget import ResourceError, memory_limit
 from prhsim._types import Progress
@@ -46,8 +47,6 @@ from prhsim.optima import (
 from prhsim.metrics import principal_angles
 from prhsim.worlds import Modality, View, World, bad, good
 
-#: Stream tag of the states drawn for the PRH sample metrics: ``default_rng([seed, 2])``.
-PAIR_METRICS_STREAM = 2
 #: Eigenvalues of K_Z shown in the report and figure (at least k + 4 when k is larger).
 SPECTRUM_HEAD = 24
 
@@ -178,16 +177,18 @@ def solve(config: RunConfig, setup: Setup, *, learner: Learner | None = None,
         modalities.append(_modality_summary(o))
     pairs = []
     by_name = {o.name: o for o in outcome.modalities}
-    streams = np.random.default_rng([config.seed, PAIR_METRICS_STREAM]).spawn(max(1, len(outcome.pairs)))
+    streams = np.random.default_rng([config.seed, RUN_PAIR_METRICS]).spawn(max(1, len(outcome.pairs)))
     for p, stream in zip(outcome.pairs, streams):
         say(f"PRH metrics: {p.a} vs {p.b}")
         a, b = by_name[p.a], by_name[p.b]
         sample = None if a.collapsed or b.collapsed else pair_metrics(
             a.rows, a.world.modality.nuisance, b.rows, b.world.modality.nuisance, setup.base.p, rng=stream,
             permutations=config.calibrate)
-        extra = {} if sample is None else {f: getattr(sample, f) for f in (
-            "samples", "knn_k", "mutual_knn", "knn_chance", "linear_cka", "r1", "permutations",
-            "mutual_knn_calibrated", "mutual_knn_p", "linear_cka_calibrated", "linear_cka_p")}
+        extra = {} if sample is None else dict(
+            samples=sample.samples, knn_k=sample.knn_k, metrics=sample.scores, chance=sample.chance,
+            permutations=sample.permutations,
+            calibrated={name: c.calibrated for name, c in sample.calibrations.items()},
+            p_values={name: c.p_value for name, c in sample.calibrations.items()})
         pairs.append(PairSummary(a=p.a, b=p.b, rho_p=p.comparison.rho_p, s_theta=p.comparison.s_theta,
                                  mean_correlation=p.comparison.mean_correlation, det_q=p.comparison.det_q,
                                  predicted_rho_p=p.predicted_rho, **extra))

@@ -58,10 +58,11 @@ from prhsim.learners._text_learners import (
     train_text as train_text,
 )
 from prhsim.learners._train_torch import TorchLearner as TorchLearner, train_torch as train_torch
-from prhsim.learners._losses import exact_law as exact_law
+from prhsim.learners._exact_law import exact_law as exact_law
 from prhsim.learners._caption_decoder import CaptionDecoder as CaptionDecoder, DecoderConfig as DecoderConfig, check_decoder as check_decoder, decode_captions as decode_captions, train_caption_decoder as train_caption_decoder
 
 from prhsim.learners._registry import LEARNERS as LEARNERS, SGD_OBJECTIVES as SGD_OBJECTIVES, LearnerKind as LearnerKind
+from prhsim.learners._objectives import TrainingObjective as TrainingObjective
 __all__ = [
     "EVAL_SAMPLE",
     "LEARNERS",
@@ -90,6 +91,7 @@ __all__ = [
     "SGDLearner",
     "SeedSpread",
     "TEXT_LEARNERS",
+    "TrainingObjective",
     "TEXT_TASKS",
     "TextConfig",
     "TextResult",

@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from prhsim.learners._losses import FactorLaw, PairList, apply_factors, exact_law
+from prhsim.learners._exact_law import FactorLaw, PairList, apply_factors, exact_law
 from prhsim.worlds import World
 
 #: Why a seed stopped: its residual bound (or residual) met the tolerance, its loss plateaued,

@@ -27,6 +27,7 @@ from typing import Any, Callable, Literal, NamedTuple
 import numpy as np
 from array_api_compat import array_namespace
 
+from prhsim._rng import RENDER_STANDARDISE
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim.worlds import ModalWorld, Modality, World
 
@@ -268,7 +269,7 @@ def rendered_inputs(world: ModalWorld, *, exact: bool | None = None, rng: int = 
     if exact:  # every state, rendered twice (the mean, then the spread about it) rather than stored
         mean, scale = _standardisation(np.asarray(world.p, dtype=np.float64), world.n, probe.raw)
     else:
-        states = pair_sampler(world).pairs(STANDARDISE_SAMPLE, rng=np.random.default_rng([rng, 2]))[0]
+        states = pair_sampler(world).pairs(STANDARDISE_SAMPLE, rng=np.random.default_rng([rng, RENDER_STANDARDISE]))[0]
         X = probe.raw(states)
         mean = X.mean(axis=0)
         std = np.sqrt(((X - mean) ** 2).mean(axis=0))

@@ -11,7 +11,7 @@ Randomness, per seed s (independent of how seeds are grouped and of ``log_every`
 
 * init: ``jax.random.key(s)``;
 * minibatch pairs at step t: the (t+1)-th of consecutive ``pair_sampler(world).pairs(B, rng=gen)``
-  calls on seed s's one generator ``gen = default_rng([s, 1])`` (the final loss, at step
+  calls on seed s's one generator ``gen = default_rng([s, SGD_PAIRS])`` (:mod:`prhsim._rng`) (the final loss, at step
   ``steps``, takes the next call's). They are drawn on the host in numpy, one chunk of
   ``log_every`` steps at a time (:meth:`prhsim.worlds.PairSampler.batches_for`: one
   ``gen.random`` call per seed and one alias-table lookup for all the seeds; the same pairs
@@ -33,7 +33,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from prhsim._budget import FLOAT, ensure_fits
-from prhsim._rng import RngLike, check_rng
+from prhsim._rng import SGD_EVAL, SGD_PAIRS, RngLike, check_rng
 from prhsim.optima import Optimum
 from prhsim.learners._encoders import (
     Encoder,
@@ -58,21 +58,16 @@ from prhsim.learners._convergence import (
     plateaued,
     residual_of,
 )
-from prhsim.learners._losses import Data, FactorLaw, SGDObjective, exact_law, exact_tables
+from prhsim.learners._exact_law import FactorLaw, exact_law, exact_tables
+from prhsim.learners._losses import Data, SGDObjective
 from prhsim.learners._optimiser import Optimiser, positive_int
 from prhsim.learners._train_jax import Spec, runner
 from prhsim.optima import FEATURE_LIMIT
 from prhsim.worlds import ModalWorld, PairSampler, World, pair_sampler
-from prhsim.learners._registry import SGD_OBJECTIVES
+from prhsim.learners._objectives import OBJECTIVES, objective_record
 
-#: Float arrays of n² x M that reverse-mode autodiff of the exact SIGReg keeps per seed (differences, exponentials).
-EXACT_SIGREG_COPIES = 3
-#: Stream tag of the minibatch pairs: one generator ``default_rng([seed, DATA_STREAM])`` per seed.
-DATA_STREAM = 1
 #: States drawn from p (one sample for every seed) that a learner on rendered observations is evaluated on.
 EVAL_SAMPLE = 16_384
-#: Stream tag of that sample: ``default_rng([EVAL_STREAM])``.
-EVAL_STREAM = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +76,8 @@ class TrainConfig(Optimiser):
     (steps, lr, warmup, end_lr, weight_decay, clip, checked there) and what the tables and MLPs add.
 
     Attributes:
-        objective: "whiten" (hard whitening, docs/theory.md §1.1) or "sigreg" (LeJEPA, §7).
+        objective: a name of :data:`prhsim.learners._objectives.OBJECTIVES`: "whiten" (hard whitening,
+            docs/theory.md §1.1) or "sigreg" (LeJEPA, §7).
         encoder: "tabular" (one vector per state) or "mlp" (on :func:`observation_inputs`).
         data: "exact" (every pair of Π, weighted by π) or "minibatch" (B sampled pairs per step).
         steps: optimiser steps.
@@ -142,7 +138,7 @@ class TrainConfig(Optimiser):
     observations: Literal["auto", "table", "rendered"] = "auto"
 
     def __post_init__(self) -> None:
-        for name, allowed in (("objective", SGD_OBJECTIVES), ("encoder", ("tabular", "mlp")),
+        for name, allowed in (("objective", tuple(OBJECTIVES)), ("encoder", ("tabular", "mlp")),
                               ("data", ("exact", "minibatch")), ("convention", ("lejepa", "additive")),
                               ("invariance_dims", ("sum", "mean")),
                               ("directions", ("resample", "fixed"))):
@@ -158,11 +154,14 @@ class TrainConfig(Optimiser):
             raise ValueError(f"lam must be non-negative, got {self.lam}")
         if self.convention == "lejepa" and self.lam >= 1:
             raise ValueError(f"lam must be below 1 in the lejepa convention (lam·SIGReg + (1 − lam)·inv), got {self.lam}")
-        if self.objective == "whiten" and self.data == "minibatch" and self.batch_size < 2:
-            raise ValueError("whitening a minibatch needs batch_size >= 2")
-        if self.method == "precond" and (self.encoder, self.objective, self.data) != ("tabular", "whiten", "exact"):
-            raise ValueError("method='precond' preconditions a table on the exact whitened loss: it needs "
-                             "encoder='tabular', objective='whiten', data='exact'")
+        record = objective_record(self.objective)
+        if self.data == "minibatch" and self.batch_size < record.min_batch:
+            raise ValueError(f"the {self.objective} objective on a minibatch needs batch_size >= {record.min_batch}")
+        if self.method == "precond" and not (self.encoder == "tabular" and record.eigen_residual
+                                             and self.data == "exact"):
+            raise ValueError("method='precond' preconditions a table on an exact loss whose gradient is the "
+                             "eigen-residual: it needs encoder='tabular', data='exact' and such an objective "
+                             f"({', '.join(o.name for o in OBJECTIVES.values() if o.eigen_residual)})")
         if self.observations not in ("auto", "table", "rendered"):
             raise ValueError(f"observations must be 'auto', 'table' or 'rendered', got {self.observations!r}")
         if self.observations == "rendered" and (self.encoder, self.data) != ("mlp", "minibatch"):
@@ -317,7 +316,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
         p = np.asarray(world.p)
         eval_states, eval_inputs = None, shared["inputs"]
     else:  # a sample of states drawn from p stands for every state (each weighs 1/M)
-        eval_states = pair_sampler(world).pairs(EVAL_SAMPLE, rng=np.random.default_rng([EVAL_STREAM]))[0]
+        eval_states = pair_sampler(world).pairs(EVAL_SAMPLE, rng=np.random.default_rng([SGD_EVAL]))[0]
         eval_inputs = jnp.asarray(rendered(eval_states), dtype=dtype)
         p = np.full(eval_states.size, 1.0 / eval_states.size)
     if law is not None:
@@ -327,8 +326,8 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
         sampler = None
     else:
         sampler = pair_sampler(world)
-    gens = [np.random.default_rng([s, DATA_STREAM]) for s in seeds] if sampler is not None else []
-    sigreg = config.objective == "sigreg"
+    gens = [np.random.default_rng([s, SGD_PAIRS]) for s in seeds] if sampler is not None else []
+    directions = objective_record(config.objective).directions
     resample = config.directions == "resample"
 
     def host_data(steps: np.ndarray) -> dict[str, np.ndarray]:
@@ -337,7 +336,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
             data["z"], data["z2"] = draw_pairs(sampler, config.batch_size, len(steps), gens)
             if rendered is not None:  # the observations of the drawn states, (S, L, B, d)
                 data["x"], data["x2"] = rendered(data.pop("z")), rendered(data.pop("z2"))
-        if sigreg:  # (S, L, k, M): step t's directions of each seed (step 0's when fixed)
+        if directions:  # (S, L, k, M): step t's directions of each seed (step 0's when fixed)
             data["dirs"] = np.array([[draw_directions(k, config.num_directions, seed=s, step=int(t) if resample else 0)
                                       for t in steps] for s in seeds])
         return data
@@ -349,7 +348,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     params = _initial_params(encoder, seeds, init_params, dtype)
     state = run.init_state(params)
     reference_F = None if reference is None else reference.features(eval_states)
-    residual_rule = config.objective == "whiten" and law is not None
+    residual_rule = objective_record(config.objective).eigen_residual and law is not None
     watch = _Watch(config, k, p, LawOperator(law, world.n) if residual_rule else None,
                    _next_eigenvalue(spectrum, reference, k), len(seeds))
     logged, losses, distances = [], [], []
@@ -469,7 +468,8 @@ class _Watch:
             return
         current, self.window = np.concatenate(self.window, axis=1), []
         config = self.config
-        noisy = config.data == "minibatch" or (config.objective == "sigreg" and config.directions == "resample")
+        noisy = config.data == "minibatch" or (objective_record(config.objective).directions
+                                               and config.directions == "resample")
         settled = not noisy or config.rate(step) <= PLATEAU_LR_FRACTION * config.lr
         if self.previous is not None and config.tol is not None and settled:
             calm = np.array([plateaued(a, b, self.config.plateau) for a, b in zip(self.previous, current)])
@@ -528,7 +528,7 @@ class SGDLearner:
     seconds, the final loss, ``tr Cov`` and the collapse flag.
 
     Attributes:
-        name: the learner's name (default: the objective, "whiten" or "sigreg").
+        name: the learner's name (default: the objective's).
         config: the hyperparameters (``centred`` is taken from the call).
     """
 
@@ -586,10 +586,12 @@ def check_request(world: World, k: Any, config: TrainConfig | None, seeds: Seque
     if reference is not None and (reference.n != world.n or reference.k != k):
         raise ValueError(f"the reference has {reference.n} states x {reference.k} features, "
                          f"the training {world.n} x {k}")
-    if config.objective == "sigreg" and config.data == "exact":  # autodiff keeps every block's (rows, n, M) terms
-        ensure_fits(EXACT_SIGREG_COPIES * FLOAT * float(world.n) ** 2 * config.num_directions * len(seeds),
-                    f"the gradient of the exact SIGReg over {world.n:,} states x {config.num_directions} directions "
-                    f"x {len(seeds)} seed(s)", "use data='minibatch', fewer directions or fewer seeds")
+    exact_bytes = objective_record(config.objective).exact_bytes
+    if exact_bytes is not None and config.data == "exact":  # e.g. SIGReg: autodiff keeps every (rows, n, M) term
+        ensure_fits(exact_bytes(world.n, config.num_directions) * len(seeds),
+                    f"the gradient of the exact {config.objective} loss over {world.n:,} states x "
+                    f"{config.num_directions} directions x {len(seeds)} seed(s)",
+                    "use data='minibatch', fewer directions or fewer seeds")
     return config, seeds, k
 
 

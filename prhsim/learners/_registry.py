@@ -1,8 +1,11 @@
-"""The learners of ``prhsim run --learner``, by name: one registry that the settings and labels come from."""
+"""The learners of ``prhsim run --learner``, by name: the closed form and one learner per SGD objective of
+:data:`prhsim.learners._objectives.OBJECTIVES`, one registry that the settings, the plan and the labels come from."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from prhsim.learners._objectives import OBJECTIVES, TrainingObjective
 
 
 @dataclass(frozen=True)
@@ -15,19 +18,21 @@ class LearnerKind:
         sgd: trained by SGD (False: the closed form itself).
         covered: whether the theorem's uniqueness covers its optimum (docs/theory.md §1, §7): hard
             whitening is, SIGReg is not (a run does not check it against the closed form).
+        objective: what an SGD learner minimises (its record, read by the losses, the plan, the checks and the
+            report); None for the closed form.
     """
 
     name: str
     description: str
     sgd: bool
     covered: bool
+    objective: TrainingObjective | None = None
 
 
-#: Every learner, in the order the command line lists them.
+#: Every learner, in the order the command line lists them: the closed form, then each SGD objective.
 LEARNERS: dict[str, LearnerKind] = {k.name: k for k in (
     LearnerKind("closed", "the whitened closed form (what a learner converges to)", sgd=False, covered=True),
-    LearnerKind("whiten", "SGD on hard whitening (the objective the theorem covers)", sgd=True, covered=True),
-    LearnerKind("sigreg", "SGD on LeJEPA's SIGReg (uniqueness not proven)", sgd=True, covered=False),
+    *(LearnerKind(o.name, o.description, sgd=True, covered=o.covered, objective=o) for o in OBJECTIVES.values()),
 )}
 
 #: The SGD objectives, in order: the learners trained by SGD.

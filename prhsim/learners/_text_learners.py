@@ -25,7 +25,7 @@ pools a language model's token states. A next-token step's position t is uniform
 targets (every position 1..T−1 that is not blank).
 
 Randomness per seed s: the init from ``jax.random.key(s)``; the step data from one generator
-``default_rng([s, DATA_STREAM])``, drawn on the host one chunk of ``log_every`` steps at a time;
+``default_rng([s, TEXT_PAIRS])`` (:mod:`prhsim._rng`), drawn on the host one chunk of ``log_every`` steps at a time;
 SIGReg directions from :func:`prhsim.objectives.draw_directions` (seed s, the step). Seeds run
 together under ``vmap``; compiled loops are cached per configuration and shapes, so runs that
 differ only in their records (the budgets of a sample-efficiency sweep) compile once.
@@ -40,6 +40,7 @@ from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
+from prhsim._rng import TEXT_PAIRS
 from prhsim._budget import ensure_fits
 from prhsim.objectives import LAMBDA, lejepa_loss
 from prhsim.objectives import next_token_cross_entropy
@@ -57,8 +58,6 @@ TextTask = Literal["good", "bad", "ntp"]
 #: What a text learner trains on: the JEPA learner on good or on bad views, or next-token prediction
 #: (the three arms of the sample-efficiency sweep).
 TEXT_TASKS: tuple[TextTask, ...] = ("good", "bad", "ntp")
-#: Stream tag of the step data: one generator ``default_rng([seed, DATA_STREAM])`` per seed.
-DATA_STREAM = 3
 #: Captions are embedded in chunks of this many rows.
 EMBED_CHUNK = 8192
 
@@ -326,7 +325,7 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
     sigreg = config.task != "ntp" and config.objective == "sigreg"
     finals, curves = [], []
     for s, (seed, rec) in enumerate(zip(seeds, records)):  # one seed at a time (module docstring)
-        gen = np.random.default_rng([seed, DATA_STREAM])
+        gen = np.random.default_rng([seed, TEXT_PAIRS])
 
         def chunk_data(first: int, count: int) -> dict[str, Any]:
             data = {name: jnp.asarray(value) for name, value in draw_steps(rec, law, config, count, gen).items()}

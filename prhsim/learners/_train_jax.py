@@ -23,6 +23,7 @@ from prhsim.learners._encoders import mlp_apply, tabular_apply
 from prhsim.learners._optimiser import Optimiser, scan_steps
 from prhsim.objectives import Convention
 from prhsim.learners._losses import Data, SGDObjective
+from prhsim.learners._objectives import objective_record
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,12 @@ class Runner(NamedTuple):
 
 
 def step_axes(spec: Spec) -> dict[str, int]:
-    """vmap axes of the per-step data: the step index is shared, sampled pairs and directions are per seed."""
+    """vmap axes of the per-step data: the step index is shared, sampled pairs and (for an objective whose steps
+    carry them) directions are per seed."""
     axes = {"t": None}
     if spec.data == "minibatch":
         axes.update(x=0, x2=0) if spec.rendered else axes.update(z=0, z2=0)
-    if spec.objective == "sigreg":
+    if objective_record(spec.objective).directions:
         axes["dirs"] = 0
     return axes
 

@@ -7,7 +7,7 @@ objectives are written once against the array API and nothing here restates them
 It mirrors :func:`prhsim.learners._learn_jax.train` step for step:
 
 * the same :class:`TrainConfig` and :class:`TrainResult`, logging, collapse flag and errors;
-* the same data per seed s: the minibatch pairs of one generator ``default_rng([s, DATA_STREAM])``
+* the same data per seed s: the minibatch pairs of one generator ``default_rng([s, SGD_PAIRS])``
   drawn a chunk of ``log_every`` steps at a time (:func:`draw_pairs`), the SIGReg directions
   ``draw_directions(k, M, seed=s, step=t)`` (step 0's when fixed); the final loss, at step
   ``steps``, takes the next batch and step ``steps``' directions;
@@ -31,12 +31,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from prhsim._rng import RngLike
-from prhsim.learners import _losses as _losses
+from prhsim._rng import SGD_PAIRS, RngLike
+from prhsim.learners import _exact_law, _losses
 from prhsim.optima import Optimum
 from prhsim.learners._encoders import Encoder, mlp_apply, tabular_apply
 from prhsim.learners._learn_jax import (
-    DATA_STREAM,
     TrainConfig,
     TrainResult,
     _check_finite,
@@ -48,6 +47,7 @@ from prhsim.learners._learn_jax import (
     representation,
 )
 from prhsim.learners._learned import trace_covariance
+from prhsim.learners._objectives import objective_record
 from prhsim.learners._learner import Representation
 from prhsim.objectives import draw_directions
 from prhsim.worlds import World, pair_sampler
@@ -102,16 +102,16 @@ def train_torch(world: World, k: int, config: TrainConfig | None = None, *, seed
         a = np.array(a)
         return torch.tensor(a, dtype=torch.int64 if a.dtype.kind in "iu" else dtype, device=device)
 
-    law = _losses.exact_law(world, k) if config.data == "exact" else None
+    law = _exact_law.exact_law(world, k) if config.data == "exact" else None
     p = np.asarray(world.p, dtype=np.float64)
     shared: dict[str, Any] = {"inputs": tensor(encoder.inputs), "lam": tensor(float(config.lam))}
     if law is not None:
-        shared.update({key: _tree_map(tensor, value) for key, value in _losses.exact_tables(law).items()})
+        shared.update({key: _tree_map(tensor, value) for key, value in _exact_law.exact_tables(law).items()})
         shared.update(p=tensor(p), nominal_n=tensor(float(config.batch_size)))
     apply = _torch_apply(encoder.kind)
     loss = _losses.make_loss(config.objective, config.data, centred=config.centred, convention=config.convention,
                              apply=apply,
-                             factor_shape=law.shape if isinstance(law, _losses.FactorLaw) else None,
+                             factor_shape=law.shape if isinstance(law, _exact_law.FactorLaw) else None,
                              dims=config.invariance_dims)
     runs = []
     for i, seed in enumerate(seeds):
@@ -144,15 +144,15 @@ def _train_seed(world: World, k: int, config: TrainConfig, seed: int, params: An
     _tree_map(leaves.append, params)
     opt = torch.optim.AdamW(leaves, lr=0.0, betas=BETAS, eps=EPS, weight_decay=config.weight_decay)
     sampler = pair_sampler(world) if config.data == "minibatch" else None
-    gens = [np.random.default_rng([seed, DATA_STREAM])]
-    sigreg, resample = config.objective == "sigreg", config.directions == "resample"
+    gens = [np.random.default_rng([seed, SGD_PAIRS])]
+    directions, resample = objective_record(config.objective).directions, config.directions == "resample"
 
     def step_data(steps: np.ndarray) -> list[dict[str, Any]]:
         data: dict[str, Any] = {}
         if sampler is not None:
             z, z2 = draw_pairs(sampler, config.batch_size, len(steps), gens)
             data["z"], data["z2"] = torch.tensor(z[0], device=device), torch.tensor(z2[0], device=device)
-        if sigreg:  # (L, k, M): step t's directions (step 0's when fixed)
+        if directions:  # (L, k, M): step t's directions (step 0's when fixed)
             data["dirs"] = torch.tensor(np.array([draw_directions(k, config.num_directions, seed=seed,
                                                                   step=int(t) if resample else 0)
                                                   for t in steps]), dtype=dtype, device=device)
@@ -267,7 +267,7 @@ class TorchLearner:
 
     Attributes:
         config: the hyperparameters (``centred`` is taken from the call).
-        name: the learner's name (default: the objective, "whiten" or "sigreg").
+        name: the learner's name (default: the objective's).
         device: the torch device.
         dtype: the torch dtype (default float32).
     """

@@ -4,7 +4,9 @@ Population metrics (p-weighted, the theory's): Procrustes ρ_P, principal angles
 coupled comparison of modal features. Sample metrics (unweighted over N rows, the PRH
 literature's; numpy, torch or JAX inputs, computed where the data is): mutual and cycle
 k-NN, CKNNA, linear / RBF / unbiased CKA, SVCCA, retrieval, and the PRH layer-pair protocol,
-each under prhsim's definition or, with ``convention="prh"``, the PRH code's (``CONVENTIONS``).
+each under prhsim's definition or, with ``convention="prh"``, the PRH code's (``CONVENTIONS``), the PRH table of
+many models (``prh_table``). Every sample metric is a record of one registry (``PRH_METRICS``, ``register_metric``)
+that every consumer reads.
 """
 
 from prhsim.metrics._coupling import (
@@ -31,8 +33,14 @@ from prhsim.metrics._knn import (
     shared_neighbours as shared_neighbours,
 )
 from prhsim.metrics._cka import linear_cka as linear_cka, rbf_cka as rbf_cka, unbiased_cka as unbiased_cka
-from prhsim.metrics._protocol import (
+from prhsim.metrics._registry import (
     METRICS as PRH_METRICS,
+    Metric as Metric,
+    metric_record as metric_record,
+    register_metric as register_metric,
+    reported_metrics as reported_metrics,
+)
+from prhsim.metrics._protocol import (
     ProtocolScore as ProtocolScore,
     clip_stack as clip_stack,
     prh_protocol as prh_protocol,
@@ -46,6 +54,13 @@ from prhsim.metrics._calibrate import (
     holm as holm,
 )
 from prhsim.metrics._svcca import svcca as svcca
+from prhsim.metrics._prh_table import (
+    PrhTable as PrhTable,
+    TableCalibration as TableCalibration,
+    entry_seconds as entry_seconds,
+    prh_table as prh_table,
+    protocol_entry as protocol_entry,
+)
 from prhsim.metrics._pair_free import (
     PairFreeMap as PairFreeMap,
     Whitening as Whitening,
@@ -75,6 +90,7 @@ __all__ = [
     "conditional_moments",
     "coupled_comparison",
     "cycle_knn",
+    "entry_seconds",
     "haar_orthogonal",
     "iterative_match",
     "IterativeMap",
@@ -82,6 +98,8 @@ __all__ = [
     "knn_indices",
     "linear_cka",
     "map_error",
+    "Metric",
+    "metric_record",
     "mapped_retrieval",
     "mutual_knn",
     "shared_neighbours",
@@ -90,6 +108,9 @@ __all__ = [
     "PairFreeMap",
     "PRH_METRICS",
     "prh_protocol",
+    "prh_table",
+    "PrhTable",
+    "protocol_entry",
     "protocol_seconds",
     "principal_angles",
     "PrincipalAngles",
@@ -97,10 +118,13 @@ __all__ = [
     "procrustes",
     "ProtocolScore",
     "rbf_cka",
+    "register_metric",
+    "reported_metrics",
     "Retrieval",
     "retrieval",
     "spectral_match",
     "svcca",
+    "TableCalibration",
     "unbiased_cka",
     "whiten",
     "Whitening",

@@ -122,13 +122,13 @@ def _itemsize(xp: Any, x: Any) -> int:
     return xp.finfo(x.dtype).bits // 8
 
 
-def _gram_route(n: int, da: int, db: int) -> bool:
+def gram_route(n: int, da: int, db: int) -> bool:
     """Use the N x N Gram matrices when they are smaller than the d x d cross-products."""
     return 3 * n * n < da * db + da * da + db * db
 
 
 def _guard(n: int, da: int, db: int, itemsize: int, what: str) -> None:
-    elements = 3.0 * n * n if _gram_route(n, da, db) else float(da * db + da * da + db * db)
+    elements = 3.0 * n * n if gram_route(n, da, db) else float(da * db + da * da + db * db)
     ensure_fits(itemsize * (elements + 2.0 * n * (da + db)), what, "use fewer samples N")
 
 
@@ -172,7 +172,7 @@ def linear_cka(a: Any, b: Any, *, convention: Convention = "prhsim") -> float:
     _guard(n, da, db, _itemsize(xp, a), f"linear CKA of {n:,} samples x ({da:,}, {db:,}) features")
     ac, bc = centre(xp, a), centre(xp, b)
     mt = xp.matrix_transpose
-    if _gram_route(n, da, db):
+    if gram_route(n, da, db):
         K, L = ac @ mt(ac), bc @ mt(bc)  # centred Grams: H K H = ã ãᵀ
         num, saa, sbb = xp.sum(K * L), xp.sum(K * K), xp.sum(L * L)
     else:
@@ -188,7 +188,7 @@ def _median(xp: Any, x: Any) -> Any:
     return flat[m // 2] if m % 2 else (flat[m // 2 - 1] + flat[m // 2]) / 2.0
 
 
-def _rbf_gram(xp: Any, name: str, x: Any, sigma: float, relative: bool = True) -> Any:
+def rbf_gram(xp: Any, name: str, x: Any, sigma: float, relative: bool = True) -> Any:
     """The centred Gaussian Gram matrix of x, bandwidth ``σ² = sigma²·median(D²)`` (``relative=False``: σ = sigma)."""
     xc = centre(xp, x)
     n = xc.shape[0]
@@ -237,12 +237,12 @@ def rbf_cka(a: Any, b: Any, *, sigma: float | None = None, convention: Conventio
     n = a.shape[0]
     ensure_fits(_itemsize(xp, a) * 2.0 * _GRAM_COPIES * n * n, f"RBF CKA of {n:,} samples (N x N kernels)",
                 "use fewer samples N")
-    K = _rbf_gram(xp, "a", a, sigma, relative)
-    L = _rbf_gram(xp, "b", b, sigma, relative)
+    K = rbf_gram(xp, "a", a, sigma, relative)
+    L = rbf_gram(xp, "b", b, sigma, relative)
     return _ratio(xp, xp.sum(K * L), xp.sum(K * K), xp.sum(L * L), 0.0, convention)
 
 
-def _hsic_u(n: int, tr: Any, one_k: Any, one_l: Any, kl: Any) -> Any:
+def hsic_u(n: int, tr: Any, one_k: Any, one_l: Any, kl: Any) -> Any:
     """Song et al.'s unbiased HSIC from ``tr(K̃L̃)``, ``1ᵀK̃1``, ``1ᵀL̃1`` and ``1ᵀK̃L̃1``."""
     return (tr + one_k * one_l / ((n - 1) * (n - 2)) - 2.0 * kl / (n - 2)) / (n * (n - 3))
 
@@ -273,7 +273,7 @@ def unbiased_cka(a: Any, b: Any, *, convention: Convention = "prhsim") -> float:
     a, b = centre(xp, a), centre(xp, b)  # HSIC_u is translation invariant
     mt = xp.matrix_transpose
     s, t = xp.sum(a * a, axis=1), xp.sum(b * b, axis=1)
-    if _gram_route(n, da, db):
+    if gram_route(n, da, db):
         off = 1.0 - xp.eye(n, dtype=a.dtype, device=array_device(a))
         K, L = (a @ mt(a)) * off, (b @ mt(b)) * off
         tr_kl, tr_kk, tr_ll = xp.sum(K * L), xp.sum(K * K), xp.sum(L * L)
@@ -287,12 +287,12 @@ def unbiased_cka(a: Any, b: Any, *, convention: Convention = "prhsim") -> float:
         l1 = b @ xp.sum(b, axis=0) - t
     one_k, one_l = xp.sum(k1), xp.sum(l1)
     kk, ll = xp.sum(k1 * k1), xp.sum(l1 * l1)
-    hkl = _hsic_u(n, tr_kl, one_k, one_l, xp.sum(k1 * l1))
+    hkl = hsic_u(n, tr_kl, one_k, one_l, xp.sum(k1 * l1))
     eps = float(xp.finfo(a.dtype).eps)
     for name, tr, one, sq in (("a", tr_kk, one_k, kk), ("b", tr_ll, one_l, ll)):
-        h = float(_hsic_u(n, tr, one, one, sq))
+        h = float(hsic_u(n, tr, one, one, sq))
         # the terms' size: below n·eps of it, a self-HSIC is zero up to rounding
         size = (abs(float(tr)) + float(one) ** 2 / ((n - 1) * (n - 2)) + 2.0 * float(sq) / (n - 2)) / (n * (n - 3))
         if not h > n * eps * size:
             raise ValueError(f"{name} has a non-positive unbiased self-HSIC ({h:.3g}): unbiased CKA is undefined")
-    return _ratio(xp, hkl, _hsic_u(n, tr_kk, one_k, one_k, kk), _hsic_u(n, tr_ll, one_l, one_l, ll), -1.0, convention)
+    return _ratio(xp, hkl, hsic_u(n, tr_kk, one_k, one_k, kk), hsic_u(n, tr_ll, one_l, one_l, ll), -1.0, convention)

@@ -56,16 +56,16 @@ from array_api_compat import device as array_device
 
 from prhsim.metrics._cka import to_host
 from prhsim.metrics._convention import PRH_EPS, Convention, check_convention
-from prhsim.metrics._knn import (
-    GATHER_ELEMENTS,
+from prhsim.metrics._knn_search import (
     TILE_BYTES,
-    _check_block,
-    _check_k,
-    _guard_lists,
-    _knn,
-    _normalise,
-    _pair,
+    as_compute_pair,
+    check_block,
+    check_k,
+    guard_lists,
+    knn_search,
+    normalised_rows,
 )
+from prhsim.metrics._knn_ties import GATHER_ELEMENTS
 
 
 def _neighbour_inner(xp: Any, c: Any, idx: Any) -> Any:
@@ -175,18 +175,18 @@ def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None,
     """
     k = knn_k
     convention = check_convention(convention)
-    xp, a, b = _pair(a, b)
+    xp, a, b = as_compute_pair(a, b)
     n = a.shape[0]
     k = n - 1 if k is None else k
-    k = _check_k(k, n)
+    k = check_k(k, n)
     if convention == "prh" and (k < 2 or n < 4):
         raise ValueError(f"cknna (convention 'prh') needs knn_k >= 2 and N >= 4, got knn_k = {k} and N = {n}")
-    block = _check_block(block)
-    _guard_lists(n, k, 2, "for cknna")
+    block = check_block(block)
+    guard_lists(n, k, 2, "for cknna")
     if convention == "prhsim":
-        a, b = _normalise(xp, a, "a"), _normalise(xp, b, "b")
-    ia = _knn(xp, a, k, block)[1]
-    ib = _knn(xp, b, k, block)[1]
+        a, b = normalised_rows(xp, a, "a"), normalised_rows(xp, b, "b")
+    ia = knn_search(xp, a, k, block)[1]
+    ib = knn_search(xp, b, k, block)[1]
     if convention == "prh":
         return _cknna_prh(xp, a, b, ia, ib)
     ka = _neighbour_inner(xp, a - xp.mean(a, axis=0, keepdims=True), ia)

@@ -1,7 +1,7 @@
 """Exact k-nearest neighbours by bfloat16 screening under a proven error bound (docs/theory.md §10).
 
 :func:`screened_knn` returns the k-NN lists that the exact tiled search of
-:mod:`prhsim.metrics._knn` defines: the k rows j ≠ i of largest inner product
+:mod:`prhsim.metrics._knn_search` defines: the k rows j ≠ i of largest inner product
 v_ij, ranked by the key (−v_ij, j), v_ij computed in the compute dtype
 (float32 or float64). Two steps:
 
@@ -15,7 +15,7 @@ v_ij, ranked by the key (−v_ij, j), v_ij computed in the compute dtype
    entries whose membership the bound already decides are not recomputed. A
    row whose pool outgrows ``4k + POOL_SLACK`` (masses of near-ties; copies
    of a row are folded into one before the screen) is returned as retired: the caller runs the exact tiled
-   search for it (:func:`prhsim.metrics._knn._exact_rows`).
+   search for it (:func:`prhsim.metrics._knn_search._exact_rows`).
 
 The bound. y_i are the rows the answer is defined on (the L2-normalised rows
 for the metrics), w_i = 2^-e y_i with e chosen so |w| ≤ 2 (a power of two: no
@@ -534,7 +534,7 @@ def _pad(xp: Any, vals: Any, idx: Any, k: int, n: int) -> tuple[Any, Any]:
 def _prepare(xp: Any, x: Any, scale: Any, torch: Any) -> tuple[Any, Any, Any, Any, int]:
     """``(y, z, n, rho, e)``: rows y (xp), the bf16 copy z of w = 2^-e y (torch), n_i ≥ ‖w_i‖, ρ_i ≥ ‖w̃_i − w_i‖.
 
-    y = x, or the unit rows (x_i / m_i) / r_i (IEEE division: the values :func:`._knn._unit_rows`
+    y = x, or the unit rows (x_i / m_i) / r_i (IEEE division: the values :func:`._knn_ties.unit_rows`
     forms). A few large torch operations (its thread pool costs per call, much more on a busy machine).
     """
     n, d = x.shape
@@ -614,11 +614,11 @@ def screened_knn(x: Any, k: int, block: int | None = None, scale: Any = None,
     """``(values, indices, retired)``: every row's k nearest rows j ≠ i by the bf16 screen and a re-rank.
 
     x: (N, d) numpy array or torch tensor (CPU or CUDA), float32 or float64,
-    finite, d >= 1; ``scale`` = (m, r) from :func:`._knn._row_scale` for cosine
+    finite, d >= 1; ``scale`` = (m, r) from :func:`._knn_search.row_scale` for cosine
     neighbours (rows y_i = (x_i/m_i)/r_i as the exact path forms them), None
     for x's own rows; ``block``: tile side (default: equal blocks of at most
     SCREEN_BLOCK). With ``ordered`` the lists are sorted by (−v_ij, j) and the
-    values v_ij returned, as :func:`._knn._knn` does; otherwise the sets only (in
+    values v_ij returned, as :func:`._knn_search.knn_search` does; otherwise the sets only (in
     an unspecified order) and values None. ``retired``: the rows (ascending)
     whose pools overflowed, or all rows where the bound does not apply; their
     entries are left unfilled (index N) for the exact search. Arrays are of x's

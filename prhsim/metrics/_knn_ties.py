@@ -1,6 +1,6 @@
 """The k-NN tie rule: the key (−v_ij, j), and identical rows as one point (docs/theory.md §10).
 
-Every neighbour list of :mod:`prhsim.metrics._knn` ranks the candidates j ≠ i
+Every neighbour list of :mod:`prhsim.metrics._knn_search` ranks the candidates j ≠ i
 of row i by the key (−v_ij, j): the larger inner product first, and among
 equal inner products the smaller index. Equal values are only equal as
 computed: two products that agree in exact arithmetic but are formed in
@@ -40,13 +40,13 @@ from array_api_compat import device as array_device, is_torch_array
 GATHER_ELEMENTS = 2**22
 
 
-def _row_chunks(n: int, d: int) -> list[tuple[int, int]]:
+def row_chunks(n: int, d: int) -> list[tuple[int, int]]:
     """Row ranges of about GATHER_ELEMENTS entries: row-wise passes over the input without an N x d temporary."""
     rows = max(1, GATHER_ELEMENTS // max(d, 1))
     return [(r0, min(n, r0 + rows)) for r0 in range(0, n, rows)] if d else []
 
 
-def _top(xp: Any, vals: Any, idx: Any, k: int) -> tuple[Any, Any]:
+def top_by_key(xp: Any, vals: Any, idx: Any, k: int) -> tuple[Any, Any]:
     """The first k entries of each row under the key (-value, index), in that order."""
     order = xp.argsort(idx, axis=1, stable=True)
     vals, idx = xp.take_along_axis(vals, order, axis=1), xp.take_along_axis(idx, order, axis=1)
@@ -67,7 +67,7 @@ def _hashes_numpy(rows: Callable[[int, int], np.ndarray], n: int, d: int) -> np.
     """(N,) uint64: Σ_w bits_w · c_w mod 2³², twice with other c, of each row's 32-bit words (+0.0 added)."""
     out = np.empty((n, 2), dtype=np.uint32)
     mult = None
-    for r0, r1 in _row_chunks(n, d):
+    for r0, r1 in row_chunks(n, d):
         words = np.ascontiguousarray(rows(r0, r1) + 0.0).view(np.uint32)
         if mult is None:
             mult = _multipliers(words.shape[1])
@@ -81,7 +81,7 @@ def _hashes_torch(rows: Callable[[int, int], Any], n: int, d: int, dev: Any) -> 
     import torch
 
     out, mult = [], None
-    for r0, r1 in _row_chunks(n, d):
+    for r0, r1 in row_chunks(n, d):
         words = (rows(r0, r1) + 0.0).contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
         if mult is None:
             mult = torch.as_tensor(_multipliers(words.shape[1]).astype(np.int64), device=dev)
@@ -159,7 +159,7 @@ def duplicate_groups(xp: Any, x: Any, scale: tuple[Any, Any] | None) -> tuple[An
         return xs if scale is None else unit_rows(xs, tuple(v[sel] for v in scale))
 
     def same(i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        parts = [(seen(i[c0:c1]) == seen(j[c0:c1])).all(axis=1) for c0, c1 in _row_chunks(i.size, d)]
+        parts = [(seen(i[c0:c1]) == seen(j[c0:c1])).all(axis=1) for c0, c1 in row_chunks(i.size, d)]
         return np.concatenate([_host(p.cpu()) if cuda else p for p in parts])
 
     def unique_rows(i: np.ndarray) -> np.ndarray:
@@ -249,4 +249,4 @@ def _members(xp: Any, cand: Any, cand_vals: Any, caps: Any, members: Any, start:
     val = xp.where(valid, xp.reshape(xp.take(val, where), shape),
                    xp.asarray(-math.inf, dtype=cand_vals.dtype, device=dev))
     who = xp.where(valid, xp.reshape(xp.take(who, where), shape), xp.asarray(n, dtype=idt, device=dev))
-    return _top(xp, val, who, keep)
+    return top_by_key(xp, val, who, keep)

@@ -56,7 +56,7 @@ class Whitening:
         return np.asarray(y, dtype=np.float64) @ self.colourer + self.mean
 
 
-class _RowMap:
+class RowMap:
     """``apply``: raw a-rows to raw b-rows through the whitened map (mixin of the result classes)."""
 
     map: np.ndarray
@@ -69,7 +69,7 @@ class _RowMap:
 
 
 @dataclass(frozen=True)
-class PairFreeMap(_RowMap):
+class PairFreeMap(RowMap):
     """Result of :func:`spectral_match`.
 
     Attributes:
@@ -311,7 +311,7 @@ def _recall(queries: np.ndarray, keys: np.ndarray, ks: tuple[int, ...]) -> dict[
     return {k: float(np.mean(np.clip((k - g) / (e + 1.0), 0.0, 1.0))) for k in ks}
 
 
-def mapped_retrieval(mapping: _RowMap, xa: Any, xb: Any, *, ks: Sequence[int] = (1, 5)) -> Retrieval:
+def mapped_retrieval(mapping: RowMap, xa: Any, xb: Any, *, ks: Sequence[int] = (1, 5)) -> Retrieval:
     """Recall@k of held-out states through a pair-free map (the pairing is used to score only).
 
     Row i of ``xa`` and of ``xb`` render the same held-out state. a → b ranks every b-row by its

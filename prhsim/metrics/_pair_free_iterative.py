@@ -28,7 +28,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from prhsim._rng import RngLike, check_rng
-from prhsim.metrics._pair_free import Whitening, _RowMap, rows, weights, whitening
+from prhsim.metrics._pair_free import RowMap, Whitening, rows, weights, whitening
 from prhsim.metrics._procrustes import orthogonal_map
 
 #: The largest side of an assignment (an S x S cost matrix per iteration).
@@ -36,7 +36,7 @@ ASSIGNMENT_LIMIT = 2000
 
 
 @dataclass(frozen=True)
-class IterativeMap(_RowMap):
+class IterativeMap(RowMap):
     """Result of :func:`iterative_match`.
 
     Attributes:

@@ -1,4 +1,4 @@
-"""The Platonic-Representation-Hypothesis protocol on layer stacks, and the metric registry (docs/theory.md §10).
+"""The Platonic-Representation-Hypothesis protocol on layer stacks (docs/theory.md §10).
 
 Two models embed the same N inputs at every layer: stacks ``A`` (N x L_a x D_a) and
 ``B`` (N x L_b x D_b), or lists of per-layer (N, D_l) arrays (widths may differ). As in
@@ -30,128 +30,20 @@ calls ``compute_score(y_feats, x_feats)``: its metric's first argument is the
 ``convention`` ("prhsim" or "prh", :mod:`prhsim.metrics._convention`) selects every
 metric's definition and the tensor clip's quantile rule.
 
-:data:`METRICS` is the registry of sample metrics: a name to a :class:`Metric` record (its
-score ``(a, b, *, k) -> float``, whether k counts neighbours, its chance level), read by
-:func:`prh_protocol` and ``prhsim prh --metric``. The CKA and SVCCA entries ignore k. The kNN
-entries import :mod:`prhsim.metrics._knn` and :mod:`prhsim.metrics._cknna` when first called.
+The metric is a name of the registry (:data:`prhsim.metrics._registry.METRICS`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from prhsim.metrics._cka import as_array, check_finite, linear_cka, rbf_cka, unbiased_cka
+from prhsim.metrics._cka import as_array, check_finite
 from prhsim.metrics._convention import Convention, check_convention
-from prhsim.metrics._svcca import svcca
+from prhsim.metrics._registry import metric_record
 
-
-def _mutual_knn(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
-    from prhsim.metrics._knn import mutual_knn
-
-    return float(mutual_knn(a, b, knn_k=knn_k, convention=convention))
-
-
-def _cycle_knn(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
-    from prhsim.metrics._knn import cycle_knn
-
-    return float(cycle_knn(a, b, knn_k=knn_k, convention=convention))
-
-
-def _cknna(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
-    from prhsim.metrics._cknna import cknna
-
-    return float(cknna(a, b, knn_k=knn_k, convention=convention))
-
-
-def _linear_cka(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
-    return linear_cka(a, b, convention=convention)
-
-
-def _unbiased_cka(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
-    return unbiased_cka(a, b, convention=convention)
-
-
-def _rbf_cka(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
-    return rbf_cka(a, b, convention=convention)
-
-
-def _svcca(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
-    return svcca(a, b, convention=convention)
-
-
-def _knn_chance(n: int, knn_k: int) -> float:
-    from prhsim.metrics._knn import knn_chance
-
-    return float(knn_chance(n, knn_k))
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A sample metric of the registry.
-
-    Attributes:
-        name: its name (``prhsim prh --metric NAME``).
-        score: ``(a, b, *, knn_k, convention) -> float`` on two (N, d) samples.
-        neighbours: whether the metric reads ``knn_k``, its neighbours (the kNN metrics; the others ignore it).
-        chance: ``(N, knn_k) -> float``, the expected score of independent representations, where known.
-        conventions: the definitions it has (:mod:`prhsim.metrics._convention`); a score is given
-            ``convention=`` only when it is not "prhsim", so a score of ``(a, b, *, knn_k)`` is a metric.
-        cost: ``(N, d_a, d_b, knn_k) -> (seconds of one layer pair, seconds of one permutation of it)``, a
-            rough figure for the time class of a protocol (:mod:`prhsim.metrics._protocol_cost`).
-    """
-
-    name: str
-    score: Callable[..., float]
-    neighbours: bool = False
-    chance: Callable[[int, int], float] | None = None
-    conventions: tuple[Convention, ...] = ("prhsim",)
-    cost: Callable[[int, int, int, int], tuple[float, float]] | None = None
-
-    def __call__(self, a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
-        if check_convention(convention) == "prhsim":
-            return self.score(a, b, knn_k=knn_k)
-        if convention not in self.conventions:
-            raise ValueError(f"metric {self.name!r} has no {convention!r} convention (it has: "
-                             f"{', '.join(self.conventions)})")
-        return self.score(a, b, knn_k=knn_k, convention=convention)
-
-
-_BOTH: tuple[Convention, ...] = ("prhsim", "prh")
-
-
-# Rough seconds per unit on this project's 2-core CPU (float32 stacks of 1,000 and 2,000 rows, 256 and 768 wide,
-# 1 and 4 layers, 100 permutations; the larger of the two sizes' rates): the kNN metrics gather O(N·k) per layer pair
-# and permutation; CKNNA recomputes its N x N kernels for each; the CKAs couple the two sides through an O(N²)
-# gather per permutation; SVCCA recomputes its SVDs, O(N·d²).
-def _knn_cost(n: int, da: int, db: int, k: int) -> tuple[float, float]:
-    return 1.5e-7 * n * k, 1.5e-7 * n * k
-
-
-def _cknna_cost(n: int, da: int, db: int, k: int) -> tuple[float, float]:
-    return 1.3e-7 * n * n, 1.3e-7 * n * n
-
-
-def _cka_cost(n: int, da: int, db: int, k: int) -> tuple[float, float]:
-    return 5e-10 * n * (da + db) ** 2 + 3e-8 * n * n, 5e-9 * n * n
-
-
-def _svcca_cost(n: int, da: int, db: int, k: int) -> tuple[float, float]:
-    return 2.5e-8 * n * (da * da + db * db), 2.5e-8 * n * (da * da + db * db)
-
-#: Metric name -> its :class:`Metric` (each scores two (N, d) samples).
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("mutual_knn", _mutual_knn, neighbours=True, chance=_knn_chance, conventions=_BOTH, cost=_knn_cost),
-    Metric("cycle_knn", _cycle_knn, neighbours=True, conventions=_BOTH, cost=_knn_cost),
-    Metric("cknna", _cknna, neighbours=True, conventions=_BOTH, cost=_cknna_cost),
-    Metric("linear_cka", _linear_cka, conventions=_BOTH, cost=_cka_cost),
-    Metric("unbiased_cka", _unbiased_cka, conventions=_BOTH, cost=_cka_cost),
-    Metric("rbf_cka", _rbf_cka, conventions=_BOTH, cost=_cka_cost),
-    Metric("svcca", _svcca, conventions=_BOTH, cost=_svcca_cost),
-)}
 
 ClipScope = Literal["tensor", "sample_mean"]
 
@@ -273,7 +165,7 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_
         feats_a: (N, L_a, D_a) stack, one representation per layer (numpy, torch or JAX), or a
             list of (N, D_l) layers (each clipped on its own).
         feats_b: (N, L_b, D_b) stack or list of layers of the same N inputs, same library.
-        metric: a name in :data:`METRICS`.
+        metric: a name in :data:`prhsim.metrics._registry.METRICS`.
         knn_k: neighbours for the kNN metrics (ignored by the others).
         clip_quantile: the quantile of |x| each stack is clipped at; None: no clip.
         clip_scope: "tensor" (one quantile of the whole stack) or "sample_mean".
@@ -287,11 +179,9 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_
             3-D (or lists of layers that are not 2-D), different N, NaN/inf, an unknown
             convention, or a metric's error (prefixed with its layer pair).
     """
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; known: {', '.join(sorted(METRICS))}")
+    score = metric_record(metric)
     convention = check_convention(convention)
     xp, A, B = prepared_pair(feats_a, feats_b, clip_quantile, clip_scope, convention)
-    score = METRICS[metric]
     table = np.empty((len(A), len(B)))
     for i, a in enumerate(A):
         for j, b in enumerate(B):
@@ -299,7 +189,7 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_
                 table[i, j] = score(a, b, knn_k=knn_k, convention=convention)
             except ValueError as err:
                 raise ValueError(f"layer pair ({i}, {j}): {err}") from None
-    chance = None if score.chance is None else score.chance(A[0].shape[0], knn_k)
+    chance = score.chance_level(A[0].shape[0], knn_k)
     if convention == "prh" and not np.any(table > 0.0):  # the PRH code's running best starts at 0
         return ProtocolScore(0.0, None, table, chance)
     i, j = np.unravel_index(int(np.argmax(table)), table.shape)

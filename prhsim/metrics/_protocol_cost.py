@@ -1,7 +1,7 @@
 """A rough time of the PRH protocol from its sizes alone, for the time class of ``prhsim prh score`` and ``table``.
 
 For stacks A (N x L_a layers of widths d_a,l) and B (N x L_b, widths d_b,m), a metric whose registry record
-(:data:`prhsim.metrics._protocol.METRICS`) gives ``(pair, permutation)`` seconds, and K permutations::
+(:data:`prhsim.metrics._registry.METRICS`) gives ``(pair, permutation)`` seconds, and K permutations::
 
     seconds = LAYER · N² · (Σ_l d_a,l + Σ_m d_b,m)  +  Σ_{l,m} (pair(N, d_a,l, d_b,m) + K · permutation(N, d_a,l, d_b,m))
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prhsim.metrics._protocol import METRICS
+from prhsim.metrics._registry import METRICS
 
 #: Seconds per N² x width of one layer's own work (its k-NN search or Gram matrix), measured as above.
 LAYER = 7e-10

@@ -2,10 +2,11 @@
 
 Library code here reads and writes files, environment variables and forks data-loader workers (the
 only part of prhsim besides the command line that does): caption datasets (Karpathy-split JSON, JSON
-lines: :func:`read_captions`), a Flickr-format dataset exported from a prhsim world with its known image
-representation (:func:`export_synthetic`), DINOv2 image features (:func:`encode_images`), BERT text
-encoders trained with the simulator's objectives (:func:`train_real`) and their evaluation against
-image features (:func:`evaluate_run`), PRH feature files from any local Hugging Face checkpoint
+lines: :func:`read_captions`; the readers of every data format: :mod:`prhsim.real.data`), a
+Flickr-format dataset exported from a prhsim world with its known image representation
+(:func:`export_synthetic`), DINOv2 image features (:func:`encode_images`), BERT text encoders trained
+with the simulator's objectives (:func:`train_real`) and their evaluation against image features
+(:func:`evaluate_run`), PRH feature files from any local Hugging Face checkpoint
 (:func:`extract_features`), maps between encoders found without pairs (:func:`align_unpaired`)
 and the GPU smoke test (:func:`smoke`); the settings of every ``prhsim real`` command
 (:class:`RealTrainSettings`, :class:`ExportSettings`) live beside them. Nothing outside ``prhsim.real`` and
@@ -25,35 +26,37 @@ from prhsim.real._export import (
     plan_export as plan_export,
     write_export as write_export,
 )
-from prhsim.real._karpathy import (
+from prhsim.real.data import (
     CaptionDataset as CaptionDataset,
     DataError as DataError,
     Record as Record,
+    StreamStats as StreamStats,
+    dataset_json as dataset_json,
+    parquet_shards as parquet_shards,
     read_captions as read_captions,
     read_jsonl as read_jsonl,
     read_karpathy as read_karpathy,
+    shard_slots as shard_slots,
+    stream_records as stream_records,
 )
 from prhsim.real._train import (
     TrainingDiverged as TrainingDiverged,
     TrainSummary as TrainSummary,
-    dataset_json as dataset_json,
     train_real as train_real,
 )
 from prhsim.real._eval import evaluate_run as evaluate_run
 from prhsim.real._image_features import encode_images as encode_images
-from prhsim.real._extract import ExtractSummary as ExtractSummary, extract_features as extract_features
-from prhsim.real._extract import cached_features as cached_features, data_digest as data_digest, features_key as features_key
+from prhsim.real._extract import (
+    ExtractSummary as ExtractSummary,
+    cached_features as cached_features,
+    extract_features as extract_features,
+)
+from prhsim.real._extract_cache import data_digest as data_digest, features_key as features_key
 from prhsim.real._forward_cost import extraction_seconds as extraction_seconds, forward_flops as forward_flops
 from prhsim.real._settings import ExportSettings as ExportSettings, RealTrainSettings as RealTrainSettings
 from prhsim.real._plan import TrainingPlan as TrainingPlan, plan_training as plan_training
-from prhsim.real._parquet import (
-    StreamStats as StreamStats,
-    shard_slots as shard_slots,
-    stream_records as stream_records,
-)
 from prhsim.real._align import align_unpaired as align_unpaired
 from prhsim.real._smoke import smoke as smoke
-from prhsim.real._train import parquet_shards as parquet_shards
 
 __all__ = [
     "CaptionDataset",

@@ -25,7 +25,7 @@ import numpy as np
 
 from prhsim.io import atomic_file
 from prhsim.real._eval import image_features
-from prhsim.real._karpathy import DataError
+from prhsim.real.data import DataError
 
 #: The iterative search reads at most this many rows of each file (its cost grows about quadratically).
 FIT_ROWS = 2000

@@ -14,7 +14,7 @@ position ids and segments, (R, L) each (L ≤ max_length), built in data-loader 
   step t is batch ``t mod S`` of epoch ``t div S``, of which process r takes images
   ``[r·B, (r+1)·B)``. No image is seen twice in an epoch, and all processes agree on the
   permutation without talking.
-* :class:`StreamBatches`, parquet shards read as a stream (:func:`._parquet.stream_records`).
+* :class:`StreamBatches`, parquet shards read as a stream (:func:`.data.stream_records`).
   Each (process, worker) slot is a *role* with its own shards, read pass after pass; a pass goes
   through a shuffle buffer drawn from ``default_rng([seed, SHUFFLE, rank, role, pass])`` and is
   cut into batches of B images (the remainder of a pass is dropped: no record twice per pass).
@@ -40,14 +40,14 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset
 
-from prhsim.real._karpathy import DataError
-from prhsim.real._parquet import shard_slots, stream_records
+from prhsim._rng import REAL_ORDER, REAL_SHUFFLE, REAL_VIEWS
 from prhsim.real._tokenizer import NO_SPECIALS, content_length, encode, special_tokens
 from prhsim.real._packing import pack, row_length
 from prhsim.real._views import TextTask, ViewLaw, cut_views
+from prhsim.real.data import DataError, shard_slots, stream_records
 
-#: Stream tags of the generators: ``default_rng([seed, TAG, ...])``.
-ORDER, SHUFFLE, VIEWS = 11, 12, 13
+#: Stream tags of the generators: ``default_rng([seed, TAG, ...])`` (:mod:`prhsim._rng`'s table).
+ORDER, SHUFFLE, VIEWS = REAL_ORDER, REAL_SHUFFLE, REAL_VIEWS
 
 
 def view_generators(seed: int, step: int, first: int, count: int) -> list[np.random.Generator]:

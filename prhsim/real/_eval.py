@@ -8,12 +8,15 @@ per image of the dataset JSON in its order (the synthetic export's ``image_featu
 * R@1 and R@5, text → image and image → text, after one orthogonal map fitted on ``n_fit``
   validation pairs and scored on the test split (:func:`prhsim.metrics.retrieval`, as the paper
   fits its rotation on 1,000 Flickr30k validation pairs);
-* mutual k-NN (PRH protocol, k = 10) and linear CKA on the test split;
+* ``metrics[name]``, every reported metric of the registry (:func:`prhsim.metrics.reported_metrics`:
+  mutual k-NN with k = 10, linear CKA, R@1): on the test split, a fitted one (R@1, the mean of its two
+  directions) fitting on the validation pairs and scored on the test split;
 
-each beside its chance level (for CKA: the CKA of the same rows with the images shuffled, a
-permutation baseline, since linear CKA of unrelated features is well above 0 when the rows are few),
-and mutual k-NN and linear CKA against a permutation null of ``permutations`` re-pairings of the
-test rows (:func:`prhsim.metrics.calibrate`: p-value, critical value τ at ``alpha``, calibrated score).
+each beside its chance level (``chance[name]``: the record's where it has one, else the metric on the
+same test rows with the images shuffled, a permutation baseline, since linear CKA of unrelated features
+is well above 0 when the rows are few), and every metric that fits nothing against a permutation null
+of ``permutations`` re-pairings of the test rows (:func:`prhsim.metrics.calibrate`: p-value, critical
+value τ at ``alpha``, calibrated score).
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from prhsim.io import json_text, write_text_atomic
-from prhsim.real._karpathy import DataError, read_captions
 from prhsim.real._tokenizer import encode, load_tokenizer
 from prhsim.real._export import FEATURES_NAME
-from prhsim.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, dataset_json, model_label, parquet_shards
+from prhsim.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, model_label
 from prhsim.real._weights import run_record
+from prhsim.real.data import DataError, dataset_json, parquet_shards, read_captions
 
 EVAL_NAME = "eval.json"
 
@@ -95,7 +98,7 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     from prhsim.real._settings import RealTrainSettings
     from prhsim.real._checkpoint import load_checkpoint
     from prhsim.real._text_models import TextEncoder
-    from prhsim.metrics import calibrate, chance_recall, knn_chance, linear_cka, mutual_knn, retrieval
+    from prhsim.metrics import calibrate, chance_recall, metric_record, reported_metrics, retrieval
 
     run = Path(run)
     if not (run / CONFIG_NAME).is_file():
@@ -137,19 +140,24 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     t_test, i_test = text[~fit], image[~fit]
     n = len(test)
     k = min(knn_k, n - 1)
+    records = [metric_record(name) for name in reported_metrics()]
+    shuffled = i_test[np.random.default_rng(0).permutation(n)]
+    metrics = {m.name: float(m(text, image, knn_k=k, fit=fit) if m.fitted else m(t_test, i_test, knn_k=k))
+               for m in records}
+    chance = {m.name: (m.chance_level(len(rows), k, fit=fit) if m.fitted else m.chance_level(n, k))
+              if m.chance is not None else float(m(t_test, shuffled, knn_k=k))
+              for m in records if m.chance is not None or not m.fitted}
     result = {
         "run": str(run), "step": state.step, "learner": settings.learner, "views": settings.views_used, "label": settings.label, "model": model_label(settings, record),
         "data": str(json_path), "features": str(feats_path), "n_fit": len(val), "n_test": n,
         "r1_text_to_image": recall.a_to_b[1], "r5_text_to_image": recall.a_to_b[5],
         "r1_image_to_text": recall.b_to_a[1], "r5_image_to_text": recall.b_to_a[5],
-        "mutual_knn": mutual_knn(t_test, i_test, k), "knn_k": k, "linear_cka": linear_cka(t_test, i_test),
-        "chance": {"r1": chance_recall(n, 1), "r5": chance_recall(n, 5), "mutual_knn": knn_chance(n, k),
-                   "linear_cka": linear_cka(t_test, i_test[np.random.default_rng(0).permutation(n)])},
+        "knn_k": k, "metrics": metrics, "chance": {"r1": chance_recall(n, 1), "r5": chance_recall(n, 5), **chance},
         "calibration": None,
     }
     if permutations:
         result["calibration"] = {"permutations": int(permutations), "alpha": alpha, **{
             name: _calibration_entry(calibrate(name, t_test, i_test, permutations=int(permutations), alpha=alpha,
-                                               rng=0, knn_k=k)) for name in ("mutual_knn", "linear_cka")}}
+                                               rng=0, knn_k=k)) for name in (m.name for m in records if not m.fitted)}}
     write_text_atomic(run / EVAL_NAME, json_text(result))
     return result

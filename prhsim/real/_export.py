@@ -6,7 +6,7 @@ into place):
 * ``images/NNNNNN.png``: one image per record, gridscene's pixels renderer at a random lighting
   and background (``n ~ q``), each pixel blown up to a ``pixel_scale`` square (224 px for the 4x4
   grid, DINOv2's input size);
-* ``dataset_synthetic.json``: the Karpathy-split JSON of Flickr30k (:mod:`._karpathy`): splits
+* ``dataset_synthetic.json``: the Karpathy-split JSON of Flickr30k (:mod:`.data._karpathy`): splits
   train / val / test, ``captions`` sentences per image from the caption renderer, each of its own
   wording drawn from q (independent); extra keys the readers ignore record the truth: the image's
   "state" and "lighting", each sentence's "wording";

@@ -4,28 +4,13 @@ The model is read with transformers' ``AutoConfig``/``AutoModel`` (``AutoModelFo
 LM head) and its ``AutoTokenizer`` (language models) or ``AutoImageProcessor`` (vision models), all with
 ``local_files_only=True``: nothing is downloaded. Every hidden state the model returns with
 ``output_hidden_states=True`` is pooled into one row per input, so a file holds ``feats`` (N, L, D) float32,
-the layout ``prhsim prh`` and :func:`prhsim.io.load_features` read.
+the layout ``prhsim prh`` and :func:`prhsim.io.load_features` read. Model kinds, pooling and layers: :mod:`._pooling`.
 
-Model kinds and pooling (``pool="auto"``), as the public PRH code pools:
-
-* **language models** (a config with a vocabulary and no image input: BERT-family encoders,
-  GPT-2-style decoders): ``mean``, every hidden state averaged over the non-padding tokens (the
-  attention mask). ``last-token`` (decoders only) takes the hidden state at the last non-padding
-  token; ``cls`` the first token's.
-* **vision encoders** (ViT, DINOv2, the CLIP and SigLIP vision towers, or a whole CLIP/SigLIP model,
-  whose vision tower is used): ``cls``, the class token (position 0) of every hidden state; SigLIP
-  has no class token, so its ``auto`` is ``mean`` over the patch tokens.
-* anything else (an encoder-decoder such as T5 or BART, an audio model) is refused.
-
-Layers: index i is ``hidden_states[i]`` as transformers returns it: 0 the embeddings, i the output of
-block i (L + 1 states for L blocks). ``layers="all"`` keeps every one, ``"last"`` the last, or a list of
-indices (negative ones count from the end).
-
-Data: a caption dataset (a Karpathy-split JSON or prhsim's JSON lines, :func:`prhsim.real.read_captions`:
-the **first caption** of each image, in file order; JSON lines with a ``"text"`` or ``"caption"`` field;
-parquet with a ``text`` or ``caption`` column, in row order) for language models; for vision models a
-folder of images (sorted file names) or a caption dataset whose images are read in its order (a
-Karpathy JSON's ``filename``, a JSON line's ``"image"``; from ``images/`` beside the file, else its folder).
+Data: a caption dataset for language models (:func:`prhsim.real.data.read_texts`: the **first caption** of each
+image of a Karpathy-split JSON, in file order; JSON lines with a ``"text"`` or ``"caption"`` field; parquet with a
+``text`` or ``caption`` column, in row order); for vision models a folder of images (sorted file names) or a caption
+dataset whose images are read in its order (:func:`prhsim.real.data.image_paths`: a Karpathy JSON's ``filename``, a
+JSON line's ``"image"``; from ``images/`` beside the file, else its folder).
 
 Language-model loss (decoders whose checkpoint has an LM head: ``AutoModelForCausalLM`` is loaded and its
 ``hidden_states``, the states ``AutoModel`` returns, are pooled), as the PRH code computes it (platonic-rep
@@ -53,58 +38,45 @@ loss); ``.safetensors`` the tensor ``feats`` (and ``mask``, ``loss_per_sample``,
 and ``bpb`` as strings in its metadata). Written whole or not at all (:func:`prhsim.io.atomic_file`). Every
 problem is a :class:`prhsim.real.DataError` of one line naming the path (too little memory: the guard below).
 
-Memory guard: before the model is loaded, :func:`peak_bytes` estimates the peak (the weight files; per batch
-``batch_size x T x D x S x 4`` bytes of hidden states, S = blocks + 1, T the longest text's tokens after
-truncation or an image's tokens, plus ``(batch_size + 2) x T x V x 4`` of logits for a decoder; the kept features
-``2 x N x len(layers) x D x 4`` and the mask ``N x T x 8``) and :func:`prhsim._budget.ensure_fits` refuses it in
-one line (a :class:`prhsim.ResourceError` naming ``--batch-size``, ``--max-length``, ``--layers``) above the
-memory limit (half the machine's memory unless :func:`prhsim.memory_limit` sets it).
+Memory guard: before the model is loaded, :func:`._extract_cost.peak_bytes` estimates the peak (the weights, a
+batch's hidden states and a decoder's logits, the kept features and the mask) and :func:`prhsim._budget.ensure_fits`
+refuses it in one line (a :class:`prhsim.ResourceError` naming ``--batch-size``, ``--max-length``, ``--layers``)
+above the memory limit (half the machine's memory unless :func:`prhsim.memory_limit` sets it).
 
 Time (a rough class, for the note before a long extraction): :func:`prhsim.real.forward_flops` of the pooled
 transformer over every text's tokens after truncation, or N times an image's tokens, at the device's rate
 (:func:`prhsim.real.extraction_seconds`; :mod:`prhsim.real._forward_cost`). Where the estimate is minutes or hours,
 ``notes`` is called with the line (:func:`prhsim._budget.time_notes`) before the model is loaded.
 
-Resuming (``shard_size=S``): every S rows are written as one shard (atomically) into ``OUT.shards/`` beside
-the output; a rerun reads back the shards whose key (:func:`features_key`: the model, the data, the layers,
-pooling, maximum length and :data:`KEY_VERSION`) matches and computes the rest; the finished file is written
-atomically and the shard folder removed. With a loss a shard also holds its rows' ``nats_i`` and prediction
-counts; one without them (an older version's) is computed again. Caching (:func:`cached_features`): the features
-of a model and a dataset are stored under a cache folder by the same key and reused.
+Resuming (``shard_size=S``): every S rows are written as one shard into ``OUT.shards/`` beside the output and a
+rerun reads back those of its key; caching (:func:`cached_features`): the features of a model and a dataset are
+stored under a cache folder by the same key and reused (both: :mod:`._extract_cache`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
 import math
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from prhsim._budget import ensure_fits, format_bytes
+from prhsim._budget import ensure_fits
 from prhsim.io import atomic_file
+from prhsim.real._devices import torch_device
+from prhsim.real._extract_cache import features_key, read_shard, save_shard, shard_folder
+from prhsim.real._extract_cost import image_tokens, model_dims, peak_bytes, token_counts, weight_bytes
 from prhsim.real._forward_cost import extraction_seconds, forward_flops, forward_notes
-from prhsim.real._karpathy import DataError, read_captions
+from prhsim.real._pooling import TOWERED, is_decoder, model_kind, parse_layers, pool_hidden, pooled_config, resolve_pool
 from prhsim.real._weights import silent_transformers
+from prhsim.real.data import DataError, image_paths, looks_like_images, read_texts
 
-#: Pooling choices: ``auto`` picks by model kind (module docstring).
-POOLS = ("auto", "mean", "cls", "last-token")
 #: Suffixes of the feature files written.
 OUT_SUFFIXES = (".pt", ".npy", ".safetensors")
-#: Image file suffixes read from an image folder.
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-#: Vision model types with a class token at position 0 of every hidden state.
-CLS_VISION = ("vit", "dinov2", "dinov2_with_registers", "deit", "beit", "clip_vision_model", "clip", "data2vec-vision")
-#: Vision model types without one (their ``auto`` pooling is ``mean``).
-NO_CLS_VISION = ("siglip_vision_model", "siglip", "siglip2_vision_model", "siglip2")
-#: Whole image-text models whose vision tower is used.
-TOWERED = ("clip", "siglip", "siglip2")
 
 
 @dataclass(frozen=True)
@@ -125,444 +97,6 @@ class ExtractSummary:
     loss: float | None = None
     bpb: float | None = None
     estimated_seconds: float | None = None
-
-
-def model_kind(config) -> str:
-    """"text" or "vision" for a transformers config, or a DataError for a kind that cannot be pooled."""
-    model_type = str(getattr(config, "model_type", ""))
-    if getattr(config, "is_encoder_decoder", False):
-        raise DataError(f"model type {model_type!r} is an encoder-decoder: prhsim prh extract pools encoders "
-                        "(BERT, ViT, DINOv2, CLIP/SigLIP vision) and decoders (GPT-2 style), not seq2seq models")
-    if model_type in CLS_VISION or model_type in NO_CLS_VISION:
-        return "vision"
-    if getattr(config, "vocab_size", None) and not hasattr(config, "num_channels"):
-        return "text"
-    raise DataError(f"model type {model_type!r} is neither a language model nor a known vision encoder "
-                    f"({', '.join(CLS_VISION + NO_CLS_VISION)}): it cannot be pooled")
-
-
-def is_decoder(config) -> bool:
-    """Whether a language model attends causally (GPT-2 style, or a config with ``is_decoder``)."""
-    if getattr(config, "is_decoder", False):
-        return True
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
-
-    kind = config.model_type
-    return kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
-
-
-def resolve_pool(pool: str, kind: str, config) -> str:
-    """The pooling ``pool`` means for this model (``auto`` by kind; module docstring), or a DataError."""
-    if pool not in POOLS:
-        raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
-    no_cls = kind == "vision" and config.model_type in NO_CLS_VISION
-    if pool == "auto":
-        return "mean" if kind == "text" or no_cls else "cls"
-    if pool == "last-token" and (kind == "vision" or not is_decoder(config)):
-        raise DataError(f"--pool last-token is for decoders; {config.model_type!r} is a "
-                        f"{'vision encoder' if kind == 'vision' else 'bidirectional encoder'} (use mean or cls)")
-    if pool == "cls" and no_cls:
-        raise DataError(f"{config.model_type!r} has no class token: use --pool mean (or auto)")
-    return pool
-
-
-def parse_layers(spec: str | Sequence[int], count: int) -> tuple[int, ...]:
-    """Hidden-state indices of ``spec`` ("all", "last", "i,j,..." or a list; negative counts from the end) among
-    ``count`` hidden states, in the order given."""
-    if isinstance(spec, str):
-        text = spec.strip().lower()
-        if text == "all":
-            return tuple(range(count))
-        if text == "last":
-            return (count - 1,)
-        try:
-            wanted = [int(x) for x in text.split(",") if x.strip()]
-        except ValueError:
-            raise ValueError(f"--layers must be all, last or comma-separated integers, got {spec!r}") from None
-    else:
-        wanted = [int(x) for x in spec]
-    if not wanted:
-        raise ValueError(f"--layers names no layer: {spec!r}")
-    out = []
-    for i in wanted:
-        if not -count <= i < count:
-            raise ValueError(f"--layers: index {i} is out of range for {count} hidden states "
-                             f"(0 the embeddings .. {count - 1} the last block)")
-        out.append(i % count)
-    if len(set(out)) != len(out):
-        raise ValueError(f"--layers names a layer twice: {spec!r}")
-    return tuple(out)
-
-
-# ---------------------------------------------------------------- data
-
-
-def read_texts(data: Path | str) -> list[str]:
-    """The texts of a caption dataset, one per item in file order (module docstring), or a DataError."""
-    path = Path(data)
-    if path.is_dir():
-        from prhsim.real._train import dataset_json
-
-        path = dataset_json(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such dataset file (expected a Karpathy-split JSON, JSON lines or parquet)")
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        return _parquet_texts(path)
-    if suffix == ".jsonl":
-        return _jsonl_texts(path)
-    if suffix == ".json":
-        return [r.texts[0] for r in read_captions(path).records]
-    raise DataError(f"{path}: unknown dataset format {suffix or '(no suffix)'!r}; expected .json (Karpathy split), "
-                    ".jsonl or .parquet")
-
-
-def _first_text(value: object) -> str | None:
-    if isinstance(value, (list, tuple)) and value:
-        value = value[0]
-    return value.strip() if isinstance(value, str) and value.strip() else None
-
-
-def _jsonl_records(path: Path) -> Iterator[tuple[int, object]]:
-    """``(line number, parsed record)`` of every non-blank line of a JSON-lines file; a DataError names a bad line."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: cannot be read: {exc}") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: line {number}: malformed JSON: {exc.msg}") from None
-
-
-def _jsonl_texts(path: Path) -> list[str]:
-    texts = []
-    for number, item in _jsonl_records(path):
-        text = None
-        if isinstance(item, dict):
-            for key in ("text", "caption", "texts", "captions"):
-                if key in item:
-                    text = _first_text(item[key])
-                    break
-        if text is None:
-            raise DataError(f'{path}: line {number}: expected an object with a non-empty "text" or "caption" '
-                            '(or "texts") field')
-        texts.append(text)
-    if not texts:
-        raise DataError(f"{path}: no records")
-    return texts
-
-
-def _parquet_texts(path: Path) -> list[str]:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except Exception as exc:  # any pyarrow failure is the file's problem, in one line
-        raise DataError(f"{path}: not a parquet file pyarrow can read ({type(exc).__name__})") from None
-    column = next((c for c in ("text", "caption", "texts", "captions") if c in table.column_names), None)
-    if column is None:
-        raise DataError(f"{path}: no text or caption column (columns: {', '.join(table.column_names) or 'none'})")
-    texts = []
-    for row, value in enumerate(table.column(column).to_pylist()):
-        text = _first_text(value)
-        if text is None:
-            raise DataError(f"{path}: row {row} has no {column}")
-        texts.append(text)
-    if not texts:
-        raise DataError(f"{path}: no rows")
-    return texts
-
-
-def image_paths(data: Path | str) -> list[Path]:
-    """The images of a folder (sorted file names) or of a caption dataset (in its order), or a DataError."""
-    path = Path(data)
-    if path.is_dir():
-        images = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-        if images:
-            return images
-        try:
-            from prhsim.real._train import dataset_json
-
-            path = dataset_json(path)
-        except DataError:
-            raise DataError(f"{data}: no image files ({', '.join(IMAGE_SUFFIXES)}) and no caption dataset in "
-                            "this folder") from None
-    if not path.is_file():
-        raise DataError(f"{path}: no such image folder or dataset file")
-    if path.suffix.lower() not in (".json", ".jsonl"):
-        raise DataError(f"{path}: a vision model reads a folder of images or a caption dataset (.json, .jsonl) "
-                        "naming its images")
-    from prhsim.real._image_features import image_folder
-
-    if path.suffix.lower() == ".jsonl":
-        names = _jsonl_images(path)
-    else:
-        names = [r.filename for r in read_captions(path).records]
-    folder = image_folder(path, None)
-    return [folder / name for name in names]
-
-
-def _jsonl_images(path: Path) -> list[str]:
-    """The ``"image"`` field of every line of a JSON-lines dataset, or a DataError naming the first line without one."""
-    names = []
-    for number, item in _jsonl_records(path):
-        name = item.get("image") if isinstance(item, dict) else None
-        if not isinstance(name, str) or not name:
-            raise DataError(f'{path}: line {number} does not name an image (an "image" field): a vision model '
-                            "needs images")
-        names.append(name)
-    if not names:
-        raise DataError(f"{path}: no records")
-    return names
-
-
-def _looks_like_images(data: Path) -> bool:
-    return data.is_dir() and any(p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES for p in data.iterdir())
-
-
-# ---------------------------------------------------------------- pooling
-
-
-def pool_hidden(hidden: Sequence, mask, pool: str, layers: Sequence[int]):
-    """(B, len(layers), D) float32 from hidden states (each (B, T, D)) and the (B, T) attention mask (None: all
-    tokens count)."""
-    import torch
-
-    states = [hidden[i].float() for i in layers]
-    if pool == "cls":
-        return torch.stack([h[:, 0] for h in states], dim=1)
-    if mask is None:
-        mask = torch.ones(states[0].shape[:2], dtype=torch.long, device=states[0].device)
-    if pool == "mean":  # Σ_t m_t h_t / Σ_t m_t as one (1 x T)(T x D) product a row: no B x T x D temporary
-        weight = mask.to(torch.float32)
-        weight = (weight / weight.sum(1, keepdim=True).clamp_min(1.0)).unsqueeze(1)
-        return torch.stack([torch.bmm(weight, h).squeeze(1) for h in states], dim=1)
-    # last-token: the last position the mask keeps (works for left and right padding)
-    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
-    last = torch.where(mask.bool(), positions, torch.full_like(positions, -1)).max(1).values.clamp_min(0)
-    rows = torch.arange(mask.shape[0], device=mask.device)
-    return torch.stack([h[rows, last] for h in states], dim=1)
-
-
-# ---------------------------------------------------------------- keys: resuming and caching
-
-#: Bumped when what a key covers, or the features it names, change (2: shards and files carry the LM loss).
-KEY_VERSION = 2
-
-
-def model_fingerprint(model: Path | str) -> dict:
-    """The resolved path of a checkpoint directory and the name, size and modification time (ns) of every file
-    directly in it (config.json, the weights, the tokenizer or image processor): rewriting any of them changes it."""
-    model = Path(model)
-    files = []
-    for path in sorted(p for p in model.iterdir() if p.is_file()):
-        stat = path.stat()
-        files.append([path.name, stat.st_size, stat.st_mtime_ns])
-    return {"path": str(model.resolve()), "files": files}
-
-
-def data_digest(data: Path | str) -> str:
-    """The SHA-256 of a dataset file's bytes, or of a folder's files (their relative names and bytes, recursively,
-    in sorted order; hidden files skipped)."""
-    data = Path(data)
-    digest = hashlib.sha256()
-    if data.is_dir():
-        paths = sorted(p for p in data.rglob("*") if p.is_file()
-                       and not any(part.startswith(".") for part in p.relative_to(data).parts))
-    else:
-        paths = [data]
-    for path in paths:
-        if data.is_dir():
-            digest.update(str(path.relative_to(data)).encode("utf-8") + b"\0")
-        try:
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-        except OSError as exc:
-            raise DataError(f"{path}: cannot be read: {exc}") from None
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def features_key(model: Path | str, data: Path | str, *, layers: str | Sequence[int] = "all", pool: str = "auto",
-                 max_length: int | None = None, digest: str | None = None) -> str:
-    """A hex key of the features :func:`extract_features` would write: the model (:func:`model_fingerprint`), the
-    data (its resolved path and :func:`data_digest`, or ``digest`` if already computed) and the layers, pooling and
-    maximum length asked for. The batch size and device are not part of it."""
-    data = Path(data)
-    doc = {"version": KEY_VERSION, "model": model_fingerprint(model), "data": str(data.resolve()),
-           "data_sha256": digest or data_digest(data),
-           "layers": layers.strip().lower() if isinstance(layers, str) else [int(i) for i in layers],
-           "pool": pool, "max_length": max_length}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def cached_features(model: Path | str, data: Path | str, cache: Path | str, *, layers: str | Sequence[int] = "all",
-                    pool: str = "auto", batch_size: int = 32, max_length: int | None = None, device: str = "auto",
-                    shard_size: int | None = None, digest: str | None = None,
-                    progress: Callable[..., None] | None = None,
-                    notes: Callable[[str], None] | None = None) -> tuple[Path, bool]:
-    """The feature file of ``model`` over ``data`` under the folder ``cache`` and whether it was there already.
-
-    The file is ``cache/<model folder name>-<key>.pt`` (key: :func:`features_key`, first 16 hex digits): if it
-    exists it is returned as it is, else :func:`extract_features` writes it (resumable by ``shard_size``; ``progress``
-    and ``notes`` as there). Entries of a model whose files changed are left in the folder (a new key, a new file);
-    delete the folder to clear it.
-    """
-    model = Path(model)
-    if not (model / "config.json").is_file():
-        raise DataError(f"{model}: not a Hugging Face checkpoint directory (expected config.json and weights)")
-    if not Path(data).exists():
-        raise DataError(f"{data}: no such dataset file or image folder")
-    key = features_key(model, data, layers=layers, pool=pool, max_length=max_length, digest=digest)
-    path = Path(cache) / f"{model.name}-{key[:16]}.pt"
-    if path.is_file():
-        return path, True
-    extract_features(model, data, path, layers=layers, pool=pool, batch_size=batch_size, max_length=max_length,
-                     device=device, overwrite=True, shard_size=shard_size, progress=progress, notes=notes)
-    return path, False
-
-
-def shard_folder(out: Path | str) -> Path:
-    """The folder beside ``out`` where :func:`extract_features` keeps its shards: ``OUT.shards``."""
-    out = Path(out)
-    return out.with_name(out.name + ".shards")
-
-
-def _read_shard(path: Path, key: str, start: int, stop: int, scored: bool = False):
-    """(feats, lengths, layers, scores) of a shard written for ``key`` and rows start..stop, or None (absent, stale,
-    unreadable, or, when ``scored``, without its rows' next-token nats and prediction counts: ``scores``)."""
-    import torch
-
-    if not path.is_file():
-        return None
-    try:
-        doc = torch.load(path, weights_only=True)
-    except Exception:  # a damaged shard is computed again
-        return None
-    if not isinstance(doc, dict) or doc.get("key") != key or doc.get("start") != start or doc.get("stop") != stop:
-        return None
-    feats = doc.get("feats")
-    if feats is None or feats.shape[0] != stop - start:
-        return None
-    scores = None
-    if scored:
-        nats, counts = doc.get("nats"), doc.get("predicted")
-        if not all(isinstance(t, torch.Tensor) and tuple(t.shape) == (stop - start,) for t in (nats, counts)):
-            return None  # written without the loss (an older version): computed again
-        scores = (nats.double(), counts.long())
-    return feats, list(doc.get("lengths") or []), tuple(doc["layers"]), scores
-
-
-def _save_shard(path: Path, key: str, start: int, stop: int, feats, lengths: list[int], layers: tuple[int, ...],
-                scores=None) -> None:
-    """Write a shard; ``scores``: (nats (n,), prediction counts (n,)) of its rows, or None without an LM head."""
-    import torch
-
-    doc = {"key": key, "start": start, "stop": stop, "feats": feats.contiguous(), "lengths": list(lengths),
-           "layers": list(layers)}
-    if scores is not None:
-        doc["nats"], doc["predicted"] = scores[0].contiguous(), scores[1].contiguous()
-    with atomic_file(path) as tmp:
-        torch.save(doc, tmp)
-
-
-# ---------------------------------------------------------------- the memory guard
-
-#: Suffixes of weight files counted in the memory estimate.
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
-
-
-def _inner(config, kind: str):
-    """The config of the transformer that is pooled: a towered model's vision tower, a text model's text config."""
-    inner = config.vision_config if kind == "vision" and config.model_type in TOWERED else config
-    if kind == "text" and hasattr(inner, "get_text_config"):
-        inner = inner.get_text_config()
-    return inner
-
-
-def _dims(config, kind: str) -> tuple[int, int, int]:
-    """(hidden states returned, hidden size, vocabulary size; 0 where the config does not say) of the model pooled."""
-    inner = _inner(config, kind)
-    blocks = getattr(inner, "num_hidden_layers", None)
-    width = getattr(inner, "hidden_size", None)
-    vocab = getattr(inner, "vocab_size", None) if kind == "text" else 0
-    number = [v if isinstance(v, int) and v > 0 else 0 for v in (blocks, width, vocab)]
-    return (number[0] + 1 if number[0] else 0), number[1], number[2]
-
-
-def _image_tokens(processor, config) -> int:
-    """Tokens of one image: (H / patch) x (W / patch) patches, plus the class token and any registers, H x W the
-    processor's crop (or resize) size, else the config's ``image_size``; 0 where neither says."""
-    inner = config.vision_config if config.model_type in TOWERED else config
-    patch = getattr(inner, "patch_size", None)
-    side = None
-    for name in (("crop_size",) if getattr(processor, "do_center_crop", False) else ()) + ("size",):
-        spec = getattr(processor, name, None)
-        if spec is None:
-            continue
-        get = spec.get if isinstance(spec, dict) else (lambda k, s=spec: getattr(s, k, None))
-        if isinstance(spec, int):
-            side = (spec, spec)
-        elif get("height") and get("width"):
-            side = (int(get("height")), int(get("width")))
-        elif get("shortest_edge"):
-            side = (int(get("shortest_edge")),) * 2  # the longer edge may be longer: a lower bound
-        if side:
-            break
-    if side is None and isinstance(getattr(inner, "image_size", None), int):
-        side = (inner.image_size, inner.image_size)
-    if not side or not isinstance(patch, int) or patch < 1:
-        return 0
-    extra = (0 if config.model_type in NO_CLS_VISION else 1) + int(getattr(inner, "num_register_tokens", 0) or 0)
-    return (side[0] // patch) * (side[1] // patch) + extra
-
-
-def peak_bytes(config, kind: str, *, inputs: int, batch_size: int, tokens: int, kept_layers: int | None = None,
-               logits: bool = False, weights: int = 0) -> tuple[float, str]:
-    """The estimated peak bytes of an extraction and what they are, in words: ``weights`` (bytes of the weight files)
-    + per batch ``batch_size x tokens x D x S x 4`` (S hidden states of width D; ``tokens``: a text's padded length or
-    an image's tokens) + with ``logits`` ``(batch_size + 2) x tokens x V x 4`` (a batch's logits and one row's
-    float32 log-softmax) + the kept features ``2 x inputs x kept_layers x D x 4`` (the parts and their concatenation)
-    + for text the mask ``inputs x tokens x 8``."""
-    states, width, vocab = _dims(config, kind)
-    kept = kept_layers if kept_layers is not None else states
-    hidden = float(batch_size) * tokens * width * states * 4
-    head = float(batch_size + 2) * tokens * vocab * 4 if logits else 0.0
-    feats = 2.0 * inputs * kept * width * 4
-    mask = float(inputs) * tokens * 8 if kind == "text" else 0.0
-    unit = "tokens" if kind == "text" else "tokens per image"
-    parts = [f"weights {format_bytes(weights)}",
-             f"hidden states {batch_size:,} x {tokens:,} {unit} x {states} states x {width} = {format_bytes(hidden)}"]
-    if logits:
-        parts.append(f"logits {batch_size:,} x {tokens:,} x {vocab:,} = {format_bytes(head)}")
-    parts.append(f"kept features {inputs:,} x {kept} layers x {width} = {format_bytes(feats)}")
-    what = f"extracting {inputs:,} {'texts' if kind == 'text' else 'images'} ({'; '.join(parts)})"
-    return weights + hidden + head + feats + mask, what
-
-
-def _token_counts(tokenizer, texts: Sequence[str], limit: int, chunk: int = 4096) -> tuple[int, int]:
-    """The most tokens of any text after truncation at ``limit`` (a batch's padded length at most) and the tokens of
-    all texts after truncation, tokenized in chunks."""
-    longest = every = 0
-    with silent_transformers():
-        for start in range(0, len(texts), chunk):
-            ids = tokenizer(list(texts[start:start + chunk]), truncation=True, max_length=limit)["input_ids"]
-            lengths = list(map(len, ids))
-            longest = max(longest, *lengths)
-            every += sum(lengths)
-    return longest, every
-
-
-def _weight_bytes(model: Path) -> int:
-    return sum(p.stat().st_size for p in model.iterdir() if p.is_file() and p.suffix.lower() in WEIGHT_SUFFIXES)
-
-
-# ---------------------------------------------------------------- extraction
 
 
 def extract_features(model: Path | str, data: Path | str, out: Path | str, *, layers: str | Sequence[int] = "all",
@@ -606,8 +140,6 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
     import torch
     from transformers import AutoConfig
 
-    from prhsim.real._train import _device
-
     with silent_transformers():
         try:
             config = AutoConfig.from_pretrained(str(model), local_files_only=True)
@@ -615,31 +147,31 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
             raise DataError(f"{model}/config.json: not a config transformers can read ({_line(exc)})") from None
     kind = model_kind(config)
     pool = resolve_pool(pool, kind, config)
-    if kind == "text" and _looks_like_images(data):
+    if kind == "text" and looks_like_images(data):
         raise DataError(f"{data}: a folder of images, but {model} is a language model ({config.model_type}): "
                         "give it a caption dataset")
     inputs = read_texts(data) if kind == "text" else image_paths(data)
-    dev = _device(device)
+    dev = torch_device(device)
     reader = _reader(model, kind)
     causal = kind == "text" and is_decoder(config)
     if kind == "text":
         limit = _max_length(reader, config, max_length)
         pad_left = getattr(reader, "padding_side", "right") == "left"
-        tokens, every_token = _token_counts(reader, inputs, limit)
+        tokens, every_token = token_counts(reader, inputs, limit)
     else:
-        tokens = _image_tokens(reader, config)
+        tokens = image_tokens(reader, config)
         every_token = tokens * len(inputs)
-    states = _dims(config, kind)[0]
+    states = model_dims(config, kind)[0]
     try:
         kept_layers = len(parse_layers(layers, states)) if states else None
     except ValueError:  # reported against the hidden states the model returns, after its first batch
         kept_layers = None
     need, what = peak_bytes(config, kind, inputs=len(inputs), batch_size=batch_size, tokens=tokens,
-                            kept_layers=kept_layers, logits=causal, weights=_weight_bytes(model))
+                            kept_layers=kept_layers, logits=causal, weights=weight_bytes(model))
     ensure_fits(need, what, "lower --batch-size or --max-length, or keep fewer --layers" if kind == "text"
                 else "lower --batch-size, or keep fewer --layers")
     noun = "texts" if kind == "text" else "images"
-    pooled = _inner(config, kind)
+    pooled = pooled_config(config, kind)
     estimate = extraction_seconds(forward_flops(pooled, every_token, logits=causal), cuda=dev.type == "cuda")
     if notes is not None:
         for line in forward_notes("extraction", estimate, pooled, inputs=len(inputs), noun=noun, tokens=every_token,
@@ -666,7 +198,7 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
         for first in range(0, total, step):
             stop = min(first + step, total)
             shard = shards / f"rows-{first:09d}-{stop:09d}.pt" if shards else None
-            kept = _read_shard(shard, key, first, stop, scored) if shard else None
+            kept = read_shard(shard, key, first, stop, scored) if shard else None
             if kept is not None:
                 feats_kept, lengths_kept, layers_kept, scores_kept = kept
                 rows.append(feats_kept)
@@ -708,7 +240,7 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
             block = torch.cat(part)
             scores = (torch.cat(part_nats), torch.cat(part_counts)) if scored else None
             if shard:
-                _save_shard(shard, key, first, stop, block, part_lengths, chosen, scores)
+                save_shard(shard, key, first, stop, block, part_lengths, chosen, scores)
             rows.append(block)
             lengths.extend(part_lengths)
             if scored:
@@ -723,6 +255,32 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
     return ExtractSummary(out, tuple(feats.shape), chosen, pool, kind, str(config.model_type), num_params,
                           time.perf_counter() - started, losses["loss"] if losses else None,
                           losses["bpb"] if losses else None, estimate)
+
+
+def cached_features(model: Path | str, data: Path | str, cache: Path | str, *, layers: str | Sequence[int] = "all",
+                    pool: str = "auto", batch_size: int = 32, max_length: int | None = None, device: str = "auto",
+                    shard_size: int | None = None, digest: str | None = None,
+                    progress: Callable[..., None] | None = None,
+                    notes: Callable[[str], None] | None = None) -> tuple[Path, bool]:
+    """The feature file of ``model`` over ``data`` under the folder ``cache`` and whether it was there already.
+
+    The file is ``cache/<model folder name>-<key>.pt`` (key: :func:`features_key`, first 16 hex digits): if it
+    exists it is returned as it is, else :func:`extract_features` writes it (resumable by ``shard_size``; ``progress``
+    and ``notes`` as there). Entries of a model whose files changed are left in the folder (a new key, a new file);
+    delete the folder to clear it.
+    """
+    model = Path(model)
+    if not (model / "config.json").is_file():
+        raise DataError(f"{model}: not a Hugging Face checkpoint directory (expected config.json and weights)")
+    if not Path(data).exists():
+        raise DataError(f"{data}: no such dataset file or image folder")
+    key = features_key(model, data, layers=layers, pool=pool, max_length=max_length, digest=digest)
+    path = Path(cache) / f"{model.name}-{key[:16]}.pt"
+    if path.is_file():
+        return path, True
+    extract_features(model, data, path, layers=layers, pool=pool, batch_size=batch_size, max_length=max_length,
+                     device=device, overwrite=True, shard_size=shard_size, progress=progress, notes=notes)
+    return path, False
 
 
 def _next_token_nats(logits, ids, mask):

@@ -22,7 +22,8 @@ from typing import Callable
 import numpy as np
 
 from prhsim.io import atomic_file
-from prhsim.real._karpathy import DataError, read_captions
+from prhsim.real._devices import torch_device
+from prhsim.real.data import DataError, dataset_json, image_folder, read_captions
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -94,17 +95,6 @@ def _collate(items: list):
     return errors[0] if errors else torch.stack(items)
 
 
-def image_folder(json_path: Path, images: Path | str | None) -> Path:
-    """The folder the dataset's image files are in: ``images`` if given, else ``images/`` beside the JSON, else its folder."""
-    if images is not None:
-        folder = Path(images)
-        if not folder.is_dir():
-            raise DataError(f"{folder}: no such image folder")
-        return folder
-    beside = json_path.parent / "images"
-    return beside if beside.is_dir() else json_path.parent
-
-
 def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, images: Path | str | None = None,
                    image_size: int = 224, batch_size: int = 64, num_workers: int = 0, device: str = "auto",
                    progress: Callable[..., None] | None = None,
@@ -128,7 +118,6 @@ def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, ima
 
     from prhsim.real._batches import worker_context
     from prhsim.real._text_models import quiet_transformers
-    from prhsim.real._train import _device, dataset_json
 
     quiet_transformers()
 
@@ -142,7 +131,7 @@ def encode_images(data: Path | str, weights: Path | str, out: Path | str, *, ima
     if out.suffix not in (".npy", ".safetensors"):
         raise DataError(f"{out}: the features file must end in .npy or .safetensors")
     folder = image_folder(json_path, images)
-    dev = _device(device)
+    dev = torch_device(device)
     if notes is not None:
         _estimate_notes(weights, len(dataset.records), image_size, dev.type == "cuda", notes)
     model = Dinov2Model.from_pretrained(str(weights), local_files_only=True).to(dev).eval()

@@ -160,9 +160,10 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
     from prhsim.real._settings import RealTrainSettings
     from prhsim.real._eval import evaluate_run
     from prhsim.real._image_features import encode_images
-    from prhsim.real._karpathy import read_captions
-    from prhsim.real._train import METRICS_NAME, _device, train_real
+    from prhsim.real._devices import torch_device
+    from prhsim.real._train import METRICS_NAME, train_real
     from prhsim.real._views import ViewLaw
+    from prhsim.real.data import read_captions
 
     from prhsim.real._text_models import quiet_transformers
 
@@ -174,7 +175,7 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
                           "smoke replaces what its folder holds; choose a new folder")
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).touch()
-    dev = _device(device)
+    dev = torch_device(device)
     workers = default_workers() if workers is None else workers
     started = time.perf_counter()
     data = out / "data"
@@ -227,7 +228,7 @@ def smoke(out: Path | str, *, images: int = 29_000, captions: int = 5, model: st
                   "real_token_share": token_share, "compile": compile,
                   "parameters_outside_embeddings": parameters, "peak_tflops": peak,
                   "mfu": model_flops_utilisation(parameters, tokens_per_s, peak), "peak_memory_gib": peak_memory},
-        "eval": {key: result[key] for key in ("r1_text_to_image", "r5_text_to_image", "mutual_knn", "linear_cka")}
+        "eval": {key: result[key] for key in ("r1_text_to_image", "r5_text_to_image")} | result["metrics"]
         | {"chance_r1": result["chance"]["r1"], "n_test": result["n_test"]},
         "total_s": time.perf_counter() - started,
     }

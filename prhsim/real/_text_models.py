@@ -30,8 +30,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from prhsim.real._karpathy import DataError
 from prhsim.real._packing import attention_mask, next_token_targets, segment_mean
+from prhsim.real.data import DataError
 from prhsim.objectives import next_token_cross_entropy
 
 ModelKind = Literal["tiny", "bert-s", "bert-b"]

@@ -28,7 +28,7 @@ from typing import Iterable
 
 import numpy as np
 
-from prhsim.real._karpathy import DataError
+from prhsim.real.data import DataError
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 

@@ -41,11 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from prhsim._rng import REAL_DROPOUT
 from prhsim.io import json_text, write_text_atomic
-from prhsim.real._karpathy import CaptionDataset, DataError, read_captions
+from prhsim.real._devices import torch_device
 from prhsim.real._tokenizer import content_length, encode, load_tokenizer, special_tokens, train_wordpiece
 from prhsim.real._views import ViewLaw
 from prhsim.real._weights import RECORD_NAME, run_record
+from prhsim.real.data import CaptionDataset, DataError, dataset_json, parquet_shards, read_captions, stream_records
 
 CONFIG_NAME = "config.json"
 TOKENIZER_NAME = "tokenizer.json"
@@ -54,8 +56,6 @@ SUMMARY_NAME = "summary.json"
 MODEL_CONFIG_NAME = "model_config.json"
 FIGURE_NAME = "loss.png"
 TENSORBOARD_NAME = "tensorboard"
-#: Stream tag of the dropout seeds: ``SeedSequence([seed, DROPOUT_STREAM, rank, step])``.
-DROPOUT_STREAM = 14
 #: How a checkpoint's run laid out its views (``extra["layout"]``); runs of other layouts drew other dropout masks.
 LAYOUT = "packed"
 #: "No step yet" for the first non-finite step.
@@ -78,30 +78,6 @@ class TrainSummary:
     resumed_from: int
 
 
-def dataset_json(data: Path | str) -> Path:
-    """The dataset file of a folder (its one ``dataset_*.json`` or ``*.jsonl``), or ``data`` itself when it is a file."""
-    data = Path(data)
-    if data.is_file():
-        return data
-    if not data.is_dir():
-        raise DataError(f"{data}: no such dataset folder (expected a folder holding dataset_*.json, or the file)")
-    found = sorted([*data.glob("dataset_*.json"), *data.glob("*.jsonl")])
-    if len(found) != 1:
-        what = "no dataset_*.json or *.jsonl" if not found else f"{len(found)} dataset files"
-        raise DataError(f"{data}: {what} in this folder (expected exactly one Karpathy-split JSON or JSON lines)")
-    return found[0]
-
-
-def _device(name: str):
-    import torch
-
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device")
-    return torch.device(name)
-
-
 def _schedule(steps: int, warmup: float) -> Callable[[int], float]:
     warm = int(round(warmup * steps))
 
@@ -112,14 +88,6 @@ def _schedule(steps: int, warmup: float) -> Callable[[int], float]:
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
     return factor
-
-
-def parquet_shards(data: Path | str) -> list[Path]:
-    """The parquet shards ``data`` names (one ``.parquet`` file, or a folder's ``*.parquet`` in name order), else []."""
-    data = Path(data)
-    if data.is_file():
-        return [data] if data.suffix == ".parquet" else []
-    return sorted(data.glob("*.parquet")) if data.is_dir() else []
 
 
 def training_data(settings) -> CaptionDataset | list[Path]:
@@ -136,8 +104,6 @@ def training_data(settings) -> CaptionDataset | list[Path]:
 def _training_texts(settings, data: CaptionDataset | list[Path]):
     """The texts a new tokenizer is built from: every training caption, or the first ``tokenizer_records`` streamed records'."""
     import itertools
-
-    from prhsim.real._parquet import stream_records
 
     if isinstance(data, CaptionDataset):
         return (t for r in data.split("train") for t in r.texts)
@@ -233,7 +199,7 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
         raise DataError(f"the batch size {settings.batch_size} does not split over {place.world_size} processes "
                         "(it is the global batch: give a multiple of the number of processes)")
     created = not resume and not out.exists()
-    device = _device(settings.device)
+    device = torch_device(settings.device)
     joined = False
     previous = _exit_on_sigterm()
     try:
@@ -277,7 +243,7 @@ def _dropout_seed(seed: int, rank: int, step: int) -> int:
     """The seed of torch's generator (dropout) for one process at one step: resuming needs no saved state."""
     import numpy as np
 
-    return int(np.random.SeedSequence([seed, DROPOUT_STREAM, rank, step]).generate_state(1)[0])
+    return int(np.random.SeedSequence([seed, REAL_DROPOUT, rank, step]).generate_state(1)[0])
 
 
 def _objective(model, batch, settings, step: int, device):

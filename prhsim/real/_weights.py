@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from prhsim.real._karpathy import DataError
+from prhsim.real.data import DataError
 
 #: The run folder's record of the checkpoint it started from.
 RECORD_NAME = "weights.json"

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 import tracemalloc
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,11 @@ from click.testing import CliRunner
 from prhsim.cli import main
 from prhsim.config import WORLD_KINDS
 from prhsim.cli._worlds import world_catalogue
+from prhsim.experiments.sweeps import SWEEPS
+
+#: An SGD learner needs jax and optax: without them the command refuses for that first (tests/cli/test_cli_extras.py).
+NEEDS_JAX = pytest.mark.skipif(find_spec("jax") is None or find_spec("optax") is None,
+                               reason="an SGD learner needs jax and optax (pip install 'prhsim[jax]')")
 
 #: A refusal may allocate no more than this (it must come before any large allocation).
 REFUSAL_PEAK_BYTES = 50e6
@@ -44,8 +50,9 @@ def refused(args: list[str], out: Path):
 @pytest.mark.parametrize("args, names", [
     (["--k", "20734"], ["k = 20734", "Gram matrices of 20735 features", "110 GB", "limit", "lower --k"]),
     (["--objects", "3", "--tables"], ["11,943,936 modal states", "world.objects"]),  # factor space admits it
-    (["--size", "10", "--modalities", "2", "--learner", "whiten", "--encoder", "tabular"],  # auto: an MLP streams
-     ["6,480,000 modal states for caption", "SGD learners", "world.size", "--modalities"]),
+    pytest.param(["--size", "10", "--modalities", "2", "--learner", "whiten", "--encoder", "tabular"],
+                 ["6,480,000 modal states for caption", "SGD learners", "world.size", "--modalities"],
+                 marks=NEEDS_JAX),  # tabular: with --encoder auto an MLP streams
     (["--world", "ring", "--n", "1000000000"], ["world.n", "2500000"]),
     (["--world", "random", "--n", "10000000"], ["world.n", "2500000"]),
     (["--world", "random", "--n", "30000", "--modalities", "1"], ["dense random world", "world.n", "world.degree"]),
@@ -376,6 +383,8 @@ def test_duplicate_keys_and_deep_nesting_are_one_line_errors(name, content, mess
 def test_an_empty_sweep_grid_is_refused_naming_its_key(sweep, key, tmp_path):
     """An empty grid is one line naming the key, before any folder (bad-view and gap-sensitivity used to exit 0
     and write a folder with nothing in it)."""
+    for module in SWEEPS[sweep].requires:  # without one, the sweep refuses first (tests/cli/test_cli_extras.py)
+        pytest.importorskip(module)
     out = tmp_path / "out"
     res = CliRunner().invoke(main, ["sweep", sweep, "--set", f"{key}=[]", "--out", str(out), "--no-figures"])
     assert res.exit_code == 2, res.output
@@ -399,9 +408,10 @@ def test_a_world_that_never_moves_is_refused_and_one_that_partly_moves_is_scored
                                     "-q", "--out", str(still)])
     assert res.exit_code == 0, res.output
     pairs = json.loads((still / "results.json").read_text())["pairs"]
-    assert pairs and all(p["mutual_knn"] is None for p in pairs)
+    assert pairs and all(p["metrics"] == {} and p["samples"] is None for p in pairs)
 
 
+@NEEDS_JAX
 def test_a_text_learner_batch_that_cannot_fit_is_refused_in_one_line(tmp_path):
     """sample-efficiency with batch_size 1e9 used to end in numpy's 1.8 TiB allocation traceback."""
     out = tmp_path / "out"

@@ -14,12 +14,15 @@ from prhsim.cli import main
 from prhsim.experiments.sweeps import SWEEPS
 from support import assert_one_line_refusal, refusal
 
+try:  # the JAX sweeps' import, before any tracemalloc window opens (without jax they refuse before importing it)
+    import jax  # noqa: F401
+except ImportError:
+    jax = None
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _warm_imports():
-    """What the sweeps import (JAX among them), imported before any tracemalloc window opens."""
-    import jax  # noqa: F401
-
+    """What the sweeps import (JAX, where installed, at the top), imported before any tracemalloc window opens."""
     import prhsim.experiments.sweeps._captioning  # noqa: F401
     import prhsim.experiments.sweeps._sample_efficiency  # noqa: F401
     import prhsim.experiments.sweeps._sigreg_weight  # noqa: F401
@@ -39,6 +42,8 @@ def _warm_imports():
 ])
 def test_what_cannot_fit_is_refused_up_front_in_one_line(args, names, tmp_path):
     """These used to end in a numpy or JAX allocation traceback, or the OOM killer, after minutes."""
+    for module in SWEEPS[args[0]].requires:  # without one, the sweep refuses first (tests/cli/test_cli_extras.py)
+        pytest.importorskip(module)
     out = tmp_path / "out"
     if "--memory-limit" not in args:
         args = [*args, "--memory-limit", "8"]  # the same refusals on any machine
@@ -60,6 +65,8 @@ def test_what_cannot_fit_is_refused_up_front_in_one_line(args, names, tmp_path):
 ])
 def test_a_world_that_never_moves_is_refused_by_its_settings_before_any_work(argv, still, tmp_path):
     """Π = diag(p) is known from the settings: one line naming them, before any progress line or folder."""
+    for module in SWEEPS[argv[1]].requires if argv[0] == "sweep" else ():  # without one, the sweep refuses first
+        pytest.importorskip(module)
     out = tmp_path / "out"
     result, peak = refusal([*argv, "--out", str(out)])
     assert_one_line_refusal(result, peak, [still, "never moves", "Pi = diag(p)"])
@@ -76,6 +83,8 @@ def test_a_world_that_moves_in_one_factor_only_is_not_refused():
 
 @pytest.mark.parametrize("name", sorted(SWEEPS))
 def test_every_sweep_refuses_an_unusable_out_before_computing(name, tmp_path):
+    for module in SWEEPS[name].requires:  # without one, the sweep refuses first (tests/cli/test_cli_extras.py)
+        pytest.importorskip(module)
     (tmp_path / "file").write_text("x")
     result, peak = refusal(["sweep", name, "--out", str(tmp_path / "file" / "sub"), "--no-figures"])
     assert_one_line_refusal(result, peak, ["is a file, not a folder"])
@@ -86,6 +95,8 @@ def test_a_world_flag_keeps_the_world_settings_given_with_set(tmp_path):
     """`--world ring --set world.laziness=1` used to replace the world table by a default ring (laziness 0.5) and run:
     now the flag sets the kind, the key applies to it, and the static ring is refused by its settings, before any
     progress line."""
+    for module in SWEEPS["sigreg-weight"].requires:  # without one, the sweep refuses first (test_cli_extras.py)
+        pytest.importorskip(module)
     out = tmp_path / "out"
     result, peak = refusal(["sweep", "sigreg-weight", "--set", "world.laziness=1", "--world", "ring", "--out", str(out),
                             "--no-figures"])
@@ -163,6 +174,8 @@ def test_a_bug_while_writing_is_not_taken_for_a_full_disk(tmp_path, monkeypatch)
 ])
 def test_a_grid_value_given_twice_is_refused_naming_the_key(sweep, key, value, tmp_path):
     """Sample-efficiency and captioning used to drop the copy silently, calibration to compute it twice."""
+    for module in SWEEPS[sweep].requires:  # without one, the sweep refuses first (tests/cli/test_cli_extras.py)
+        pytest.importorskip(module)
     out = tmp_path / "out"
     result, peak = refusal(["sweep", sweep, "--set", f"{key}={value}", "--out", str(out), "--no-figures"])
     assert_one_line_refusal(result, peak, [f"{key} holds", "twice"])

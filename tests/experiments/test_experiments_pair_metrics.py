@@ -15,6 +15,7 @@ from prhsim.experiments import run_experiment
 from prhsim.experiments._pair_metrics import KNN_K, pair_metrics
 from prhsim.metrics._cka import linear_cka
 from prhsim.metrics._knn import mutual_knn
+from prhsim.metrics._retrieval import retrieval
 
 SMALL = {"world": {"kind": "gridscene", "size": 3, "objects": 1}}
 
@@ -25,13 +26,15 @@ def test_good_views_score_the_maximum_and_bad_views_fall_with_rho():
     mutual k-NN and CKA stay 1: retrieval needs features that tell the states apart."""
     good = run_experiment(RunConfig())
     for p in good.pairs:
-        assert p.samples == 2000 and p.knn_k == 10 and p.knn_chance == pytest.approx(10 / 1999)
-        assert p.mutual_knn == pytest.approx(1.0) and p.linear_cka == pytest.approx(1.0) and p.r1 == pytest.approx(1.0)
+        assert p.samples == 2000 and p.knn_k == 10 and p.chance["mutual_knn"] == pytest.approx(10 / 1999)
+        assert p.chance["retrieval_r1"] == pytest.approx(1 / 1000) and "linear_cka" not in p.chance
+        assert p.metrics == pytest.approx({"mutual_knn": 1.0, "linear_cka": 1.0, "retrieval_r1": 1.0})
     small = run_experiment(RunConfig.model_validate(SMALL))
-    assert all(p.samples == 81 and p.mutual_knn == pytest.approx(1.0) and p.r1 < 0.5 for p in small.pairs)
+    assert all(p.samples == 81 and p.metrics["mutual_knn"] == pytest.approx(1.0) and p.metrics["retrieval_r1"] < 0.5
+               for p in small.pairs)
     bad = run_experiment(RunConfig.model_validate({**SMALL, "views": "bad", "eps": 0.1}))
     for p in bad.pairs:
-        assert p.rho_p > 1.0 and p.mutual_knn < 0.5 and p.linear_cka < 0.9
+        assert p.rho_p > 1.0 and p.metrics["mutual_knn"] < 0.5 and p.metrics["linear_cka"] < 0.9
 
 
 def test_the_rows_are_paired_observations_of_states_drawn_from_p():
@@ -48,10 +51,15 @@ def test_the_rows_are_paired_observations_of_states_drawn_from_p():
     z = np.sort(twin.choice(n_z, size=n_z, replace=False, p=p_z))
     na, nb = twin.choice(2, size=n_z, p=q_a), twin.choice(3, size=n_z, p=q_b)
     A, B = F_a[z * 2 + na], F_b[z * 3 + nb]
+    fit = np.zeros(n_z, dtype=bool)
+    fit[twin.permutation(n_z)[: n_z // 2]] = True
+    recall = retrieval(A, B, fit=fit, ks=(1,))
     assert got.samples == n_z and got.knn_k == KNN_K
-    assert got.mutual_knn == pytest.approx(mutual_knn(A, B, knn_k=KNN_K), abs=1e-12)
-    assert got.linear_cka == pytest.approx(linear_cka(A, B), abs=1e-12)
-    assert 0.0 < got.mutual_knn < 1.0 and 0.0 <= got.r1 <= 1.0
+    assert got.scores["mutual_knn"] == pytest.approx(mutual_knn(A, B, knn_k=KNN_K), abs=1e-12)
+    assert got.scores["linear_cka"] == pytest.approx(linear_cka(A, B), abs=1e-12)
+    assert got.scores["retrieval_r1"] == pytest.approx((recall.a_to_b[1] + recall.b_to_a[1]) / 2, abs=1e-12)
+    assert got.chance == pytest.approx({"mutual_knn": KNN_K / (n_z - 1), "retrieval_r1": 1 / (n_z - n_z // 2)})
+    assert 0.0 < got.scores["mutual_knn"] < 1.0 and 0.0 <= got.scores["retrieval_r1"] <= 1.0
     assert pair_metrics(F_a[:10], q_a, F_b[:15], q_b, np.full(5, 0.2), rng=np.random.default_rng(0)) is None
 
 
@@ -61,8 +69,9 @@ def test_the_metric_bridge_starts_aligned_and_maps_knn_to_rho():
     result = metric_bridge(levels=4, samples=300)
     for family in ("noise", "kernel", "bad-view"):
         cells = [c for c in result.cells if c.family == family]
-        assert cells[0].rho_p < 1e-8 and cells[0].linear_cka == pytest.approx(1.0, abs=1e-8)
-        assert cells[-1].rho_p > 0.5 and cells[-1].mutual_knn < cells[0].mutual_knn
+        assert cells[0].rho_p < 1e-8 and cells[0].metrics["linear_cka"] == pytest.approx(1.0, abs=1e-8)
+        assert cells[-1].rho_p > 0.5 and cells[-1].metrics["mutual_knn"] < cells[0].metrics["mutual_knn"]
+        assert list(cells[0].metrics) == result.metrics == ["mutual_knn", "linear_cka", "retrieval_r1", "cknna"]
     noise = [c for c in result.cells if c.family == "noise"]
     assert all(a.rho_p < b.rho_p for a, b in zip(noise, noise[1:]))  # the noise path is monotone in ρ_P
     for table in result.rho_at_mutual_knn.values():
@@ -83,7 +92,7 @@ def test_calibrated_pair_metrics_are_the_null_of_the_same_rows_and_leave_the_raw
     F_b = np.repeat(h @ np.linalg.qr(rng.standard_normal((k, k)))[0], 3, axis=0) + 0.3 * rng.standard_normal((n_z * 3, k))
     plain = pair_metrics(F_a, q_a, F_b, q_b, p_z, rng=np.random.default_rng(7))
     got = pair_metrics(F_a, q_a, F_b, q_b, p_z, rng=np.random.default_rng(7), permutations=99)
-    for field in ("samples", "knn_k", "mutual_knn", "knn_chance", "linear_cka", "r1"):
+    for field in ("samples", "knn_k", "scores", "chance"):
         assert getattr(got, field) == getattr(plain, field)
     assert plain.permutations is None and got.permutations == 99
     twin = np.random.default_rng(7)
@@ -94,16 +103,18 @@ def test_calibrated_pair_metrics_are_the_null_of_the_same_rows_and_leave_the_raw
     seed = int(twin.integers(2**31))
     knn = calibrate("mutual_knn", A, B, permutations=99, knn_k=KNN_K, rng=seed)
     cka = calibrate("linear_cka", A, B, permutations=99, rng=seed)
-    assert knn.raw == pytest.approx(got.mutual_knn, abs=1e-12)
-    assert (got.mutual_knn_calibrated, got.mutual_knn_p) == (knn.calibrated, knn.p_value)
-    assert (got.linear_cka_calibrated, got.linear_cka_p) == (cka.calibrated, cka.p_value)
-    assert got.mutual_knn_p == 0.01 and got.linear_cka_p == 0.01  # aligned rows beat every permutation
+    assert knn.raw == pytest.approx(got.scores["mutual_knn"], abs=1e-12)
+    assert set(got.calibrations) == {"mutual_knn", "linear_cka"}  # R@1 fits a map: not calibrated
+    for name, twin_calibration in (("mutual_knn", knn), ("linear_cka", cka)):
+        mine = got.calibrations[name]
+        assert (mine.calibrated, mine.p_value) == (twin_calibration.calibrated, twin_calibration.p_value)
+    assert knn.p_value == 0.01 and cka.p_value == 0.01  # aligned rows beat every permutation
 
 
 def test_the_run_reports_calibrated_pair_metrics_when_asked():
     plain = run_experiment(RunConfig.model_validate(SMALL))
     calibrated = run_experiment(RunConfig.model_validate({**SMALL, "calibrate": 49}))
     for p, q in zip(plain.pairs, calibrated.pairs):
-        assert (p.mutual_knn, p.linear_cka, p.r1) == (q.mutual_knn, q.linear_cka, q.r1)
-        assert p.permutations is None and q.permutations == 49 and q.mutual_knn_p == q.linear_cka_p == 0.02
-        assert 0.9 < q.linear_cka_calibrated <= 1.0
+        assert p.metrics == q.metrics and p.chance == q.chance
+        assert p.permutations is None and q.permutations == 49 and q.p_values == {"mutual_knn": 0.02, "linear_cka": 0.02}
+        assert 0.9 < q.calibrated["linear_cka"] <= 1.0 and not p.calibrated and not p.p_values

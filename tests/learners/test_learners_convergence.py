@@ -172,7 +172,7 @@ def test_sigreg_and_minibatches_stop_on_a_plateau_of_their_loss():
 
 
 def test_the_stopping_settings_are_checked_in_one_line():
-    for fields, message in [({"method": "precond"}, "needs encoder='tabular', objective='whiten', data='exact'"),
+    for fields, message in [({"method": "precond"}, "needs encoder='tabular', data='exact' and such an objective (whiten)"),
                             ({"method": "precond", "encoder": "mlp", "objective": "whiten"}, "precond"),
                             ({"momentum": 0.5}, "momentum is the heavy-ball momentum"),
                             ({"tol": 1.5}, "tol must lie in"),

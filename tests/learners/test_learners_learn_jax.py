@@ -21,7 +21,7 @@ pytest.importorskip("optax")
 
 from prhsim.learners._encoders import observation_inputs, tabular_encoder  # noqa: E402
 from prhsim.learners._learn_jax import SGDLearner, TrainConfig, train  # noqa: E402
-from prhsim.learners._losses import pair_list  # noqa: E402
+from prhsim.learners._exact_law import pair_list  # noqa: E402
 
 #: The exact (full-batch) whitening run shared by the convergence and vmap tests.
 EXACT = TrainConfig(steps=1000, lr=0.1, log_every=250)
@@ -197,16 +197,17 @@ def test_importing_the_learners_does_not_import_jax():
 
 def test_minibatch_pairs_are_consecutive_sampler_calls_per_seed():
     """Step t's pairs of seed s are the (t+1)-th ``pair_sampler(world).pairs(B, rng=gen)`` call on
-    ``gen = default_rng([s, DATA_STREAM])``, whatever the chunking (log_every) or the other seeds."""
-    from prhsim.learners._learn_jax import DATA_STREAM, draw_pairs
+    ``gen = default_rng([s, SGD_PAIRS])``, whatever the chunking (log_every) or the other seeds."""
+    from prhsim._rng import SGD_PAIRS
+    from prhsim.learners._learn_jax import draw_pairs
     from prhsim.worlds import ProductWorld, pair_sampler
 
     for world in (ring(16), ProductWorld([path(5), random_world(7, rng=0)])):
         sampler = pair_sampler(world)
-        gens = [np.random.default_rng([s, DATA_STREAM]) for s in (0, 3)]
+        gens = [np.random.default_rng([s, SGD_PAIRS]) for s in (0, 3)]
         first, second = draw_pairs(sampler, 8, 3, gens), draw_pairs(sampler, 8, 2, gens)
         for i, s in enumerate((0, 3)):
-            gen = np.random.default_rng([s, DATA_STREAM])
+            gen = np.random.default_rng([s, SGD_PAIRS])
             expected = [sampler.pairs(8, rng=gen) for _ in range(5)]
             for j in range(2):  # anchors, views
                 drawn = np.concatenate([first[j][i], second[j][i]])
@@ -218,5 +219,5 @@ def test_exact_sigreg_is_refused_when_its_gradient_would_not_fit():
     from prhsim import ResourceError, memory_limit
 
     world = ring(512)
-    with memory_limit(int(1e9)), pytest.raises(ResourceError, match="the gradient of the exact SIGReg over 512 states"):
+    with memory_limit(int(1e9)), pytest.raises(ResourceError, match="the gradient of the exact sigreg loss over 512 states"):
         train(world, 2, objective="sigreg", num_directions=64, seeds=(0, 1, 2, 3))

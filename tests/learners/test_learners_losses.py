@@ -1,4 +1,4 @@
-"""The learners' exact losses (prhsim.learners._losses) against independent routes from their definitions.
+"""The learners' exact losses (prhsim.learners._exact_law, _losses) against independent routes from their definitions.
 
 The factor-by-factor ``ΠX`` must equal the pair list's and the dense Π's; the exact
 whitening loss must be the alignment loss of the p-whitened table computed through the
@@ -13,16 +13,16 @@ import pytest
 
 from support import assert_close
 from prhsim.optima import alignment_loss
-from prhsim.learners._losses import (
+from prhsim.learners._exact_law import (
     FactorLaw,
     PairList,
     apply_factors,
     exact_law,
     exact_moments,
     exact_tables,
-    make_loss,
     pair_list,
 )
+from prhsim.learners._losses import make_loss
 from prhsim.metrics import whiten
 from prhsim.worlds import bad, gridscene, ring, view_world
 
@@ -107,5 +107,7 @@ def test_exact_sigreg_invariance_averaged_over_dims_is_lejepas():
     loss = make_loss("sigreg", "exact", centred=True, convention="additive", apply=lookup, factor_shape=law.shape,
                      dims="mean")
     assert_close(float(loss({"table": F}, {"dirs": np.eye(k)}, shared)), alignment_loss(MODAL, F) / (4 * k))
-    with pytest.raises(ValueError, match="unknown objective, data mode or dims"):
+    with pytest.raises(ValueError, match="unknown data mode or dims: 'exact', 'max'"):
         make_loss("sigreg", "exact", centred=True, convention="additive", apply=lookup, dims="max")
+    with pytest.raises(ValueError, match="unknown SGD objective 'vicreg'; known: whiten, sigreg"):
+        make_loss("vicreg", "exact", centred=True, convention="additive", apply=lookup)

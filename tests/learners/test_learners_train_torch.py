@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 optax = pytest.importorskip("optax")
 
-from prhsim.learners import _losses as _losses
+from prhsim.learners import _objectives
 from prhsim.learners._learn_jax import TrainConfig, build_encoder, train  # noqa: E402
 from prhsim.learners._train_torch import TorchLearner, learning_rate, train_torch  # noqa: E402
 
@@ -144,16 +144,16 @@ def test_exact_whitening_on_a_table_converges_to_the_closed_form():
 @pytest.mark.parametrize("objective, data, target",
                          [("whiten", "exact", "whitened_alignment"), ("sigreg", "minibatch", "lejepa_loss")])
 def test_the_loop_calls_the_shared_loss(monkeypatch, objective, data, target):
-    """The objective is :mod:`prhsim.learners._losses`'s: doubling it there doubles every logged loss."""
+    """The objective is its record's (:mod:`prhsim.learners._objectives`): doubling it there doubles every logged loss."""
     config = TrainConfig(objective=objective, data=data, batch_size=16, steps=6, log_every=3, num_directions=8)
     plain = train_torch(path(8), 2, config, dtype=F64)
-    original, calls = getattr(_losses, target), []
+    original, calls = getattr(_objectives, target), []
 
     def doubled(*args, **kwargs):
         calls.append(1)
         return 2.0 * original(*args, **kwargs)
 
-    monkeypatch.setattr(_losses, target, doubled)
+    monkeypatch.setattr(_objectives, target, doubled)
     patched = train_torch(path(8), 2, config, dtype=F64)
     assert len(calls) == config.steps + 1  # every step and the final loss
     np.testing.assert_allclose(patched.loss[:, 0], 2.0 * plain.loss[:, 0], rtol=1e-12)

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from prhsim.metrics import _calibrate, _protocol
+from prhsim.metrics import _calibrate, _calibrate_kernels, _calibrate_knn, _registry
 from prhsim.metrics._calibrate import Calibration, calibrate
-from prhsim.metrics._protocol import METRICS, Metric
+from prhsim.metrics._registry import METRICS, Metric
 
 KNN = ("mutual_knn", "cycle_knn")
 KERNEL = ("linear_cka", "unbiased_cka", "rbf_cka")
@@ -87,7 +87,7 @@ def data(kind, n, rng):
 @pytest.mark.parametrize("relation", ["mask", "codes"])
 def test_knn_null_equals_the_twin_exactly(name, kind, relation, monkeypatch):
     if relation == "codes":
-        monkeypatch.setattr(_calibrate, "MASK_ENTRIES", 0)
+        monkeypatch.setattr(_calibrate_knn, "MASK_ENTRIES", 0)
     rng = np.random.default_rng(7)
     a, b = data(kind, 60, rng)
     perms = perms_of(60, 25, 1)
@@ -102,7 +102,7 @@ def test_knn_tie_path_is_exercised():
     rng = np.random.default_rng(7)
     for kind in ("signs", "copies"):
         _, b = data(kind, 60, rng)
-        assert _calibrate._open_lists("b", b, 10).tied_rows.size > 10
+        assert _calibrate_knn._open_lists("b", b, 10).tied_rows.size > 10
 
 
 def test_knn_on_many_random_tied_inputs():
@@ -122,7 +122,7 @@ def test_knn_on_many_random_tied_inputs():
 @pytest.mark.parametrize("kind", ["gaussian", "copies"])
 @pytest.mark.parametrize("route", ["gram", "features"])
 def test_kernel_null_matches_the_twin(name, kind, route, monkeypatch):
-    monkeypatch.setattr(_calibrate, "GATHER_COST", 0 if route == "gram" else 10**9)
+    monkeypatch.setattr(_calibrate_kernels, "GATHER_COST", 0 if route == "gram" else 10**9)
     rng = np.random.default_rng(3)
     a, b = data(kind, 60, rng)
     perms = perms_of(60, 30, 2)
@@ -145,16 +145,19 @@ def test_fast_paths_never_recompute_the_metric(monkeypatch):
         raise AssertionError("the fast path recomputed the metric")
 
     for fn in ("linear_cka", "unbiased_cka", "rbf_cka"):
-        monkeypatch.setattr(_protocol, fn, forbidden)
+        monkeypatch.setattr(_registry, fn, forbidden)
     a, b = correlated(50, np.random.default_rng(5))
     for name in KERNEL:
         calibrate(name, a, b, permutations=20)
 
-    from prhsim.metrics import _knn
-
     searches = []
-    search = _knn._knn
-    monkeypatch.setattr(_knn, "_knn", lambda *args, **kwargs: searches.append(1) or search(*args, **kwargs))
+    search = _calibrate_knn.knn_search  # patched where the k-NN path looks it up
+
+    def counted(*args, **kwargs):
+        searches.append(1)
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(_calibrate_knn, "knn_search", counted)
     for count in (5, 100):
         searches.clear()
         calibrate("mutual_knn", a, b, permutations=count)
@@ -166,7 +169,7 @@ def test_a_replaced_registry_entry_takes_the_generic_path(monkeypatch):
 
     def score(a, b, *, knn_k):
         calls.append(1)
-        return _protocol.linear_cka(a, b)
+        return _registry.linear_cka(a, b)
 
     monkeypatch.setitem(METRICS, "linear_cka", Metric("linear_cka", score))
     a, b = correlated(30, np.random.default_rng(6))

@@ -44,7 +44,7 @@ torch = pytest.importorskip("torch")
 
 from prhsim.metrics import calibrate  # noqa: E402
 from prhsim.metrics._calibrate import _rank  # noqa: E402
-from prhsim.metrics._protocol import METRICS  # noqa: E402
+from prhsim.metrics._registry import METRICS  # noqa: E402
 
 N, D, K, KNN_K, ALPHA = 128, 32, 199, 10, 0.05
 #: Single-pair tests: K for the metrics with a fast path, and a smaller K where both sides recompute the metric.

@@ -24,7 +24,7 @@ from prhsim.metrics import (
     svcca,
     unbiased_cka,
 )
-from prhsim.metrics._protocol import Metric
+from prhsim.metrics._registry import Metric
 
 
 def _pair(n: int = 48, da: int = 12, db: int = 11, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -53,7 +53,7 @@ def test_the_protocol_clip_and_calibration_refuse_an_unknown_convention():
             call()
 
 
-@pytest.mark.parametrize("name", sorted(PRH_METRICS))
+@pytest.mark.parametrize("name", sorted(n for n, m in PRH_METRICS.items() if "prh" in m.conventions))
 def test_the_registry_passes_the_convention_to_the_function(name):
     a, b = _pair()
     direct = {"mutual_knn": lambda c: mutual_knn(a, b, knn_k=5, convention=c),
@@ -142,3 +142,9 @@ def test_a_list_of_layers_is_checked_layer_by_layer():
     bad[2, 1] = np.nan
     with pytest.raises(ValueError, match=r"feats_a\[0\]"):
         prh_protocol([bad], rng.normal(size=(8, 1, 3)))
+
+
+def test_a_metric_with_one_definition_refuses_the_prh_convention_in_one_line():
+    a, b = _pair()
+    with pytest.raises(ValueError, match=r"^metric 'retrieval_r1' has no 'prh' convention \(it has: prhsim\)$"):
+        PRH_METRICS["retrieval_r1"](a, b, knn_k=5, convention="prh")

@@ -21,7 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 from support import assert_close
 from prhsim._budget import ResourceError, memory_limit
-from prhsim.metrics import _knn, _knn_screen
+from prhsim.metrics import _knn_screen, _knn_search, _knn_ties
 from prhsim.metrics._cknna import cknna
 from prhsim.metrics._knn import cycle_knn, knn_chance, knn_indices, mutual_knn
 
@@ -157,14 +157,14 @@ def test_blocked_equals_unblocked(lib):
 def distinct_search(x, k: int, block: int | None = None) -> np.ndarray:
     """The tiled search itself, without folding copies into one row first: its selection must apply the
     tie rule to products that are exact (integer rows), copies included."""
-    xp, lx = _knn._as_compute(x, "x")
-    return to_numpy(_knn._knn_distinct(xp, lx, k, block, None, False, True)[1])
+    xp, lx = _knn_search.as_compute(x, "x")
+    return to_numpy(_knn_search._knn_distinct(xp, lx, k, block, None, False, True)[1])
 
 
 def test_dense_tie_path(monkeypatch):
     """Rows with many entries equal to their k-th value: the chunked rank-by-index path matches the twin."""
-    monkeypatch.setattr(_knn, "PRUNE_SLACK", 0)
-    monkeypatch.setattr(_knn, "GATHER_ELEMENTS", 50)
+    monkeypatch.setattr(_knn_search, "PRUNE_SLACK", 0)
+    monkeypatch.setattr(_knn_search, "GATHER_ELEMENTS", 50)
     rng = np.random.default_rng(3)
     x = rng.integers(-1, 2, size=(70, 2)).astype(float)
     for block in (None, 9):
@@ -186,19 +186,19 @@ def test_more_ties_than_any_candidate_margin(lib):
 def test_numpy_selection_bounds_match_the_sorted_rows(data, rows, width, top):
     """The block-maximum floor lies at or below each row's k-th largest value, and the descent over distinct
     values finds it exactly (or gives up): both against the k-th entry of the sorted row."""
-    k = data.draw(st.integers(1, width // _knn.BLOCK_MAX_BLOCKS))
+    k = data.draw(st.integers(1, width // _knn_search.BLOCK_MAX_BLOCKS))
     s = np.array(data.draw(st.lists(st.lists(st.integers(-3, top), min_size=width, max_size=width), min_size=rows,
                                     max_size=rows)), dtype=float)
     kth = np.sort(s, axis=1)[:, width - k]
-    assert np.all(_knn._block_max_floor(s, k) <= kth)
-    assert np.sum(s >= _knn._block_max_floor(s, k)[:, None], axis=1).min() >= k
-    found = _knn._kth_by_descent(s.copy(), k)
+    assert np.all(_knn_search._block_max_floor(s, k) <= kth)
+    assert np.sum(s >= _knn_search._block_max_floor(s, k)[:, None], axis=1).min() >= k
+    found = _knn_search._kth_by_descent(s.copy(), k)
     distinct_above = np.array([np.unique(r[r >= t]).size for r, t in zip(s, kth)])
     if found is None:
-        assert distinct_above.max() > _knn.DESCENT_ROUNDS
+        assert distinct_above.max() > _knn_search.DESCENT_ROUNDS
     else:
         np.testing.assert_array_equal(found, kth)
-        assert distinct_above.max() <= _knn.DESCENT_ROUNDS + 1
+        assert distinct_above.max() <= _knn_search.DESCENT_ROUNDS + 1
 
 
 @pytest.mark.parametrize("rounds", [0, 1, 3])
@@ -206,11 +206,11 @@ def test_massive_ties_in_wide_tiles_match_the_twin(monkeypatch, rounds):
     """Two directions copied 150 times each: every row's top holds 149 equal products, so the block-maximum
     floor offers too many and the descent over distinct values settles at once; integer values in one
     dimension (no candidate slack) need a few steps down, or the partition when the steps run out."""
-    monkeypatch.setattr(_knn, "DESCENT_ROUNDS", rounds)
+    monkeypatch.setattr(_knn_search, "DESCENT_ROUNDS", rounds)
     x = np.repeat(np.array([[1.0, 2.0, 0.0], [2.0, -1.0, 1.0]]), 150, axis=0)
     np.testing.assert_array_equal(distinct_search(x, 5), twin_knn(x, 5))
     np.testing.assert_array_equal(distinct_search(x, 5, 128), twin_knn(x, 5))
-    monkeypatch.setattr(_knn, "PRUNE_SLACK", 0)
+    monkeypatch.setattr(_knn_search, "PRUNE_SLACK", 0)
     y = np.random.default_rng(15).integers(-4, 5, size=(300, 1)).astype(float)
     np.testing.assert_array_equal(distinct_search(y, 40), twin_knn(y, 40))
     np.testing.assert_array_equal(distinct_search(y, 40, 160), twin_knn(y, 40))
@@ -448,7 +448,8 @@ def test_screen_matches_the_exact_search_and_the_twin(lib, kind):
             if kind != "integer":  # cosine neighbours, the sets only (the metrics' path)
                 lx = to_lib(x, lib)
                 xp = array_namespace(lx)
-                _, sets = _knn._knn(xp, lx, k, block, _knn._row_scale(xp, lx, "x"), screen=True, ordered=False)
+                scale = _knn_search.row_scale(xp, lx, "x")
+                _, sets = _knn_search.knn_search(xp, lx, k, block, scale, screen=True, ordered=False)
                 twin = twin_knn(unit(x), k)
                 assert [set(r) for r in to_numpy(sets).tolist()] == [set(r) for r in twin.tolist()], what
 
@@ -491,10 +492,10 @@ def test_screen_sends_rows_with_masses_of_ties_to_the_exact_search():
     x[rng.permutation(400)[:200]] = x[0] + 1e-5 * rng.normal(size=(200, 24))
     for k in (1, 5):
         for block in (None, 64):
-            _, idx, exact = _knn._screened(np, x, k, block, None, True)
+            _, idx, exact = _knn_search._screened(np, x, k, block, None, True)
             assert exact >= 199, exact
             np.testing.assert_array_equal(idx, twin_knn(x, k))
-            _, sets, exact = _knn._screened(np, x, k, block, _knn._row_scale(np, x, "x"), ordered=False)
+            _, sets, exact = _knn_search._screened(np, x, k, block, _knn_search.row_scale(np, x, "x"), ordered=False)
             assert exact >= 199
             assert [set(r) for r in sets.tolist()] == [set(r) for r in twin_knn(unit(x), k).tolist()]
 
@@ -505,7 +506,7 @@ def test_screen_fallback_with_tiny_pools(monkeypatch):
     monkeypatch.setattr(_knn_screen, "POOL_SLACK", -3 * 4)
     rng = np.random.default_rng(23)
     for x in (rng.normal(size=(90, 6)), rng.integers(-1, 2, size=(90, 4)).astype(float)):
-        _, idx, exact = _knn._screened(np, x, 4, 20, None, True)
+        _, idx, exact = _knn_search._screened(np, x, 4, 20, None, True)
         assert exact > 0
         np.testing.assert_array_equal(idx, twin_knn(x, 4))
 
@@ -571,7 +572,7 @@ def test_screen_scale_and_range():
     expected = twin_knn(x, 3)
     for factor in (2.0**40, 2.0**-40, 3e10):
         np.testing.assert_array_equal(knn_indices(factor * x, 3, screen=True), expected)
-    _, idx, exact = _knn._screened(np, 2.0**-100 * x, 3, None, None, True)
+    _, idx, exact = _knn_search._screened(np, 2.0**-100 * x, 3, None, None, True)
     assert exact == 80
     np.testing.assert_array_equal(idx, expected)
 
@@ -582,9 +583,9 @@ def test_screen_unit_rows_are_the_exact_paths():
     rng = np.random.default_rng(26)
     for dtype in (np.float32, np.float64):
         x = (rng.normal(size=(300, 37)) * np.exp(rng.normal(size=(300, 1)) * 5)).astype(dtype)
-        scale = _knn._row_scale(np, x, "x")
+        scale = _knn_search.row_scale(np, x, "x")
         y = _knn_screen._prepare(np, x, scale, torch)[0]
-        np.testing.assert_array_equal(y, _knn._unit_rows(x, scale))
+        np.testing.assert_array_equal(y, _knn_ties.unit_rows(x, scale))
 
 
 @pytest.mark.parametrize("d", [1, 7, 64, 768])
@@ -601,7 +602,7 @@ def test_screen_error_bound_holds(d):
             np.where(rng.random((40, d)) < 0.05, rng.normal(size=(40, d)) * 30, rng.normal(size=(40, d)))]
     for dtype in (np.float32, np.float64):
         x = np.concatenate(rows).astype(dtype)
-        y, z, norms, rho, e = _knn_screen._prepare(np, x, _knn._row_scale(np, x, "x"), torch)
+        y, z, norms, rho, e = _knn_screen._prepare(np, x, _knn_search.row_scale(np, x, "x"), torch)
         assert e == 0
         assert np.all(rho <= (2.0**-8 + 2.0**-23) * norms)
         bound = _knn_screen.screen_error(np, d, np.finfo(dtype).bits, norms, rho)
@@ -616,7 +617,7 @@ def test_screen_error_bound_at_a_realistic_size():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(28)
     x = (rng.normal(size=(2048, 16)) @ rng.normal(size=(16, 768)) + rng.normal(size=(2048, 768))).astype(np.float32)
-    y, z, norms, rho, _ = _knn_screen._prepare(np, x, _knn._row_scale(np, x, "x"), torch)
+    y, z, norms, rho, _ = _knn_screen._prepare(np, x, _knn_search.row_scale(np, x, "x"), torch)
     bound = _knn_screen.screen_error(np, 768, 32, norms, rho)
     assert bound.max() < 0.005  # the measured ρ: about half the a-priori margin
     s_hat = _knn_screen.bf16_products(z, z).float().numpy().astype(np.float64)
@@ -652,7 +653,7 @@ def test_screen_in_torch_code(monkeypatch):
     assert mutual_knn(torch.from_numpy(a), torch.from_numpy(b), 6, block=25, screen=True) == twin_mutual(a, b, 6)
     x = rng.normal(size=(300, 24))
     x[:200] = x[0] + 1e-5 * rng.normal(size=(200, 24))  # near-copies: more near-ties than a pool holds
-    _, idx, exact = _knn._screened(array_namespace(torch.zeros(1)), torch.from_numpy(x), 5, 64, None, True)
+    _, idx, exact = _knn_search._screened(array_namespace(torch.zeros(1)), torch.from_numpy(x), 5, 64, None, True)
     assert exact >= 199
     np.testing.assert_array_equal(idx.numpy(), twin_knn(x, 5))
 
@@ -844,7 +845,7 @@ def twin_groups(x: np.ndarray) -> np.ndarray:
 def one_ulp_up_every_other_tile(monkeypatch, lib: str) -> None:
     """Make tiles round differently on purpose: every second tile's products move up by one ulp, as
     another BLAS kernel's rounding could (a copy in such a tile would beat an earlier copy)."""
-    real = _knn.tile_products
+    real = _knn_search.tile_products
     calls = []
 
     def rounded(xp, xi, xj):
@@ -858,7 +859,7 @@ def one_ulp_up_every_other_tile(monkeypatch, lib: str) -> None:
             return torch.nextafter(s, torch.full_like(s, math.inf))
         return np.nextafter(s, np.inf)
 
-    monkeypatch.setattr(_knn, "tile_products", rounded)
+    monkeypatch.setattr(_knn_search, "tile_products", rounded)
 
 
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
@@ -877,7 +878,7 @@ def test_copies_tie_exactly_when_tiles_round_differently(monkeypatch, lib):
         assert mutual_knn(to_lib(a, lib), to_lib(b, lib), k, block=16, screen=False) == twin_mutual(a, b, k)
         assert cycle_knn(to_lib(a, lib), to_lib(b, lib), k, block=16, screen=False) == twin_cycle(a, b, k)
     # the perturbation bites: the search that does not fold copies lets a later copy win
-    monkeypatch.setattr(_knn, "duplicate_groups", lambda *args: None)
+    monkeypatch.setattr(_knn_search, "duplicate_groups", lambda *args: None)
     got = to_numpy(knn_indices(to_lib(x, lib), 1, block=16, screen=False))
     assert (got != twin_knn(x, 1)).any()
 
@@ -918,8 +919,6 @@ def test_neighbour_lists_are_identical_across_libraries_and_tiles(kind):
 def test_copies_are_found_as_the_twin_finds_them(monkeypatch, lib):
     """duplicate_groups against a dictionary of rows: ±0.0 agree, unit rows of x and 2x agree, and hash
     collisions between unequal rows (forced: every multiplier 0) are told apart entry by entry."""
-    from prhsim.metrics import _knn_ties
-
     rng = np.random.default_rng(42)
     x = rng.integers(-2, 3, size=(60, 3)).astype(float)
     x[7] = 0.0
@@ -929,7 +928,7 @@ def test_copies_are_found_as_the_twin_finds_them(monkeypatch, lib):
     def groups(data, scale=None):
         lx = to_lib(data, lib)
         xp = array_namespace(lx)
-        got = _knn_ties.duplicate_groups(xp, lx, None if scale is None else _knn._row_scale(xp, lx, "x"))
+        got = _knn_ties.duplicate_groups(xp, lx, None if scale is None else _knn_search.row_scale(xp, lx, "x"))
         if got is None:
             return np.arange(len(data))
         first, group = (to_numpy(v) for v in got)

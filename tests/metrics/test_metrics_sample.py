@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from support import assert_close
 from prhsim.metrics._cka import linear_cka, rbf_cka, unbiased_cka
-from prhsim.metrics._protocol import METRICS, clip_stack, prh_protocol
+from prhsim.metrics._protocol import clip_stack, prh_protocol
+from prhsim.metrics._registry import METRICS
 from prhsim.metrics._retrieval import _recall, retrieval
 from prhsim.metrics._svcca import svcca
 
@@ -300,7 +301,8 @@ def test_protocol_table_is_every_pair_of_clipped_unit_rows():
 
 
 def test_registry_names_and_unknown_metric():
-    assert set(METRICS) == {"mutual_knn", "cycle_knn", "cknna", "linear_cka", "unbiased_cka", "rbf_cka", "svcca"}
+    assert set(METRICS) == {"mutual_knn", "cycle_knn", "cknna", "linear_cka", "unbiased_cka", "rbf_cka", "svcca",
+                            "retrieval_r1"}
     A, B = _stacks(np.random.default_rng(0), n=10)
     with pytest.raises(ValueError, match=r"^unknown metric 'cca'; known: cknna, cycle_knn, .*, unbiased_cka$"):
         prh_protocol(A, B, metric="cca")

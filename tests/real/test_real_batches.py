@@ -175,7 +175,7 @@ def test_a_run_on_parquet_shards_trains_resumes_with_workers_and_evaluates_on_a_
         evaluate_run(straight, n_fit=10)
     result = evaluate_run(straight, data=export, n_fit=10)
     assert result["n_test"] == 12 and result["data"].endswith("dataset_synthetic.json")
-    assert 0 <= result["mutual_knn"] <= 1
+    assert 0 <= result["metrics"]["mutual_knn"] <= 1
 
 
 def test_tensorboard_holds_the_logged_metrics(export, tmp_path):

@@ -398,12 +398,13 @@ def test_table_model_folder_without_data_is_a_one_line_error(models, tmp_path):
 
 def test_extraction_resumes_from_its_shards(models, data, tmp_path, monkeypatch):
     import prhsim.real._extract as module
+    from prhsim.real._extract_cache import save_shard, shard_folder
 
     captions = data / "dataset_tiny.json"
     whole = extract_features(models["bert"], captions, tmp_path / "whole.pt", batch_size=2)
     out = tmp_path / "sharded.pt"
     saved, pooled = [], []
-    save, pool = module._save_shard, module.pool_hidden
+    save, pool = save_shard, module.pool_hidden
 
     def save_then_stop(path, *args):
         save(path, *args)
@@ -414,21 +415,21 @@ def test_extraction_resumes_from_its_shards(models, data, tmp_path, monkeypatch)
         pooled.append(int(hidden[0].shape[0]))
         return pool(hidden, mask, *args)
 
-    monkeypatch.setattr(module, "_save_shard", save_then_stop)
+    monkeypatch.setattr(module, "save_shard", save_then_stop)
     monkeypatch.setattr(module, "pool_hidden", counted_pool)
     with pytest.raises(KeyboardInterrupt):
         extract_features(models["bert"], captions, out, batch_size=2, shard_size=2)
     assert not out.exists() and saved == ["rows-000000000-000000002.pt"]
-    assert [p.name for p in module.shard_folder(out).iterdir()] == saved
+    assert [p.name for p in shard_folder(out).iterdir()] == saved
     # a stale shard (written for another key: another model or data) under the next shard's name is not reused
-    monkeypatch.setattr(module, "_save_shard", save)
-    module._save_shard(module.shard_folder(out) / "rows-000000002-000000004.pt", "another-key", 2, 4,
-                       torch.zeros(2, 3, 16), [1, 1], (0, 1, 2))
+    monkeypatch.setattr(module, "save_shard", save)
+    save_shard(shard_folder(out) / "rows-000000002-000000004.pt", "another-key", 2, 4,
+               torch.zeros(2, 3, 16), [1, 1], (0, 1, 2))
     pooled.clear()
     result = _cli("--model", models["bert"], "--data", captions, "--out", out, "--batch-size", 2, "--shard-size", 2)
     assert result.exit_code == 0, result.output
     assert pooled == [2, 2]  # rows 2..5 computed, rows 0..1 read back from the first shard
-    assert "read back" in result.output and not module.shard_folder(out).exists()
+    assert "read back" in result.output and not shard_folder(out).exists()
     expected, got = torch.load(tmp_path / "whole.pt", weights_only=True), torch.load(out, weights_only=True)
     assert whole.shape == tuple(got["feats"].shape)
     np.testing.assert_array_equal(got["feats"].numpy(), expected["feats"].numpy())
@@ -533,11 +534,12 @@ def test_an_untied_head_missing_from_the_checkpoint_gives_no_loss(data, tmp_path
 def test_decoder_resume_keeps_the_losses_and_recomputes_a_shard_without_them(models, data, tmp_path, monkeypatch):
     import prhsim.real._extract as module
     from prhsim.real import features_key
+    from prhsim.real._extract_cache import save_shard, shard_folder
 
     captions = data / "dataset_tiny.json"
     extract_features(models["gpt2"], captions, tmp_path / "whole.pt", batch_size=2)
     out = tmp_path / "sharded.pt"
-    save, pool = module._save_shard, module.pool_hidden
+    save, pool = save_shard, module.pool_hidden
     pooled = []
 
     def save_then_stop(path, *args):
@@ -548,15 +550,14 @@ def test_decoder_resume_keeps_the_losses_and_recomputes_a_shard_without_them(mod
         pooled.append(int(hidden[0].shape[0]))
         return pool(hidden, mask, *args)
 
-    monkeypatch.setattr(module, "_save_shard", save_then_stop)
+    monkeypatch.setattr(module, "save_shard", save_then_stop)
     monkeypatch.setattr(module, "pool_hidden", counted_pool)
     with pytest.raises(KeyboardInterrupt):
         extract_features(models["gpt2"], captions, out, batch_size=2, shard_size=2)
-    monkeypatch.setattr(module, "_save_shard", save)
+    monkeypatch.setattr(module, "save_shard", save)
     # a shard of this very key written without the per-text losses (an older version's) is not read back
     key = features_key(models["gpt2"], captions, pool="mean")
-    module._save_shard(module.shard_folder(out) / "rows-000000002-000000004.pt", key, 2, 4, torch.zeros(2, 3, 16),
-                       [1, 1], (0, 1, 2))
+    save_shard(shard_folder(out) / "rows-000000002-000000004.pt", key, 2, 4, torch.zeros(2, 3, 16), [1, 1], (0, 1, 2))
     pooled.clear()
     result = _cli("--model", models["gpt2"], "--data", captions, "--out", out, "--batch-size", 2, "--shard-size", 2)
     assert result.exit_code == 0, result.output
@@ -594,16 +595,16 @@ def test_an_extraction_that_cannot_fit_is_refused_in_one_line_before_loading(mod
 
 
 def test_the_memory_guard_refuses_exactly_above_its_estimate(models, data, tmp_path, monkeypatch):
-    import prhsim.real._extract as module
     from transformers import AutoConfig
 
     from prhsim import ResourceError, memory_limit
+    from prhsim.real._extract_cost import peak_bytes
 
     config = AutoConfig.from_pretrained(str(models["gpt2"]), local_files_only=True)
     tokens = max(len(ids) for ids in _tokens(models["gpt2"]))
     weights = sum(p.stat().st_size for p in models["gpt2"].iterdir() if p.suffix == ".safetensors")
-    need, what = module.peak_bytes(config, "text", inputs=6, batch_size=4, tokens=tokens, kept_layers=1,
-                                   logits=True, weights=weights)
+    need, what = peak_bytes(config, "text", inputs=6, batch_size=4, tokens=tokens, kept_layers=1, logits=True,
+                            weights=weights)
     hidden, vocab = config.hidden_size, config.vocab_size
     assert need == weights + 4 * tokens * hidden * 3 * 4 + 6 * tokens * vocab * 4 + 2 * 6 * 1 * hidden * 4 + 6 * tokens * 8
     with memory_limit(int(need)):

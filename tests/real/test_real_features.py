@@ -12,9 +12,8 @@ import pytest
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-from prhsim.real import DataError, encode_images, export_synthetic  # noqa: E402
+from prhsim.real import DataError, encode_images, export_synthetic, read_captions  # noqa: E402
 from prhsim.real._image_features import IMAGENET_MEAN, IMAGENET_STD, load_pixels, normalise, preprocess  # noqa: E402,E501
-from prhsim.real._karpathy import read_captions  # noqa: E402
 from prhsim.worlds import gridscene  # noqa: E402
 
 SIZE = 28

@@ -39,15 +39,19 @@ def test_each_learner_trains_and_is_scored(data, tmp_path, views):
     assert [x["step"] for x in lines] == [2, 4, 6] and all(x["tokens_per_s"] > 0 for x in lines)
     assert (run / "loss.png").read_bytes()[:4] == b"\x89PNG" and (run / "summary.json").is_file()
     result = evaluate_run(run, n_fit=10)
-    for key in ("r1_text_to_image", "r5_text_to_image", "r1_image_to_text", "r5_image_to_text", "mutual_knn",
-                "linear_cka"):
+    for key in ("r1_text_to_image", "r5_text_to_image", "r1_image_to_text", "r5_image_to_text"):
         assert 0.0 <= result[key] <= 1.0, key
-    assert result["n_test"] == 12 and result["chance"]["r1"] == pytest.approx(1 / 12)
+    assert set(result["metrics"]) == {"mutual_knn", "linear_cka", "retrieval_r1"}
+    assert all(0.0 <= value <= 1.0 for value in result["metrics"].values()), result["metrics"]
+    # R@1 of the registry is the mean of the two directions of the same fitted map
+    assert result["metrics"]["retrieval_r1"] == pytest.approx((result["r1_text_to_image"] + result["r1_image_to_text"]) / 2)
+    assert result["n_test"] == 12 and result["chance"]["r1"] == result["chance"]["retrieval_r1"] == pytest.approx(1 / 12)
+    assert "retrieval_r1" not in result["calibration"]  # it fits a map: not calibrated
     assert json.loads((run / "eval.json").read_text()) == result
     cal = result["calibration"]
     assert cal["permutations"] == 1000 and cal["alpha"] == 0.05
     for name in ("mutual_knn", "linear_cka"):
-        assert cal[name]["raw"] == pytest.approx(result[name], abs=1e-6), name  # CKA's null runs in float64
+        assert cal[name]["raw"] == pytest.approx(result["metrics"][name], abs=1e-6), name  # CKA's null: float64
         assert 1 / 1001 <= cal[name]["p_value"] <= 1.0 and 0.0 <= cal[name]["calibrated"] <= 1.0
 
 
@@ -201,6 +205,28 @@ def test_the_command_line_trains_resumes_and_evaluates(data, tmp_path):
     table = runner.invoke(main, ["real", "eval", str(run), "--n-fit", "10"])
     assert table.exit_code == 0 and "R@1 text -> image" in table.output and "chance" in table.output
     assert "calibrated" in table.output and "over 1,000 permutations" in table.output
+
+
+def test_a_registered_metric_is_in_real_eval(data, tmp_path):
+    """A metric registered once (tests/cli/test_cli_metric_registry.py has the run, the bridge and prh score) is
+    scored by real eval on the test split, printed, and calibrated (it fits nothing)."""
+    from prhsim.metrics import PRH_METRICS, Metric, register_metric
+
+    def mean_norm_gap(a, b, *, knn_k):
+        return float(1.0 - abs(np.linalg.norm(a, axis=1).mean() - np.linalg.norm(b, axis=1).mean()))
+
+    run = tmp_path / "run"
+    train_real(_settings(data, steps=2, checkpoint_every=2), run)
+    register_metric(Metric("toy_gap", mean_norm_gap, label="toy gap", reported=True))
+    try:
+        scored = CliRunner().invoke(main, ["real", "eval", str(run), "--n-fit", "10", "--calibrate", "20"])
+    finally:
+        del PRH_METRICS["toy_gap"]
+    assert scored.exit_code == 0, scored.output
+    assert "toy gap" in scored.output
+    result = json.loads((run / "eval.json").read_text())
+    assert set(result["metrics"]) == {"mutual_knn", "linear_cka", "retrieval_r1", "toy_gap"}
+    assert "toy_gap" in result["calibration"] and "toy_gap" in result["chance"]  # a shuffled-rows baseline
 
 
 def test_next_token_prediction_is_a_learner_and_not_a_view(data, tmp_path):
@@ -427,9 +453,8 @@ def test_a_run_from_a_checkpoint_resumes_to_the_run_it_would_have_been(data, tmp
     from tokenizers import processors
     from transformers import BertConfig, BertModel
 
-    from prhsim.real import read_captions
+    from prhsim.real import dataset_json, read_captions
     from prhsim.real._tokenizer import train_wordpiece
-    from prhsim.real._train import dataset_json
 
     weights = tmp_path / "bert"
     tokenizer = train_wordpiece((t for r in read_captions(dataset_json(data)).records for t in r.texts), 64)

@@ -15,8 +15,8 @@ pytest.importorskip("tokenizers")
 torch = pytest.importorskip("torch")
 
 from prhsim.cli import main  # noqa: E402
-from prhsim.real import RealTrainSettings, read_captions  # noqa: E402
-from prhsim.real._train import build, dataset_json  # noqa: E402
+from prhsim.real import RealTrainSettings, dataset_json, read_captions  # noqa: E402
+from prhsim.real._train import build  # noqa: E402
 
 LAYERS, HIDDEN = 2, 32
 NOISE = ("LOAD REPORT", "UNEXPECTED", "MISSING")

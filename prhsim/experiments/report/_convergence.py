@@ -20,12 +20,11 @@ import numpy as np
 
 from prhsim.experiments._results import RunResult
 from prhsim.io import new_figure
+from prhsim.learners import LEARNERS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
 
-#: Learner colours (stable across panels).
-LEARNER_COLOURS = {"whiten": "tab:blue", "sigreg": "tab:orange"}
 #: Floor of the log axis.
 FLOOR = 1e-16
 #: gid prefix by which tests find each learner's median curve ("convergence-<learner>-<modality>"),
@@ -47,7 +46,8 @@ def convergence_figure(result: RunResult) -> Figure:
             m = next(x for x in summary.modalities if x.name == name)
             steps = np.asarray(m.logged)
             d = np.maximum(np.asarray(m.distance, dtype=float), FLOOR)  # (seeds, logged)
-            colour = LEARNER_COLOURS.get(summary.learner, "tab:gray")
+            record = LEARNERS[summary.learner].objective if summary.learner in LEARNERS else None
+            colour = "tab:gray" if record is None else record.colour  # stable across panels
             label = summary.learner if summary.lam is None else f"{summary.learner} (lam {summary.lam:g})"
             ax.fill_between(steps, d.min(axis=0), d.max(axis=0), color=colour, alpha=0.2, linewidth=0)
             median = np.median(d, axis=0)
@@ -58,7 +58,7 @@ def convergence_figure(result: RunResult) -> Figure:
             if stops:
                 ax.plot(*zip(*stops), linestyle="none", marker="o", markersize=5, markerfacecolor="none",
                         color=colour, gid=f"{CURVE_GID}-stop-{summary.learner}-{name}")
-            if m.batch_size is not None and summary.learner == "whiten":  # batch whitening's bias: a floor
+            if m.batch_size is not None and record is not None and record.eigen_residual:  # batch whitening's bias
                 floor = float(median[-1])
                 ax.axhline(max(floor, FLOOR), linestyle=":", linewidth=1, color=colour,
                            label=f"minibatch bias at B = {m.batch_size}: s_Theta {floor:.2g}",

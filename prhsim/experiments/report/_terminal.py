@@ -8,6 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from prhsim.experiments._results import RunResult
+from prhsim.learners import LEARNERS
+from prhsim.metrics import PRH_METRICS
 
 _VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "N/A": "yellow", "UNCONVERGED": "bold magenta"}
 
@@ -60,7 +62,8 @@ def render_learned(result: RunResult, console: Console) -> None:
     for summary in result.learned:
         label = summary.learner if summary.lam is None else f"{summary.learner} (lam {summary.lam:g})"
         for m in summary.modalities:
-            cov = "n/a" if summary.learner == "whiten" else _spread(m.cov_error)  # whitening's loss is affine-blind
+            affine_blind = summary.learner in LEARNERS and LEARNERS[summary.learner].objective.affine_blind
+            cov = "n/a" if affine_blind else _spread(m.cov_error)  # e.g. whitening's loss: blind to the covariance
             data = f"{m.data}" + (f" (B = {m.batch_size})" if m.batch_size else "") + f", {summary.encoder}, {m.method}"
             s_theta = _spread(m.s_theta)
             if m.evaluated_on is not None:  # sampled: the largest bootstrap error of a seed
@@ -125,17 +128,32 @@ def render_report(result: RunResult, console: Console) -> None:
                 cells.append("-" if p is None else f"{p.rho_p:.3g} ({_fmt(p.predicted_rho_p, 3)})")
             matrix.add_row(a, *cells)
         console.print(matrix)
-        sampled = [p for p in result.pairs if p.mutual_knn is not None]
+        sampled = [p for p in result.pairs if p.metrics]
         if sampled:
             prh = Table(title="PRH sample metrics (paired observations of sampled states)", title_justify="left")
-            for col in ("pair", "states", "mutual k-NN (chance)", "linear CKA", "R@1", "rho_P"):
-                prh.add_column(col, justify="left" if col == "pair" else "right")
+            shown = list(dict.fromkeys(name for p in sampled for name in p.metrics))
+            records = {name: PRH_METRICS.get(name) for name in shown}
+            prh.add_column("pair")
+            prh.add_column("states", justify="right")
+            for name in shown:
+                heading = name if records[name] is None else records[name].heading
+                prh.add_column(heading + (" (chance)" if any(name in p.chance for p in sampled) else ""),
+                               justify="right")
+            prh.add_column("rho_P", justify="right")
             for p in sampled:
-                knn, cka = f"{p.mutual_knn:.3f} ({p.knn_chance:.3f}, k={p.knn_k})", f"{p.linear_cka:.3f}"
-                if p.permutations:
-                    knn += f" / {p.mutual_knn_calibrated:.3f}, p {p.mutual_knn_p:.2g}"
-                    cka += f" / {p.linear_cka_calibrated:.3f}, p {p.linear_cka_p:.2g}"
-                prh.add_row(escape(f"{p.a} vs {p.b}"), f"{p.samples:,}", knn, cka, f"{p.r1:.3f}", f"{p.rho_p:.3g}")
+                cells = []
+                for name in shown:
+                    if name not in p.metrics:
+                        cells.append("-")
+                        continue
+                    cell = f"{p.metrics[name]:.3f}"
+                    if name in p.chance:
+                        neighbours = records[name] is not None and records[name].neighbours
+                        cell += f" ({p.chance[name]:.3f}" + (f", k={p.knn_k})" if neighbours else ")")
+                    if name in p.calibrated:
+                        cell += f" / {p.calibrated[name]:.3f}, p {p.p_values[name]:.2g}"
+                    cells.append(cell)
+                prh.add_row(escape(f"{p.a} vs {p.b}"), f"{p.samples:,}", *cells, f"{p.rho_p:.3g}")
             console.print(prh)
             permutations = {p.permutations for p in sampled if p.permutations}
             if permutations:

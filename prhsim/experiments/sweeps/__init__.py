@@ -6,7 +6,9 @@ units where it loops over a grid), ``estimate(settings)`` (its rough time, befor
 ``summary(result)``; each ``_x_figure.py`` draws its result.
 :data:`SWEEPS` lists them: the command line, the CLI test and the docs' list come from it, so
 a new sweep is its two modules and one line here. A record names its modules, which are
-imported only when the sweep runs or draws.
+imported only when the sweep runs or draws. ``_caption_scores`` (the captioning sweep's scores)
+and ``_sample_ratios`` (the sample-ratio reading of alignment curves) are libraries of sweeps,
+not sweeps.
 """
 
 from prhsim._extras import JAX_MODULES

@@ -47,6 +47,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from prhsim._rng import CALIBRATION_DEPTH, CALIBRATION_NULL, CALIBRATION_VIEWS, CALIBRATION_WIDTH
 from prhsim import __version__
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
@@ -66,7 +67,7 @@ DEFAULT_METRICS = ("linear_cka", "mutual_knn")
 DEFAULT_WIDTHS = (8, 32, 128, 512)
 DEFAULT_DEPTHS = (1, 2, 4, 8)
 #: The families' ids in the draws' seeds.
-_NULL, _VIEWS, _WIDTH, _DEPTH = 0, 1, 2, 3
+_NULL, _VIEWS, _WIDTH, _DEPTH = CALIBRATION_NULL, CALIBRATION_VIEWS, CALIBRATION_WIDTH, CALIBRATION_DEPTH
 
 ViewName = Literal["good", "bad"]
 Kind = Literal["null", "signal"]

@@ -2,9 +2,10 @@
 
 Pairs of representations with a controlled amount of misalignment are scored both ways:
 by the population distances of the theory (``ρ_P``, ``s_Θ``: p-weighted, after whitening
-under p) and by the sample metrics of the Platonic-Representation literature (mutual
-k-NN, linear CKA, CKNNA, retrieval R@1), computed on N states drawn from p without
-replacement (each row one state; the metrics weigh rows equally).
+under p) and by the sample metrics of the Platonic-Representation literature (the registry's
+reported metrics, :func:`prhsim.metrics.reported_metrics`: mutual k-NN, linear CKA, R@1; and
+CKNNA), computed on N states drawn from p without replacement (each row one state; the metrics
+weigh rows equally; a fitted metric, R@1, fits on a random half of the rows).
 
 Families, each a path from "the same representation up to rotation" to "unrelated":
 
@@ -35,7 +36,7 @@ from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
 from prhsim.experiments._results import _Record
-from prhsim.metrics import principal_angles, procrustes, whiten
+from prhsim.metrics import metric_record, principal_angles, procrustes, reported_metrics, whiten
 from prhsim.optima import TieWarning, closed_form
 from prhsim.worlds import (
     FiniteWorld,
@@ -53,26 +54,31 @@ FAMILIES: tuple[Family, ...] = ("noise", "kernel", "bad-view")
 READ_AT = (0.1, 0.2, 0.4, 0.6, 0.8)
 #: Largest ρ_P step between two cells that the read-off interpolates across.
 READ_MAX_STEP = 0.3
+#: Metrics the bridge scores beside the registry's reported ones.
+BRIDGE_EXTRA_METRICS = ("cknna",)
+
+
+def bridge_metrics() -> tuple[str, ...]:
+    """The registered metrics the bridge scores: the reported ones, then :data:`BRIDGE_EXTRA_METRICS`."""
+    return tuple(dict.fromkeys((*reported_metrics(), *BRIDGE_EXTRA_METRICS)))
 
 
 class BridgeCell(_Record):
-    """One pair of representations, scored by the theory's distances and the sample metrics."""
+    """One pair of representations, scored by the theory's distances and the sample metrics (``metrics[name]``)."""
 
     family: Family
     level: float
     rho_p: float
     s_theta: float
-    mutual_knn: float
-    linear_cka: float
-    cknna: float | None
-    r1: float
+    metrics: dict[str, float]
 
 
 class MetricBridge(_Record):
     """Result of :func:`metric_bridge`; ``rho_at_mutual_knn[family][x]`` is ρ_P where mutual k-NN = x.
 
     ``rows[family]`` states were drawn for each of that family's pairs (``samples`` capped at the
-    world's size), and ``knn_chance[family]`` is mutual k-NN's chance level k/(rows − 1) there.
+    world's size), and ``chance[family][name]`` is each metric's chance level there, where its record
+    has one (mutual k-NN: k/(rows − 1)); ``metrics`` names the metrics scored, in order.
     """
 
     prhsim_version: str
@@ -80,8 +86,9 @@ class MetricBridge(_Record):
     k: int
     samples: int
     knn_k: int
+    metrics: list[str]
     rows: dict[str, int]
-    knn_chance: dict[str, float]
+    chance: dict[str, dict[str, float]]
     seed: int | None
     cells: list[BridgeCell]
     rho_at_mutual_knn: dict[str, dict[str, float | None]]
@@ -94,18 +101,6 @@ def _levels(family: Family, levels: int) -> np.ndarray:
     if family == "kernel":  # the optimum moves little until Π' dominates: dense towards t = 1
         return np.concatenate([[0.0], 1.0 - np.geomspace(1.0 - 1e-3, 3e-3, levels - 2), [1.0]])
     return np.linspace(1.0, 0.05, levels)
-
-
-def _sample_metrics(A: np.ndarray, B: np.ndarray, knn_k: int, fit: np.ndarray) -> tuple[float, float, float | None, float]:
-    from prhsim.metrics import linear_cka, mutual_knn, retrieval
-
-    try:
-        from prhsim.metrics import cknna
-    except ImportError:  # pragma: no cover - CKNNA is optional in this bridge
-        cknna = None
-    r = retrieval(A, B, fit=fit, ks=(1,))
-    return (float(mutual_knn(A, B, knn_k=knn_k)), float(linear_cka(A, B)),
-            None if cknna is None else float(cknna(A, B, knn_k=knn_k)), (r.a_to_b[1] + r.b_to_a[1]) / 2)
 
 
 def metric_bridge(size: int = 4, objects: int = 1, *, levels: int = 16, samples: int = 1000, knn_k: int = 10,
@@ -133,6 +128,7 @@ def metric_bridge(size: int = 4, objects: int = 1, *, levels: int = 16, samples:
 def _metric_bridge(size: int, objects: int, levels: int, samples: int, knn_k: int, k: int | Literal["auto"],
                    rng: RngLike, say: Progress) -> MetricBridge:
     start = time.perf_counter()
+    records = [metric_record(name) for name in bridge_metrics()]
     if int(levels) != levels or levels < 3:
         raise ValueError(f"levels must be an integer >= 3, got {levels}")
     if int(samples) != samples or samples < 4:
@@ -174,16 +170,14 @@ def _metric_bridge(size: int, objects: int, levels: int, samples: int, knn_k: in
             else:
                 bad_world = view_world(scene.world, pixels, good() if level >= 1.0 else bad(float(level)))
                 B = closed_form(bad_world, k_used).features()
-            mk, cka, cknna, r1 = _sample_metrics(reference[rows], B[rows], knn_k, fit)
+            scores = {m.name: float(m(reference[rows], B[rows], knn_k=knn_k, fit=fit)) for m in records}
             cells.append(BridgeCell(family=family, level=float(level), rho_p=float(procrustes(B, reference, world.p).rho),
-                                    s_theta=float(principal_angles(B, reference, world.p).s_theta), mutual_knn=mk,
-                                    linear_cka=cka, cknna=cknna, r1=r1))
+                                    s_theta=float(principal_angles(B, reference, world.p).s_theta), metrics=scores))
     say(f"{len(FAMILIES)} families done", done=total, total=total)
-    from prhsim.metrics import knn_chance
-
     return MetricBridge(prhsim_version=__version__, world=f"gridscene({size}, objects={objects})", k=k_used,
-                        samples=int(samples), knn_k=int(knn_k), rows=rows_used,
-                        knn_chance={f: float(knn_chance(r, knn_k)) for f, r in rows_used.items()}, seed=seed,
+                        samples=int(samples), knn_k=int(knn_k), metrics=[m.name for m in records], rows=rows_used,
+                        chance={f: {m.name: m.chance_level(r, knn_k) for m in records if m.chance is not None}
+                                for f, r in rows_used.items()}, seed=seed,
                         cells=cells, rho_at_mutual_knn={f: _read_off([c for c in cells if c.family == f])
                                                         for f in FAMILIES},
                         seconds=time.perf_counter() - start)
@@ -199,9 +193,10 @@ def _read_off(cells: list[BridgeCell]) -> dict[str, float | None]:
     for x in READ_AT:
         value = None
         for c0, c1 in zip(cells, cells[1:]):
-            lo, hi = sorted((c0.mutual_knn, c1.mutual_knn))
+            y0, y1 = c0.metrics["mutual_knn"], c1.metrics["mutual_knn"]
+            lo, hi = sorted((y0, y1))
             if lo <= x <= hi and hi > lo and abs(c1.rho_p - c0.rho_p) <= READ_MAX_STEP:
-                w = (x - c0.mutual_knn) / (c1.mutual_knn - c0.mutual_knn)
+                w = (x - y0) / (y1 - y0)
                 value = float(c0.rho_p + w * (c1.rho_p - c0.rho_p))
                 break
         out[f"{x:g}"] = value
@@ -248,7 +243,7 @@ def run(s: MetricBridgeSettings, say: Progress | None = None) -> Any:
 
 def summary(r: Any) -> list[str]:
     """The lines the command prints after the sweep."""
-    rows = ", ".join(f"{f}: {n} states, chance {r.knn_chance[f]:.3g}" for f, n in r.rows.items())
+    rows = ", ".join(f"{f}: {n} states, chance {r.chance[f]['mutual_knn']:.3g}" for f, n in r.rows.items())
     lines = [f"{r.world}, k = {r.k}: mutual k-NN with k = {r.knn_k} ({rows})",
              "rho_P where mutual k-NN equals (-: outside the path, or across a jump the grid does not resolve):"]
     for family, table in r.rho_at_mutual_knn.items():

@@ -9,31 +9,32 @@ import numpy as np
 from prhsim.experiments.report._figures import COLOURS
 from prhsim.experiments.sweeps._metric_bridge import FAMILIES, MetricBridge
 from prhsim.io import new_figure
+from prhsim.metrics import PRH_METRICS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
     from matplotlib.figure import Figure
 
-#: The panels: record field and axis label.
-PANELS = (("mutual_knn", "mutual k-NN"), ("linear_cka", "linear CKA"), ("cknna", "CKNNA"), ("r1", "R@1 (mean of both ways)"))
-#: gid of each curve: "bridge-<field>-<family>"; the chance lines: "bridge-chance-<j>".
+#: gid of each curve: "bridge-<metric>-<family>"; the chance lines: "bridge-chance-<metric>-<j>".
 CURVE_GID, CHANCE_GID = "bridge", "bridge-chance"
 
 
 def metric_bridge_figure(result: MetricBridge) -> Figure:
-    """Four panels against ρ_P (x): mutual k-NN (with its chance level), linear CKA, CKNNA, R@1."""
-    fig = new_figure((14.0, 3.8))
-    axes = fig.subplots(1, len(PANELS), sharex=True)
-    for ax, (field, label) in zip(axes, PANELS):
+    """One panel per metric scored (``result.metrics``) against ρ_P (x), with its chance levels where known."""
+    fig = new_figure((3.5 * len(result.metrics), 3.8))
+    axes = np.atleast_1d(fig.subplots(1, len(result.metrics), sharex=True))
+    for ax, name in zip(axes, result.metrics):
         for i, family in enumerate(FAMILIES):
             cells = [c for c in result.cells if c.family == family]
             x = np.array([c.rho_p for c in cells])
-            y = np.array([np.nan if getattr(c, field) is None else getattr(c, field) for c in cells], dtype=float)
-            ax.plot(x, y, "o-", color=COLOURS[i], label=family, markersize=4, gid=f"{CURVE_GID}-{field}-{family}")
-        if field == "mutual_knn":
-            for j, chance in enumerate(sorted(set(result.knn_chance.values()))):
-                families = ", ".join(f for f, c in result.knn_chance.items() if c == chance)
-                ax.axhline(chance, color="black", linestyle=":" if j == 0 else "--", linewidth=1,
-                           gid=f"{CHANCE_GID}-{j}", label=f"chance {chance:.3g} ({families})")
+            y = np.array([c.metrics.get(name, np.nan) for c in cells], dtype=float)
+            ax.plot(x, y, "o-", color=COLOURS[i], label=family, markersize=4, gid=f"{CURVE_GID}-{name}-{family}")
+        levels = {f: c[name] for f, c in result.chance.items() if name in c}
+        for j, chance in enumerate(sorted(set(levels.values()))):
+            families = ", ".join(f for f, c in levels.items() if c == chance)
+            ax.axhline(chance, color="black", linestyle=":" if j == 0 else "--", linewidth=1,
+                       gid=f"{CHANCE_GID}-{name}-{j}", label=f"chance {chance:.3g} ({families})")
+        record = PRH_METRICS.get(name)
+        label = name if record is None else record.heading
         ax.set_xlabel(r"$\rho_P$ (theory, p-weighted)")
         ax.set_title(label, fontsize="medium")
         ax.set_ylim(-0.02, 1.05)

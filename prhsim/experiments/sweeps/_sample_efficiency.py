@@ -32,7 +32,7 @@ Beside the curves: each task's *closed form* on the same law (the span views' wh
 unlimited data; the *limit* of the prediction (the linear class on the law); and the *untrained*
 encoder's alignment.
 
-The ratios (:mod:`prhsim.experiments._sample_ratios`), for the learners and for the prediction:
+The ratios (:mod:`prhsim.experiments.sweeps._sample_ratios`), for the learners and for the prediction:
 for bad views and next-token prediction, the samples each needs to reach ``target_fraction`` of
 the alignment it reaches at the largest budget, against the samples good views need to reach the
 same alignment, with a bootstrap interval over seeds; the token ratio scales it by the tokens a
@@ -49,6 +49,7 @@ from typing import Annotated, Any, Callable, Literal, Sequence
 import numpy as np
 from pydantic import Field, model_validator
 
+from prhsim._rng import CAPTION_CHECK, CAPTION_RECORDS, CAPTION_TARGET
 from prhsim import __version__
 from prhsim._budget import ResourceError, ensure_fits
 from prhsim._types import Progress, as_progress
@@ -61,7 +62,7 @@ from prhsim.experiments._caption_alignment import (
 )
 from prhsim.experiments._caption_prediction import predicted_alignment, predicted_limit
 from prhsim.experiments._results import _Record
-from prhsim.experiments._sample_ratios import RATIO_SIGNS, bootstrap_ratio
+from prhsim.experiments.sweeps._sample_ratios import RATIO_SIGNS, bootstrap_ratio
 from prhsim.learners import (
     TEXT_TASKS,
     TextConfig,
@@ -264,7 +265,7 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
                                       hidden=tuple(hidden), min_span=int(min_span)) for x in tasks}
     check_cost(scene, configs.values(), budgets[-1], len(seed_list), k, style)  # before anything is computed
     say("the pixel closed form and the evaluation set")
-    target = caption_target(scene, k=k, n_fit=n_fit, style=style, rng=np.random.default_rng([int(rng), 0]))
+    target = caption_target(scene, k=k, n_fit=n_fit, style=style, rng=np.random.default_rng([int(rng), CAPTION_TARGET]))
     spans = SpanLaw(int(min_span))
     world = scene.world if pairs == "world" else None
     ceilings: dict[str, ClosedForm | None] = {}
@@ -279,7 +280,7 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
                                    unique=True, gap=0.0)
 
     def one_run(x: str, budget: int) -> tuple[list[Cell], Records]:
-        stream = TEXT_TASKS.index(x) + 1  # a task's records do not depend on which others run
+        stream = CAPTION_RECORDS + TEXT_TASKS.index(x)  # a task's records do not depend on which others run
         records = [draw_records(scene, target, x, budget, pairs, np.random.default_rng([int(rng), stream, budget, s]))
                    for s in range(len(seed_list))]
         learned: list[tuple[float | None, CaptionAlignment | None]] = [(None, None)] * len(seed_list)
@@ -379,7 +380,7 @@ def _curve(task: str, source: str, cells: list[Cell], budgets: list[int], metric
 def _ratio(task: str, source: str, budgets: list[int], good: np.ndarray, mine: np.ndarray, curves: list[Curve],
            floor: float, fraction: float, rng: int) -> Ratio:
     found = bootstrap_ratio(budgets, good, mine, fraction=fraction, floor=floor,
-                            rng=np.random.default_rng([int(rng), 7, TEXT_TASKS.index(task), SOURCES.index(source)]))
+                            rng=np.random.default_rng([int(rng), CAPTION_CHECK, TEXT_TASKS.index(task), SOURCES.index(source)]))
     per = {c.task: c.tokens_per_sample for c in curves if c.source == source}
     tokens = per[task] / per["good"]
     e = found.estimate

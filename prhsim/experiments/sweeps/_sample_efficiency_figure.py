@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments._sample_ratios import RATIO_SIGNS
 from prhsim.experiments.report._figures import COLOURS
 from prhsim.experiments.sweeps._sample_efficiency import SampleEfficiency, chance_level
+from prhsim.experiments.sweeps._sample_ratios import RATIO_SIGNS
 from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily

@@ -8,7 +8,7 @@ encoders of the learners' input features on the drawn records
 (:func:`prhsim.experiments._caption_prediction.predicted_alignment`, no training). The draws are
 nested: draw d holds the largest budget's records and each budget takes its first N of them, so a
 curve is one stream of data. From the curves come the predicted sample ratios of bad views and
-next-token prediction against good views (:func:`prhsim.experiments._sample_ratios.bootstrap_ratio`,
+next-token prediction against good views (:func:`prhsim.experiments.sweeps._sample_ratios.bootstrap_ratio`,
 the paper's definition), with their intervals; and, beside them, each task's closed form (the
 universal encoder with unlimited data) and the ratio of its alignment to good views' closed form's.
 
@@ -24,14 +24,15 @@ from typing import Annotated, Any, Callable, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from prhsim._rng import CAPTION_CHECK, CAPTION_RECORDS, CAPTION_TARGET
 from prhsim import __version__
 from prhsim._types import Progress, as_progress
 from prhsim.config import CaptionConfig, GridSceneWorld, Settings
 from prhsim.experiments._caption_alignment import caption_target
 from prhsim.experiments._caption_prediction import OneCaptionScorer, nested_scores, predicted_limit
 from prhsim.experiments._results import _Record
-from prhsim.experiments._sample_ratios import RATIO_SIGNS, bootstrap_ratio
 from prhsim.experiments.sweeps._sample_efficiency import closed_form_alignment, draw_records, sample_efficiency
+from prhsim.experiments.sweeps._sample_ratios import RATIO_SIGNS, bootstrap_ratio
 from prhsim.worlds import SpanLaw
 
 #: The properties a map's axes can range over: the world's dependence, the captions' omission and redundancy.
@@ -146,14 +147,14 @@ def sample_ratio_map(world: GridSceneWorld, captions: CaptionConfig, *, x: str =
         w, c = _cell_settings(world, captions, x, a)
         w, c = _cell_settings(w, c, y, b)
         scene, style = w.build_scene(), c.build()
-        target = caption_target(scene, k=k, style=style, rng=np.random.default_rng([int(rng), 0]))
+        target = caption_target(scene, k=k, style=style, rng=np.random.default_rng([int(rng), CAPTION_TARGET]))
         rows, limits, closed, tokens = {}, {}, {}, {}
         for t, task in enumerate(TASKS):
             scorer = OneCaptionScorer(target, task)
             values = np.empty((int(n_draws), len(budgets)))
             for d in range(int(n_draws)):
                 full = draw_records(scene, target, task, budgets[-1], "world",
-                                    np.random.default_rng([int(rng), t + 1, d]))
+                                    np.random.default_rng([int(rng), CAPTION_RECORDS + t, d]))
                 tokens[task] = full.tokens_seen() / full.count
                 values[d] = nested_scores(target, task, spans, target.k, full, budgets, scorer=scorer, ridge=ridge)
             rows[task] = values
@@ -192,7 +193,7 @@ def sample_ratio_map(world: GridSceneWorld, captions: CaptionConfig, *, x: str =
 
 def _map_ratio(task, budgets, good, mine, tokens, floor, fraction, rng) -> MapRatio:
     found = bootstrap_ratio(budgets, good, mine, fraction=fraction, floor=floor,
-                            rng=np.random.default_rng([int(rng), 7, TASKS.index(task)]))
+                            rng=np.random.default_rng([int(rng), CAPTION_CHECK, TASKS.index(task)]))
     e = found.estimate
     scale = tokens[task] / tokens["good"]
     return MapRatio(task=task, target=e.target, ratio=_finite(e.ratio), kind=e.kind, low=_finite(found.low),

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments._sample_ratios import RATIO_SIGNS
 from prhsim.experiments.sweeps._sample_ratio import SampleRatioMap
+from prhsim.experiments.sweeps._sample_ratios import RATIO_SIGNS
 from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily

@@ -1,5 +1,6 @@
-"""Captioning through one rotation (prhsim.experiments.sweeps._captioning): the true map, the curve, the scores against
-twins written from their definitions, the decoder, the figure and bad inputs."""
+"""Captioning through one rotation (prhsim.experiments.sweeps._captioning): the true map, the curve, the scores
+(prhsim.experiments.sweeps._caption_scores) against twins written from their definitions, the decoder, the figure and
+bad inputs."""
 
 from __future__ import annotations
 
@@ -9,21 +10,23 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from prhsim.experiments.sweeps._captioning import (
+from prhsim.experiments.sweeps._caption_scores import (
     ATTRIBUTES,
-    CaptioningCurve,
-    PairFreeSample,
     bleu,
-    caption_images,
     caption_scores,
-    captioning_curve,
-    captioning_setup,
     chance_scores,
     cider,
-    curve_summary,
-    fit_map,
     parse_captions,
     references,
+)
+from prhsim.experiments.sweeps._captioning import (
+    CaptioningCurve,
+    PairFreeSample,
+    caption_images,
+    captioning_curve,
+    captioning_setup,
+    curve_summary,
+    fit_map,
 )
 from prhsim.learners._caption_decoder import DecoderConfig, decode_captions, train_caption_decoder
 from prhsim.worlds import caption_law, gridscene

@@ -13,8 +13,8 @@ from hypothesis import given, strategies as st
 
 from prhsim.cli import main
 from prhsim.experiments._caption_alignment import caption_alignment, caption_target
-from prhsim.experiments._sample_ratios import bootstrap_ratio, sample_ratio, samples_needed
 from prhsim.experiments.sweeps._sample_efficiency import sample_efficiency
+from prhsim.experiments.sweeps._sample_ratios import bootstrap_ratio, sample_ratio, samples_needed
 from prhsim.worlds import gridscene
 
 pytest.importorskip("jax")

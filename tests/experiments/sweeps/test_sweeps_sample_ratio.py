@@ -9,9 +9,9 @@ import pytest
 from prhsim.config import CaptionConfig, GridSceneWorld
 from prhsim.experiments._caption_alignment import caption_target
 from prhsim.experiments._caption_prediction import OneCaptionScorer, nested_scores, predicted_alignment
-from prhsim.experiments._sample_ratios import bootstrap_ratio
 from prhsim.experiments.sweeps._sample_efficiency import closed_form_alignment, draw_records
 from prhsim.experiments.sweeps._sample_ratio import SampleRatioSettings, sample_ratio_map
+from prhsim.experiments.sweeps._sample_ratios import bootstrap_ratio
 from prhsim.worlds import CaptionStyle, Records, SpanLaw, gridscene
 
 WORLD = GridSceneWorld(size=2, objects=1, shapes=2, colours=2)

@@ -1,4 +1,4 @@
-"""Recap-DataComp-style parquet shards read as a stream, sharded by process and by data-loader worker.
+"""Caption data in parquet: Recap-DataComp-style shards read as a stream, and a file's texts read whole.
 
 A shard is a parquet file with one row per image and several text columns (for Recap-DataComp:
 the alt-text ``org_caption`` and the recaption ``re_caption``); the columns named by
@@ -12,6 +12,10 @@ record batches), for one (process, worker) slot of ``world_size · num_workers``
 * the record id is the row's value in ``id_column`` when given (an integer), else
   ``shard_index · 2^32 + row``, unique over the shards.
 
+:func:`parquet_shards` names the shards of a path (a file, or a folder's ``*.parquet``). :func:`parquet_texts`
+reads one text per row, as ``prhsim prh extract`` does: the first of the columns ``text``, ``caption``, ``texts``,
+``captions`` the file has (of a list, its first item), every row in order, none empty.
+
 Every problem is a :class:`DataError` naming the file: a missing shard, a file that is not
 parquet, a text or id column the shard lacks.
 """
@@ -22,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from prhsim.real._karpathy import DataError, Record
+from prhsim.real.data._records import TEXT_FIELDS, DataError, Record, first_text
 
 #: Rows per pyarrow record batch.
 BATCH_ROWS = 4096
@@ -35,6 +39,14 @@ class StreamStats:
     yielded: int = 0
     skipped: int = 0
     shards: list[str] = field(default_factory=list)
+
+
+def parquet_shards(data: Path | str) -> list[Path]:
+    """The parquet shards ``data`` names (one ``.parquet`` file, or a folder's ``*.parquet`` in name order), else []."""
+    data = Path(data)
+    if data.is_file():
+        return [data] if data.suffix == ".parquet" else []
+    return sorted(data.glob("*.parquet")) if data.is_dir() else []
 
 
 def shard_slots(shards: Sequence[Path | str], *, rank: int = 0, world_size: int = 1, worker: int = 0,
@@ -91,3 +103,26 @@ def stream_records(shards: Sequence[Path | str], text_columns: Sequence[str], *,
                 stats.yielded += 1
                 yield Record(ident, "", "train", texts)
             row += batch.num_rows
+
+
+def parquet_texts(path: Path) -> list[str]:
+    """One text per row of a parquet file, read whole (module docstring), or a DataError naming the first row
+    without one."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # any pyarrow failure is the file's problem, in one line
+        raise DataError(f"{path}: not a parquet file pyarrow can read ({type(exc).__name__})") from None
+    column = next((c for c in TEXT_FIELDS if c in table.column_names), None)
+    if column is None:
+        raise DataError(f"{path}: no text or caption column (columns: {', '.join(table.column_names) or 'none'})")
+    texts = []
+    for row, value in enumerate(table.column(column).to_pylist()):
+        text = first_text(value)
+        if text is None:
+            raise DataError(f"{path}: row {row} has no {column}")
+        texts.append(text)
+    if not texts:
+        raise DataError(f"{path}: no rows")
+    return texts
