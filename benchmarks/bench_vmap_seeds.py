@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import best_of, row  # noqa: E402
 
-from prhsim.learners._learn_jax import TrainConfig, train  # noqa: E402
+from prhsim.learners import TrainConfig, train  # noqa: E402
 from prhsim.worlds import ring  # noqa: E402
 
 N_STATES, K, SEEDS, REPEATS = 64, 2, 16, 5

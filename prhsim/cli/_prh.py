@@ -26,12 +26,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from prhsim._budget import ResourceError, ensure_fits, format_bytes, time_notes
-from prhsim.io import OutputError, check_out_folder, json_text
+from prhsim.io import OutputError, check_out_folder, json_text, save_png
 from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
 from prhsim.cli._driver import drive, print_notes
 from prhsim.cli._options import git_revision, memory_limit_option, parse_out
-from prhsim.metrics import CONVENTIONS, PRH_METRICS
+from prhsim.metrics import CONVENTIONS, PRH_METRICS, entry_seconds, prh_table, protocol_entry
 
 
 
@@ -74,7 +74,6 @@ def _depth(x: Features) -> int:
 def _score(a: Features, b: Features, name_a: str, name_b: str, metric: str, knn_k: int, clip: float | None,
            clip_scope: str, permutations: int | None = None, alpha: float = 0.05, convention: str = "prhsim"):
     """:func:`prhsim.metrics.protocol_entry`, its one-line errors as usage problems."""
-    from prhsim.metrics import protocol_entry
 
     try:
         return protocol_entry(a, b, name_a, name_b, metric=metric, knn_k=knn_k, clip_quantile=clip,
@@ -101,7 +100,6 @@ def _load(path: Path) -> Features:
 
 def _seconds(a: Features, b: Features, metric: str, knn_k: int, permutations: int | None) -> float:
     """The protocol's rough seconds on two loaded stacks (:func:`prhsim.metrics.entry_seconds`; 0 if unknown)."""
-    from prhsim.metrics import entry_seconds
 
     return entry_seconds(a, b, metric=metric, knn_k=knn_k, permutations=permutations)
 
@@ -296,8 +294,6 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
                            + (f", {permutations:,} permutations each" if permutations else "")), quiet=quiet)
 
     def compute(say):
-        from prhsim.metrics import prh_table
-
         try:
             return prh_table({p.name: x for p, x in features.items()}, names_r, names_c, metric=metric, knn_k=knn_k,
                              clip_quantile=None if no_clip else clip, clip_scope=clip_scope, convention=convention,
@@ -331,7 +327,6 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
         (stage / "table.csv").write_text(text.getvalue())
         if not no_figures:
             from prhsim.experiments.report import prh_table_figure
-            from prhsim.io import save_png
 
             save_png(prh_table_figure(scores, names_r, names_c, metric=metric, chance=result.chance),
                      stage / "table.png")

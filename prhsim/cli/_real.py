@@ -13,7 +13,7 @@ import click
 from rich.markup import escape
 
 from prhsim._budget import ResourceError
-from prhsim.io import OutputError, check_out_folder
+from prhsim.io import OutputError, check_out_file, check_out_folder
 from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.cli._driver import drive, print_notes
 from prhsim.cli._options import git_revision, memory_limit_option, parse_out, read_own_config
@@ -272,7 +272,6 @@ def features_command(data, weights, out, images, image_size, batch_size, workers
     image in the dataset JSON's order: the image side of prhsim real eval."""
     from prhsim.real import DataError, encode_images
 
-    from prhsim.io import OutputError, check_out_file
 
     try:  # before any image is encoded: a file that cannot be written must not cost the work
         check_out_file(Path(out), overwrite=overwrite)
@@ -420,7 +419,6 @@ def align_command(unpaired, dim, method, pairs_a, pairs_b, paired, labels_a, lab
     if out is not None and not str(out).endswith(".npz"):
         raise UsageProblem(f"--out {out}: the map is written as .npz")
     if out is not None:
-        from prhsim.io import OutputError, check_out_file
 
         try:
             check_out_file(Path(out), overwrite=overwrite)

@@ -25,7 +25,7 @@ from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
 from prhsim.cli._options import git_revision, memory_limit_option, parse_out, read_own_config
 from prhsim.config import ConfigError, format_validation_error, resolve_settings
-from prhsim.io import OutputError, check_out_folder, json_text
+from prhsim.io import OutputError, check_out_folder, json_text, save_png
 
 
 class SweepGroup(click.Group):
@@ -123,7 +123,6 @@ def _command(sweep: Any) -> click.Command:
             (stage / "results.json").write_text(json_text(document))
             (stage / "config.json").write_text(json_text({**settings.model_dump(mode="json"), "out": str(out_dir)}))
             if not no_figures:
-                from prhsim.io import save_png
 
                 save_png(sweep.draw(result), stage / sweep.png)
             return document

@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 from prhsim._rng import RngLike, check_rng
-from prhsim.experiments._results import _Record
+from prhsim.experiments._record import Record
 from prhsim.optima import closed_form
 from prhsim.metrics import (
     chance_recall,
@@ -52,7 +52,7 @@ from prhsim.worlds import CaptionLaw, CaptionStyle, GridScene, caption_law, good
 RANK_TOL = 1e-9
 
 
-class CaptionAlignment(_Record):
+class CaptionAlignment(Record):
     """Alignment scores of one caption representation with the pixel closed form (module docstring)."""
 
     mutual_knn: float

@@ -25,7 +25,16 @@ from prhsim._types import Progress
 from prhsim.config import RunConfig, TrainingSettings
 from prhsim.experiments._results import LearnedModality, LearnedPair, LearnerSummary
 from prhsim.experiments._rotation import RotationUniqueness
-from prhsim.learners import LEARNERS, curve_rate, evaluate_learned, evaluate_sampled, seed_spread
+from prhsim.learners import (
+    LEARNERS,
+    SGDLearner,
+    TrainConfig,
+    curve_rate,
+    evaluate_learned,
+    evaluate_sampled,
+    exact_law,
+    seed_spread,
+)
 from prhsim.metrics import coupled_comparison, whiten
 from prhsim.worlds import World
 
@@ -68,7 +77,6 @@ def data_mode(objective: str, world: World, k: int, training: TrainingSettings, 
         return "minibatch"
     if not LEARNERS[objective].objective.auto_exact(world.n, training):
         return "minibatch"
-    from prhsim.learners import exact_law
 
     try:
         exact_law(world, k)
@@ -94,7 +102,6 @@ def sgd_learner(objective: str, data: str, training: TrainingSettings, spectrum:
     precond's step and momentum (:meth:`prhsim.learners.TrainConfig.preconditioned`) unless
     ``training.lr`` / ``training.momentum`` are given.
     """
-    from prhsim.learners import SGDLearner, TrainConfig
 
     encoder = encoder or ("tabular" if training.encoder == "auto" else training.encoder)
     fields = dict(objective=objective, encoder=encoder, data=data, steps=training.steps,

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from prhsim.experiments._record import Record
 from prhsim.learners import SGD_OBJECTIVES
 
 Verdict = Literal["PASS", "FAIL", "N/A", "UNCONVERGED"]
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class WorldSummary(_Record):
+class WorldSummary(Record):
     """The world over Z: size, factors, the chosen k and the centred spectrum's head."""
 
     name: str
@@ -27,13 +22,13 @@ class WorldSummary(_Record):
     spectrum_head: list[float]
 
 
-class InjectivitySummary(_Record):
+class InjectivitySummary(Record):
     checked: int
     exhaustive: bool
     injective: bool
 
 
-class ModalitySummary(_Record):
+class ModalitySummary(Record):
     """One modality's representation and its checks.
 
     ``eigenvalues``, ``value`` (L*) and ``gap`` are the closed form's: None when the
@@ -61,7 +56,7 @@ class ModalitySummary(_Record):
     collapsed: bool = False
 
 
-class PairSummary(_Record):
+class PairSummary(Record):
     """Two modalities compared through the pairs sharing z (whitened, p-weighted), and the PRH sample
     metrics on sampled paired observations (``samples`` rows; None on worlds too small to sample).
 
@@ -86,7 +81,7 @@ class PairSummary(_Record):
     p_values: dict[str, float] = {}
 
 
-class LearnedModality(_Record):
+class LearnedModality(Record):
     """One modality learned by SGD, per seed, against its closed form (None where a seed collapsed).
 
     ``distance[s][j]`` is seed s's ``s_Θ`` to the closed form after ``logged[j]`` steps, and
@@ -132,7 +127,7 @@ class LearnedModality(_Record):
     seconds: float
 
 
-class LearnedPair(_Record):
+class LearnedPair(Record):
     """Two modalities' learned representations compared through the pairs sharing z, per seed."""
 
     a: str
@@ -142,7 +137,7 @@ class LearnedPair(_Record):
     closed_form_rho_p: float
 
 
-class LearnerSummary(_Record):
+class LearnerSummary(Record):
     """One SGD objective trained on every modality (``prhsim run --learner``).
 
     ``seeds`` are the first modality's; modality i trains ``seed + 1000·i`` for each, its own
@@ -160,7 +155,7 @@ class LearnerSummary(_Record):
     seconds: float
 
 
-class Check(_Record):
+class Check(Record):
     """A prediction of the theory next to what was observed."""
 
     claim: str
@@ -170,7 +165,7 @@ class Check(_Record):
     verdict: Verdict
 
 
-class RunResult(_Record):
+class RunResult(Record):
     """Everything ``prhsim run`` measured."""
 
     prhsim_version: str
@@ -187,7 +182,7 @@ class RunResult(_Record):
         return [c for c in self.checks if c.verdict == "FAIL"]
 
 
-class SweepResult(_Record):
+class SweepResult(Record):
     """``prhsim sweep sigreg-weight``: one SIGReg learner per weight λ (``cells[i]`` was trained at ``lams[i]``)."""
 
     prhsim_version: str

@@ -12,14 +12,10 @@ from prhsim.learners._encoders import (
     observation_inputs as observation_inputs,
     tabular_encoder as tabular_encoder,
 )
-from prhsim.learners._learn_jax import (
-    EVAL_SAMPLE as EVAL_SAMPLE,
-    SGDLearner as SGDLearner,
-    TrainConfig as TrainConfig,
-    TrainResult as TrainResult,
-    train as train,
-)
-from prhsim.learners._learned import (
+from prhsim.learners._jax import SGDLearner as SGDLearner, train as train
+from prhsim.learners._train_config import EVAL_SAMPLE as EVAL_SAMPLE, TrainConfig as TrainConfig
+from prhsim.learners._train_parts import TrainResult as TrainResult
+from prhsim.learners._evaluate import (
     LearnedEvaluation as LearnedEvaluation,
     SampledEvaluation as SampledEvaluation,
     SeedSpread as SeedSpread,
@@ -57,7 +53,7 @@ from prhsim.learners._text_learners import (
     initial_text as initial_text,
     train_text as train_text,
 )
-from prhsim.learners._train_torch import TorchLearner as TorchLearner, train_torch as train_torch
+from prhsim.learners._torch import TorchLearner as TorchLearner, train_torch as train_torch
 from prhsim.learners._exact_law import exact_law as exact_law
 from prhsim.learners._caption_decoder import CaptionDecoder as CaptionDecoder, DecoderConfig as DecoderConfig, check_decoder as check_decoder, decode_captions as decode_captions, train_caption_decoder as train_caption_decoder
 

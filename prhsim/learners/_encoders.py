@@ -29,7 +29,7 @@ from array_api_compat import array_namespace
 
 from prhsim._rng import RENDER_STANDARDISE
 from prhsim._budget import FLOAT, ensure_fits
-from prhsim.worlds import ModalWorld, Modality, World
+from prhsim.worlds import ModalWorld, Modality, World, pair_sampler
 
 EncoderKind = Literal["tabular", "mlp"]
 #: Observations are rendered in chunks of this many states.
@@ -256,7 +256,6 @@ def rendered_inputs(world: ModalWorld, *, exact: bool | None = None, rng: int = 
     (``exact``; the default up to :data:`prhsim.optima.FEATURE_LIMIT` states, chunk by chunk) or by the
     moments of :data:`STANDARDISE_SAMPLE` states drawn from p (seeded by ``rng``; above it)."""
     from prhsim.optima import FEATURE_LIMIT
-    from prhsim.worlds import pair_sampler
 
     if not isinstance(world, ModalWorld):
         raise ValueError(f"rendered inputs need a modal world (from view_world), got {type(world).__name__}")

@@ -34,7 +34,7 @@ import numpy as np
 
 from prhsim._rng import RngLike, check_rng
 from prhsim._tables import check_int, check_joint, check_rank
-from prhsim.learners._learned import subspace_distance
+from prhsim.learners._evaluate import subspace_distance
 from prhsim.metrics import whiten
 from prhsim.optima import SOLVER_THREADS_FROM, CorrespondenceAnalysis, solver_threads
 
@@ -240,7 +240,7 @@ def whitened_deviation(h: Any, ca: CorrespondenceAnalysis) -> float:
 
     h is only identified up to ``h → hA`` (A ∈ GL(d)) and a shift, so it is centred and whitened
     under ``p_c`` (:func:`prhsim.metrics.whiten`, which refuses a collapsed h) and compared by
-    principal angles in L²(p_c) (:func:`prhsim.learners._learned.subspace_distance`).
+    principal angles in L²(p_c) (:func:`prhsim.learners._evaluate.subspace_distance`).
 
     Args:
         h: (C, d) context embeddings with ``d = ca.k``.

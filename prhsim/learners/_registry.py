@@ -20,6 +20,11 @@ class LearnerKind:
             whitening is, SIGReg is not (a run does not check it against the closed form).
         objective: what an SGD learner minimises (its record, read by the losses, the plan, the checks and the
             report); None for the closed form.
+
+    One taxonomy for every learner of prhsim: a family and, for a JEPA, the objective it minimises. The simulator's
+    SGD learners are JEPAs on the world's views, each named by its objective (``whiten``, ``sigreg``); a text
+    learner is ``jepa`` with an ``objective`` of the same records (:data:`prhsim.learners._objectives.OBJECTIVES`)
+    and its ``views``, or ``ntp`` (next-token prediction); the closed form is the optimum they converge to.
     """
 
     name: str
@@ -27,6 +32,11 @@ class LearnerKind:
     sgd: bool
     covered: bool
     objective: TrainingObjective | None = None
+
+    @property
+    def family(self) -> str:
+        """"closed" (the optimum itself) or "jepa" (an SGD learner on two views, named by its objective)."""
+        return "jepa" if self.sgd else "closed"
 
 
 #: Every learner, in the order the command line lists them: the closed form, then each SGD objective.

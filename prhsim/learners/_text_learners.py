@@ -42,14 +42,12 @@ import numpy as np
 
 from prhsim._rng import TEXT_PAIRS
 from prhsim._budget import ensure_fits
-from prhsim.objectives import LAMBDA, lejepa_loss
-from prhsim.objectives import next_token_cross_entropy
-from prhsim.objectives import draw_directions
-from prhsim.learners._text_encoder import token_apply, token_init
+from prhsim.learners._losses import SGDObjective
+from prhsim.learners._objectives import OBJECTIVES, LossContext, objective_record
 from prhsim.learners._optimiser import Optimiser, positive_int, scan_steps
-from prhsim.objectives import whitened_invariance
+from prhsim.learners._text_encoder import token_apply, token_init
+from prhsim.objectives import LAMBDA, draw_directions, next_token_cross_entropy
 from prhsim.worlds import CaptionLaw, Records, SpanLaw, spans_of
-from prhsim.learners._registry import SGD_OBJECTIVES
 
 TextLearnerKind = Literal["jepa", "ntp"]
 #: The text learners: the JEPA objective on two views, or next-token prediction.
@@ -72,7 +70,8 @@ class TextConfig(Optimiser):
             prediction; no views).
         views: the JEPA learner's views, "good" (spans of two captions of one record) or "bad"
             (two spans of one caption) (module docstring).
-        objective: the JEPA objective, "whiten" or "sigreg" (ignored by "ntp").
+        objective: the JEPA objective, a name of :data:`prhsim.learners._objectives.OBJECTIVES` ("whiten" or
+            "sigreg"; ignored by "ntp"): the same records, and losses, as the simulator's SGD learners.
         steps: optimiser steps.
         batch_size: B, training pairs per step (span pairs, or (prefix, next token) pairs).
         lr, warmup, end_lr, weight_decay, clip: AdamW with warmup and cosine decay, global-norm clipping.
@@ -87,7 +86,7 @@ class TextConfig(Optimiser):
 
     learner: TextLearnerKind = "jepa"
     views: Literal["good", "bad"] = "good"
-    objective: Literal["whiten", "sigreg"] = "whiten"
+    objective: SGDObjective = "whiten"
     steps: int = 3000
     batch_size: int = 512
     hidden: tuple[int, ...] = (128,)
@@ -98,7 +97,7 @@ class TextConfig(Optimiser):
 
     def __post_init__(self) -> None:
         for name, allowed in (("learner", TEXT_LEARNERS), ("views", ("good", "bad")),
-                              ("objective", SGD_OBJECTIVES)):
+                              ("objective", tuple(OBJECTIVES))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         super().__post_init__()  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
@@ -181,19 +180,18 @@ def _both_views(params: Any, step: Any) -> tuple[Any, Any]:
 
 
 def _loss(key: _Key):
-    import jax.numpy as jnp
-
     if key.task == "ntp":
         def loss(params: Any, step: Any) -> Any:
             h = token_apply(params["encoder"], step["x"])
             return next_token_cross_entropy(h, params["out"], step["y"], params["bias"])
-    elif key.objective == "whiten":
+    else:  # a JEPA: the objective's own minibatch loss (its record), centred, LeJEPA's convention
+        record = objective_record(key.objective)
+        ctx = LossContext(centred=True, convention="lejepa", dims="sum", factor_shape=None)
+        shared = {"lam": key.lam}
+
         def loss(params: Any, step: Any) -> Any:
             a, b = _both_views(params, step)
-            return whitened_invariance(a, b)
-    else:
-        def loss(params: Any, step: Any) -> Any:
-            return lejepa_loss(jnp.stack(_both_views(params, step)), step["dirs"], lam=key.lam)
+            return record.minibatch(a, b, step, shared, ctx)
     return loss
 
 
@@ -322,14 +320,14 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
     key = _Key(config.task, config.objective, Optimiser.of(config), float(config.lam))
     init_state, run, loss_of = _runner(key)
     stacked = _initial_params(law, int(k), config, seeds)
-    sigreg = config.task != "ntp" and config.objective == "sigreg"
+    directions = config.task != "ntp" and objective_record(config.objective).directions
     finals, curves = [], []
     for s, (seed, rec) in enumerate(zip(seeds, records)):  # one seed at a time (module docstring)
         gen = np.random.default_rng([seed, TEXT_PAIRS])
 
         def chunk_data(first: int, count: int) -> dict[str, Any]:
             data = {name: jnp.asarray(value) for name, value in draw_steps(rec, law, config, count, gen).items()}
-            if sigreg:
+            if directions:  # the objective's steps carry SIGReg directions (its record)
                 data["dirs"] = jnp.asarray(np.array([draw_directions(int(k), config.num_directions, seed=seed, step=t)
                                                      for t in range(first, first + count)]))
             return data

@@ -38,7 +38,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, IterableDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from prhsim._rng import REAL_ORDER, REAL_SHUFFLE, REAL_VIEWS
 from prhsim.real._tokenizer import NO_SPECIALS, content_length, encode, special_tokens
@@ -197,7 +197,6 @@ def batch_loader(source: EpochBatches | StreamBatches, *, start: int, stop: int,
 
     A stream source must have been made with this ``start`` and ``num_workers``.
     """
-    from torch.utils.data import DataLoader
 
     if num_workers:  # the workers tokenise; the tokenizers library's own threads do not survive a fork
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from prhsim.io import json_text, write_text_atomic
+from prhsim.io import FeatureFileError, json_text, load_features, write_text_atomic
 from prhsim.real._tokenizer import encode, load_tokenizer
 from prhsim.real._export import FEATURES_NAME
 from prhsim.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, model_label
@@ -40,7 +40,6 @@ EVAL_NAME = "eval.json"
 def image_features(path: Path | str, images: int | None = None) -> np.ndarray:
     """The features in ``path`` (their last layer), (N, D) float64, checked against the dataset's ``images`` rows
     when given; a file that cannot be read is a one-line DataError."""
-    from prhsim.io import FeatureFileError, load_features
 
     try:
         feats = load_features(path)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prhsim._budget import ResourceError, current_memory_limit, format_bytes
+from prhsim._budget import ResourceError, current_memory_limit, format_bytes, time_class, time_notes
 from prhsim.real._settings import RealTrainSettings
 
 #: Host memory of one data-loader worker process (an interpreter with torch, the tokenizer and its batches).
@@ -72,13 +72,11 @@ class TrainingPlan:
     @property
     def time_class(self) -> str:
         """The rough class of :attr:`seconds` (``prhsim run``'s labels)."""
-        from prhsim._budget import time_class
 
         return time_class(self.seconds)
 
     def notes(self) -> list[str]:
         """``this run may take <class>: …`` where the class is minutes or hours (:func:`prhsim._budget.time_notes`)."""
-        from prhsim._budget import time_notes
 
         return time_notes("run", self.seconds, f"{self.steps:,} steps of a {self.params / 1e6:,.1f}M-parameter model")
 

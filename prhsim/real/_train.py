@@ -42,11 +42,11 @@ from pathlib import Path
 from typing import Callable
 
 from prhsim._rng import REAL_DROPOUT
-from prhsim.io import json_text, write_text_atomic
+from prhsim.io import json_text, save_png, write_text_atomic
 from prhsim.real._devices import torch_device
 from prhsim.real._tokenizer import content_length, encode, load_tokenizer, special_tokens, train_wordpiece
 from prhsim.real._views import ViewLaw
-from prhsim.real._weights import RECORD_NAME, run_record
+from prhsim.real._weights import RECORD_NAME, read_checkpoint, run_record
 from prhsim.real.data import CaptionDataset, DataError, dataset_json, parquet_shards, read_captions, stream_records
 
 CONFIG_NAME = "config.json"
@@ -120,7 +120,6 @@ def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_
     import torch
 
     from prhsim.real._text_models import TextEncoder
-    from prhsim.real._weights import read_checkpoint
 
     checkpoint = read_checkpoint(settings.weights) if settings.weights and model_config is None else None
     if tokenizer is None:
@@ -416,7 +415,6 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
     summary = TrainSummary(step, loss_value, time.perf_counter() - start_time, first)
     if step >= settings.steps and place.main:
         from prhsim.real._figure import run_figure
-        from prhsim.io import save_png
 
         save_png(run_figure(out / METRICS_NAME, f"{settings.label}, {label}, {step} steps"),
                  out / FIGURE_NAME)

@@ -1,7 +1,7 @@
 """Which states render alike: every pair of states with equal observations, found by
 64-bit keys and confirmed exactly (docs/theory.md §0).
 
-:func:`_exact_pairs` takes a renderer of any subset of states, ``rows_of(states)``,
+:func:`exact_pairs` takes a renderer of any subset of states, ``rows_of(states)``,
 and returns every pair (smallest state of its class, other state) of states whose
 renders have equal bytes (after rounding to ``decimals`` when given, -0.0 folded
 into 0.0). It renders the states in chunks of :data:`CHUNK` and turns each row
@@ -38,7 +38,7 @@ _FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _row_words(obs: np.ndarray, decimals: int | None) -> np.ndarray:
+def row_words(obs: np.ndarray, decimals: int | None) -> np.ndarray:
     """Each row of ``obs`` as uint64 words: its bytes (after rounding), zero-padded to a multiple of 8.
 
     Two rows have equal words iff they have equal bytes (every row has the same length).
@@ -126,7 +126,7 @@ def _classes_within(states: np.ndarray, values: np.ndarray) -> tuple[np.ndarray,
 def _resolve_batch(rows_of, states: np.ndarray, decimals: int | None) -> tuple[np.ndarray, np.ndarray]:
     """Exact classes among ``states`` (rendered at once): star pairs (smallest of the class, other member)."""
     states = np.sort(states)
-    values = _as_void(_row_words(rows_of(states), decimals))
+    values = _as_void(row_words(rows_of(states), decimals))
     order, start, first = _classes_within(states, values)
     ordered = states[order]
     return ordered[first][~start], ordered[~start]
@@ -143,7 +143,7 @@ def _resolve_large(rows_of, states: np.ndarray, decimals: int | None) -> tuple[l
     remaining = np.sort(states)
     while remaining.size:
         head = remaining[:CHUNK]
-        head_values = _as_void(_row_words(rows_of(head), decimals))
+        head_values = _as_void(row_words(rows_of(head), decimals))
         order, start, first = _classes_within(head, head_values)
         ordered = head[order]
         firsts.append(ordered[first][~start])
@@ -153,7 +153,7 @@ def _resolve_large(rows_of, states: np.ndarray, decimals: int | None) -> tuple[l
         rest = remaining[CHUNK:]
         for i in range(0, rest.size, CHUNK):
             chunk = rest[i:i + CHUNK]
-            values = _as_void(_row_words(rows_of(chunk), decimals))
+            values = _as_void(row_words(rows_of(chunk), decimals))
             at = np.minimum(np.searchsorted(rep_values, values), rep_values.size - 1)
             match = rep_values[at] == values
             firsts.append(reps[at[match]])
@@ -163,7 +163,7 @@ def _resolve_large(rows_of, states: np.ndarray, decimals: int | None) -> tuple[l
     return firsts, others
 
 
-def _exact_pairs(rows_of: Callable[[np.ndarray], np.ndarray], states: np.ndarray,
+def exact_pairs(rows_of: Callable[[np.ndarray], np.ndarray], states: np.ndarray,
                  decimals: int | None) -> tuple[np.ndarray, np.ndarray]:
     """All pairs of ``states`` with equal renders, as star pairs (smallest state of its class, other state).
 
@@ -179,7 +179,7 @@ def _exact_pairs(rows_of: Callable[[np.ndarray], np.ndarray], states: np.ndarray
         return empty
     keys = np.empty(states.size, dtype=np.uint64)
     for i in range(0, states.size, CHUNK):
-        keys[i:i + CHUNK] = _hash_words(_row_words(rows_of(states[i:i + CHUNK]), decimals))
+        keys[i:i + CHUNK] = _hash_words(row_words(rows_of(states[i:i + CHUNK]), decimals))
     order = np.argsort(keys)
     keys = keys[order]
     hit = keys[1:] == keys[:-1]

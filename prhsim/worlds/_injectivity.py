@@ -29,8 +29,8 @@ import numpy as np
 
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
-from prhsim.worlds._equal_renders import CHUNK, _exact_pairs
-from prhsim.worlds._injectivity_parts import _decide_by_parts
+from prhsim.worlds._equal_renders import CHUNK, exact_pairs
+from prhsim.worlds._injectivity_parts import decide_by_parts
 from prhsim.worlds._modality import Modality
 
 #: Above this many (z, n) states the generic injectivity check hashes a random sample.
@@ -141,7 +141,7 @@ def injectivity_check(
     if modality.renderer_free:
         return InjectivityReport(modality.name, int(total), True, (), method="renderer-free")
     if by_parts and modality.parts is not None:
-        collisions = _decide_by_parts(modality, decimals, int(max_report))
+        collisions = decide_by_parts(modality, decimals, int(max_report))
         if collisions is not None:  # every state covered, none rendered but the witnesses
             return InjectivityReport(modality.name, int(total), True, collisions, method="parts")
     checked = min(total, limit)
@@ -152,7 +152,7 @@ def injectivity_check(
     else:
         states = np.sort(check_rng(rng).choice(total, size=limit, replace=False))
         exhaustive = False
-    firsts, others = _exact_pairs(modality.render_states, states, decimals)
+    firsts, others = exact_pairs(modality.render_states, states, decimals)
     nn = modality.n_nuisance
     collisions = tuple(((int(a // nn), int(a % nn)), (int(b // nn), int(b % nn)))
                        for a, b in zip(firsts[:max_report], others[:max_report]))

@@ -4,7 +4,7 @@
 For ``g(z, n) = A_{ℓ(n)}(g_1(z_{S_1}, n), …, g_P(z_{S_P}, n))``, with A_ℓ a
 coordinate permutation, it renders each part on Z_{S_o} x N, ``Σ_o |Z_{S_o}|·|N|``
 small renders instead of ``|Z|·|N|`` observations, classes the equal renders of
-each part exactly (:func:`~prhsim.worlds._equal_renders._exact_pairs`), and reads off
+each part exactly (:func:`~prhsim.worlds._equal_renders.exact_pairs`), and reads off
 (the proof is in :class:`~prhsim.worlds._modality.Parts`):
 
 1. ``z ↦ g(z, n)`` is injective iff every ``g_o(·, n)`` is injective on Z_{S_o};
@@ -17,7 +17,7 @@ each part exactly (:func:`~prhsim.worlds._equal_renders._exact_pairs`), and read
 When 3 leaves a pair of nuisance values unseparated (or the dtype has no
 coordinate ranges), when |N| exceeds :data:`PARTS_MAX_NUISANCE` (|N| x |N| tables
 per part), or when the pairwise join of a part's equal renders exceeds
-:data:`PARTS_MAX_JOIN`, the structure does not decide: :func:`_decide_by_parts`
+:data:`PARTS_MAX_JOIN`, the structure does not decide: :func:`decide_by_parts`
 returns None and :func:`~prhsim.worlds.injectivity_check` falls back to the
 generic check. Memory is guarded by :func:`_ensure_parts_fit`.
 """
@@ -29,8 +29,8 @@ from functools import partial
 import numpy as np
 
 from prhsim._budget import FLOAT, ensure_fits
-from prhsim.worlds._equal_renders import CHUNK, _exact_pairs, _row_words
-from prhsim.worlds._modality import Modality, Parts, _call_part
+from prhsim.worlds._equal_renders import CHUNK, exact_pairs, row_words
+from prhsim.worlds._modality import Modality, Parts, call_part
 
 #: The decision by parts keeps |N| x |N| tables per part: above this many nuisance values it
 #: leaves the modality to the generic check.
@@ -47,7 +47,7 @@ def _part_rows(name: str, spec: Parts, o: int, sizes: tuple[int, ...], n_nuisanc
         values = np.stack(np.unravel_index(a, sizes), axis=1).astype(np.int64, copy=False)
     else:
         values = np.zeros((a.size, 0), dtype=np.int64)
-    return _call_part(name, spec, o, values, n)
+    return call_part(name, spec, o, values, n)
 
 
 def _meeting_tables(firsts: np.ndarray, others: np.ndarray, n_nuisance: int, max_report: int):
@@ -161,7 +161,7 @@ def _ensure_parts_fit(modality: Modality, sizes_of: list[tuple[int, ...]], decim
                 "use smaller parts (or factors)")
 
 
-def _decide_by_parts(modality: Modality, decimals: int | None, max_report: int) -> tuple | None:
+def decide_by_parts(modality: Modality, decimals: int | None, max_report: int) -> tuple | None:
     """Decide injectivity from the declared parts (see :class:`Parts`): the colliding pairs
     ``((z, n), (z', n'))`` found (up to ``max_report``, each confirmed by rendering; empty when
     injective), or None when the structure does not decide."""
@@ -181,7 +181,7 @@ def _decide_by_parts(modality: Modality, decimals: int | None, max_report: int) 
     for o, sizes in enumerate(sizes_of):
         count = int(np.prod(sizes, dtype=np.int64)) * N
         rows_of = partial(_part_rows, modality.name, spec, o, sizes, N)
-        firsts, others = _exact_pairs(rows_of, np.arange(count, dtype=np.int64), decimals)
+        firsts, others = exact_pairs(rows_of, np.arange(count, dtype=np.int64), decimals)
         tables = _meeting_tables(firsts, others, N, max_report)
         if tables is None:
             return None
@@ -219,7 +219,7 @@ def _checked_pairs(modality: Modality, pairs: list[tuple[int, int]], decimals: i
     if not pairs:
         return ()
     flat = np.array(pairs, dtype=np.int64)
-    words = _row_words(modality.render_states(flat.ravel()), decimals).reshape(len(pairs), 2, -1)
+    words = row_words(modality.render_states(flat.ravel()), decimals).reshape(len(pairs), 2, -1)
     if not np.array_equal(words[:, 0], words[:, 1]):  # the renderer is built from the parts: cannot happen
         raise RuntimeError(f"modality {modality.name!r}: a collision found from its parts does not render alike")
     return tuple(((a // N, a % N), (b // N, b % N)) for a, b in pairs)

@@ -256,12 +256,12 @@ class _PartsRenderer:
                 what = "states" if label == "z" else "nuisance values"
                 raise ValueError(f"modality {self.name!r} has {size:,} {what}; got {label} = {int(bad)}")
         values = np.stack(np.unravel_index(z, self.factor_sizes), axis=1).astype(np.int64, copy=False)
-        rows = [_call_part(self.name, self.spec, o, values[:, list(part.factors)], n)
+        rows = [call_part(self.name, self.spec, o, values[:, list(part.factors)], n)
                 for o, part in enumerate(self.spec.parts)]
         return self.spec.assemble(rows, n)
 
 
-def _call_part(name: str, spec: Parts, o: int, values: np.ndarray, n: np.ndarray) -> np.ndarray:
+def call_part(name: str, spec: Parts, o: int, values: np.ndarray, n: np.ndarray) -> np.ndarray:
     """Render part o of ``spec``, checking its rows: one per state, one shape and dtype on every call."""
     part = spec.parts[o]
     out = np.asarray(part.render(values, n))

@@ -218,11 +218,12 @@ def test_a_world_above_a_feature_table_trains_an_mlp_on_rendered_minibatches(mon
     on rendered minibatches, evaluated on states drawn from p with bootstrap errors; no loss / L* (Ky Fan
     N/A), and a stall on minibatches is UNCONVERGED, not a contradiction of the theorem."""
     import prhsim.experiments._plan as plan
-    import prhsim.learners._learn_jax as learn_jax
+    import prhsim.learners._jax as learn_jax
+    import prhsim.learners._train_config as train_config
     import prhsim.optima as optima
     from prhsim.learners import EVAL_SAMPLE
 
-    for module in (optima, plan, learn_jax):
+    for module in (optima, plan, train_config):
         monkeypatch.setattr(module, "FEATURE_LIMIT", 100)
     monkeypatch.setattr(learn_jax, "EVAL_SAMPLE", 2048)  # a smaller evaluation sample keeps the test short
     config = RunConfig.model_validate({"world": {"kind": "gridscene", "size": 2, "objects": 1}, "modalities": 2,

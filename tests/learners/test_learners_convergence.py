@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from prhsim.learners import CurveRate, curve_rate, eigen_residual, heavy_ball
-from prhsim.learners._learned import subspace_distance
+from prhsim.learners._evaluate import subspace_distance
 from prhsim.optima import whitened_optimum
 from prhsim.worlds import gridscene, random_world, ring
 from prhsim.testing.strategies import as_finite, seeds, worlds_at_a_gap
@@ -19,7 +19,7 @@ from prhsim.testing.strategies import as_finite, seeds, worlds_at_a_gap
 jax = pytest.importorskip("jax")
 pytest.importorskip("optax")
 
-from prhsim.learners._learn_jax import TrainConfig, train  # noqa: E402
+from prhsim.learners import TrainConfig, train  # noqa: E402
 
 
 def naive_residual(F: np.ndarray, world, centred: bool) -> tuple[float, np.ndarray]:

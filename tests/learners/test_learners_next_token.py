@@ -23,7 +23,7 @@ from hypothesis import given, strategies as st
 from support import assert_close, projector_distance
 from prhsim.experiments.sweeps._ntp_ca import NtpCaCell, NtpCaResult, ntp_ca_sweep
 from prhsim.experiments.sweeps._ntp_ca_figure import NTP_FIT, NTP_PMI, NTP_PMI_FIT, NTP_REFERENCE, ntp_ca_figure
-from prhsim.learners._learned import subspace_distance
+from prhsim.learners._evaluate import subspace_distance
 from prhsim.learners._log_bilinear import _Scaled, _Table, expected_cross_entropy, fit_log_bilinear, whitened_deviation
 from prhsim.objectives import next_token_cross_entropy
 from prhsim.optima import correspondence_analysis, pmi_proxy

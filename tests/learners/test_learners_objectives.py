@@ -22,8 +22,8 @@ from prhsim.worlds import bad, gridscene, ring, view_world
 jax = pytest.importorskip("jax")
 pytest.importorskip("optax")
 
-from prhsim.learners._learn_jax import TrainConfig, train  # noqa: E402
-from prhsim.learners._train_jax import Spec, step_axes  # noqa: E402
+from prhsim.learners import TrainConfig, train  # noqa: E402
+from prhsim.learners._jax_runner import Spec, step_axes  # noqa: E402
 from prhsim.learners._optimiser import Optimiser  # noqa: E402
 
 _SCENE = gridscene(2, objects=1)
@@ -39,13 +39,17 @@ def _ky_fan_ratio(world, features: np.ndarray, value: float) -> float:
     return alignment_loss(world, whiten(features, world.p)) / value
 
 
-@pytest.mark.parametrize("data", ["exact", "minibatch"])
-@pytest.mark.parametrize("world_kind", sorted(WORLDS))
+#: Every world kind on the exact law (each applies π its own way); minibatches draw pairs alike on every kind, so
+#: one (the modal world, the largest) stands for them.
+CASES = [(kind, "exact") for kind in sorted(WORLDS)] + [("modal", "minibatch")]
+
+
+@pytest.mark.parametrize("world_kind, data", CASES)
 @pytest.mark.parametrize("objective", sorted(OBJECTIVES))
 def test_every_objective_learns_on_every_world_kind(objective, world_kind, data):
     world = WORLDS[world_kind]
     optimum = closed_form(world, K)
-    config = TrainConfig(objective=objective, data=data, steps=300, lr=0.05, batch_size=64, num_directions=16,
+    config = TrainConfig(objective=objective, data=data, steps=100, lr=0.05, batch_size=64, num_directions=8,
                          log_every=50)
     result = train(world, K, config, seeds=(0,), reference=optimum)
     assert np.all(np.isfinite(result.features)) and not result.any_collapsed

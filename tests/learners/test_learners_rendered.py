@@ -15,7 +15,7 @@ from prhsim.worlds import Modality, codebook, good, gridscene, path, view_world
 jax = pytest.importorskip("jax")
 pytest.importorskip("optax")
 
-from prhsim.learners._learn_jax import EVAL_SAMPLE, TrainConfig, train  # noqa: E402
+from prhsim.learners import EVAL_SAMPLE, TrainConfig, train  # noqa: E402
 
 WORLD = view_world(path(8), codebook(8, 2, rng=0), good())
 MLP = TrainConfig(encoder="mlp", data="minibatch", hidden=(32, 32), steps=300, lr=1e-2, log_every=100)

@@ -11,7 +11,7 @@ import pytest
 from support import assert_close
 from prhsim.learners import TEXT_TASKS, TextConfig, TrainConfig, embed_captions, train, train_text
 from prhsim.optima import TieWarning, closed_form, next_token_optimum, span_optimum
-from prhsim.learners._learned import subspace_distance
+from prhsim.learners._evaluate import subspace_distance
 from prhsim.learners._text_encoder import token_apply, token_init, token_one_hot
 from prhsim.learners._text_learners import caption_prefixes, draw_steps, initial_text
 from prhsim.metrics import nuisance_free_dimension, procrustes, whiten

@@ -57,7 +57,7 @@ def constant_hash(words):
 
 
 def exact_pairs(m, states, decimals=None):
-    f, o = renders._exact_pairs(m.render_states, np.asarray(states, dtype=np.int64), decimals)
+    f, o = renders.exact_pairs(m.render_states, np.asarray(states, dtype=np.int64), decimals)
     return list(zip(f.tolist(), o.tolist()))
 
 
@@ -123,7 +123,7 @@ def test_hash_keys_depend_on_every_word_and_position():
     keys = renders._hash_words(words)
     assert keys[0] == keys[3] and len(set(keys[:3].tolist())) == 3
     rows = np.arange(12, dtype=np.uint8).reshape(2, 6)
-    assert renders._row_words(rows, None).shape == (2, 1)  # 6 bytes padded to one word
+    assert renders.row_words(rows, None).shape == (2, 1)  # 6 bytes padded to one word
 
 
 @st.composite

@@ -202,11 +202,13 @@ def residual_figure(result: RunResult) -> Figure:
 FLOOR = 1e-17
 
 
-def _nan(values) -> np.ndarray:
+def nan_gaps(values) -> np.ndarray:
+    """The values as a float array, None as NaN (a gap in a plotted line)."""
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
-def _panels(fig, count: int, cols_max: int = 4):
+def panels(fig, count: int, cols_max: int = 4):
+    """``count`` axes in a grid of at most ``cols_max`` columns (the grid's spare cells hidden)."""
     cols = min(count, cols_max)
     rows = -(-count // cols)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prhsim.io import json_text
+from prhsim.io import json_text, save_png
 from prhsim.config import RunConfig
 from prhsim.experiments._results import RunResult
 
@@ -26,7 +26,6 @@ def write_outputs(result: RunResult, config: RunConfig, folder: Path, *, git_rev
     written[1].write_text(json_text(config.model_dump(mode="json")))
     if config.figures:
         from prhsim.experiments.report._figures import residual_figure, spectrum_figure
-        from prhsim.io import save_png
 
         written.append(save_png(spectrum_figure(result), folder / "spectrum.png"))
         written.append(save_png(residual_figure(result), folder / "residuals.png"))

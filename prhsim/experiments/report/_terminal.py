@@ -18,7 +18,7 @@ def _fmt(x: float | None, digits: int = 4) -> str:
     return "n/a" if x is None else f"{x:.{digits}g}"
 
 
-def _spread(values: list[float | None], digits: int = 3) -> str:
+def seed_spread_text(values: list[float | None], digits: int = 3) -> str:
     """``median [min, max]`` over seeds, or "collapsed" when no seed has a value."""
     have = sorted(v for v in values if v is not None)
     if not have:
@@ -63,14 +63,14 @@ def render_learned(result: RunResult, console: Console) -> None:
         label = summary.learner if summary.lam is None else f"{summary.learner} (lam {summary.lam:g})"
         for m in summary.modalities:
             affine_blind = summary.learner in LEARNERS and LEARNERS[summary.learner].objective.affine_blind
-            cov = "n/a" if affine_blind else _spread(m.cov_error)  # e.g. whitening's loss: blind to the covariance
+            cov = "n/a" if affine_blind else seed_spread_text(m.cov_error)  # e.g. whitening's loss: blind to the covariance
             data = f"{m.data}" + (f" (B = {m.batch_size})" if m.batch_size else "") + f", {summary.encoder}, {m.method}"
-            s_theta = _spread(m.s_theta)
+            s_theta = seed_spread_text(m.s_theta)
             if m.evaluated_on is not None:  # sampled: the largest bootstrap error of a seed
                 errors = [e for e in (m.s_theta_se or []) if e is not None]
                 s_theta += f" ± {max(errors):.2g}" if errors else ""
-            ratio = "n/a (sample)" if m.evaluated_on is not None else _spread(m.alignment_ratio, 5)
-            table.add_row(label, escape(m.name), data, s_theta, _spread(m.rho_p), cov, ratio,
+            ratio = "n/a (sample)" if m.evaluated_on is not None else seed_spread_text(m.alignment_ratio, 5)
+            table.add_row(label, escape(m.name), data, s_theta, seed_spread_text(m.rho_p), cov, ratio,
                           _fmt(m.seed_rho_p_max, 3), _stops(m), f"{m.seconds:.1f} s")
     console.print(table)
     pairs = Table(title="learned cross-modal rho_P (median \\[min, max] over seeds)", title_justify="left")
@@ -78,7 +78,7 @@ def render_learned(result: RunResult, console: Console) -> None:
         pairs.add_column(col, justify="left" if col in ("learner", "pair") else "right")
     for summary in result.learned:
         for p in summary.pairs:
-            pairs.add_row(summary.learner, escape(f"{p.a} vs {p.b}"), _spread(p.rho_p), f"{p.closed_form_rho_p:.3g}",
+            pairs.add_row(summary.learner, escape(f"{p.a} vs {p.b}"), seed_spread_text(p.rho_p), f"{p.closed_form_rho_p:.3g}",
                           _fmt(p.predicted_rho_p, 3))
     if any(summary.pairs for summary in result.learned):
         console.print(pairs)

@@ -39,8 +39,8 @@ from pydantic import Field
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress, as_progress
-from prhsim.config import GridSceneWorld, Settings, WorldConfig
-from prhsim.experiments._results import _Record
+from prhsim.config import GridSceneWorld, RunConfig, Settings, WorldConfig
+from prhsim.experiments._record import Record
 from prhsim.experiments._rotation import (
     base_spectrum,
     merge_rule,
@@ -54,7 +54,7 @@ from prhsim.worlds import Modality, World, bad, good, gridscene
 BAD_VIEW_EPS = tuple(float(x) for x in np.linspace(0.02, 1.0, 25))
 
 
-class BadViewModality(_Record):
+class BadViewModality(Record):
     """One modality across the ε grid (``predicted_kz[i]`` at ``eps_grid[i]``; None: undetermined)."""
 
     name: str
@@ -64,7 +64,7 @@ class BadViewModality(_Record):
     unique: list[bool]
 
 
-class BadViewPair(_Record):
+class BadViewPair(Record):
     """One pair across the ε grid: predicted ρ_P (None: undetermined) and the closed form's ρ_P, s_Θ."""
 
     a: str
@@ -74,7 +74,7 @@ class BadViewPair(_Record):
     observed_s_theta: list[float]
 
 
-class BadViewSweep(_Record):
+class BadViewSweep(Record):
     """Result of :func:`bad_view_sweep`; ``max_error`` is the largest ``|observed − predicted|`` ρ_P."""
 
     prhsim_version: str
@@ -227,8 +227,6 @@ class BadViewSweepSettings(Settings):
 
 
 def _config(s: BadViewSweepSettings) -> Any:
-    from prhsim.config import RunConfig
-
     return RunConfig(world=s.world, modalities=s.modalities, seed=s.seed, figures=False)
 
 

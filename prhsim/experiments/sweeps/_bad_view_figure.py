@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments.report._figures import COLOURS, _nan, _panels
+from prhsim.experiments.report._figures import COLOURS, nan_gaps, panels
 from prhsim.experiments.sweeps._bad_view import BadViewSweep
 from prhsim.io import new_figure
 
@@ -34,10 +34,10 @@ def bad_view_figure(result: BadViewSweep) -> Figure:
     count = len(result.pairs) + 1
     cols = min(count, 4)
     fig = new_figure((3.6 * cols + 0.4, 3.3 * -(-count // cols) + 0.4))
-    axes = _panels(fig, count)
+    axes = panels(fig, count)
     for ax, pair in zip(axes, result.pairs):
         key = f"{pair.a} vs {pair.b}"
-        ax.plot(eps, _nan(pair.predicted_rho_p), drawstyle="steps-mid", color="black", lw=1.5,
+        ax.plot(eps, nan_gaps(pair.predicted_rho_p), drawstyle="steps-mid", color="black", lw=1.5,
                 label="predicted", gid=f"{BAD_VIEW_PREDICTED}-{key}")
         ax.plot(eps, pair.observed_rho_p, "o", mfc="none", color="tab:red", ms=5, label="closed form",
                 gid=f"{BAD_VIEW_OBSERVED}-{key}")
@@ -54,7 +54,7 @@ def bad_view_figure(result: BadViewSweep) -> Figure:
     ax = axes[-1]
     for i, m in enumerate(result.modalities):
         colour = COLOURS[i % len(COLOURS)]
-        ax.plot(eps, _nan(m.predicted_kz), drawstyle="steps-mid", color=colour, lw=1.2,
+        ax.plot(eps, nan_gaps(m.predicted_kz), drawstyle="steps-mid", color=colour, lw=1.2,
                 label=f"{m.name} (|N| = {m.n_nuisance})", gid=f"{BAD_VIEW_KZ_PREDICTED}-{m.name}")
         ax.plot(eps, m.observed_kz, "o", mfc="none", color=colour, ms=4, gid=f"{BAD_VIEW_KZ_OBSERVED}-{m.name}")
     ax.set_ylim(-0.3, result.k + 0.3)

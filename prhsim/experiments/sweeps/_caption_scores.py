@@ -30,7 +30,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from prhsim._rng import RngLike, check_rng
-from prhsim.experiments._results import _Record
+from prhsim.experiments._record import Record
 from prhsim.worlds import CaptionLaw, GridScene, caption_law
 
 #: gridscene's caption: 9 tokens per object's clause (the shortest span of the span closed form).
@@ -99,7 +99,7 @@ def parse_captions(scene: GridScene, tokens: np.ndarray) -> dict[str, np.ndarray
     return out
 
 
-class CaptionScores(_Record):
+class CaptionScores(Record):
     """Scores of decoded captions against the true states (module docstring).
 
     ``bleu`` is on sacrebleu's 0–100 scale, ``cider`` on CIDEr's 0–10.

@@ -47,7 +47,7 @@ from prhsim._budget import ensure_fits
 from prhsim._rng import CAPTIONING_DECODER, CAPTIONING_SEED, RngLike, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import GridSceneWorld, Settings, WorldConfig
-from prhsim.experiments._results import _Record
+from prhsim.experiments._record import Record
 from prhsim.experiments.sweeps._caption_scores import (
     CAPTION_SCORES,
     CLAUSE,
@@ -64,7 +64,7 @@ from prhsim.learners import (
     decode_captions,
     train_caption_decoder,
 )
-from prhsim.metrics import orthogonal_map, procrustes
+from prhsim.metrics import iterative_match, orthogonal_map, procrustes, spectral_match
 from prhsim.optima import AUTO_K_MAX, closed_form, span_optimum
 from prhsim.worlds import (
     CaptionLaw,
@@ -74,6 +74,7 @@ from prhsim.worlds import (
     caption_law,
     good,
     gridscene,
+    pair_sampler,
     pixels,
     view_world,
 )
@@ -207,7 +208,6 @@ def fit_map(image: np.ndarray, captions: np.ndarray) -> np.ndarray:
 def pair_free_sample(setup: CaptioningSetup, count: int, rng: RngLike = None, noise: float = 0.0) -> PairFreeSample:
     """``count`` unpaired images and captions, and ``count`` positive pairs of each modality (:class:`PairFreeSample`);
     ``noise``: σ of the Gaussian noise on every image feature, as on the images the map is used on."""
-    from prhsim.worlds import pair_sampler
 
     gen = check_rng(rng)
     law, n_n, n_l = setup.law, setup.law.modality.n_nuisance, setup.image_q.size
@@ -251,7 +251,7 @@ def caption_images(setup: CaptioningSetup, image: np.ndarray, M: np.ndarray) -> 
 # --------------------------------------------------------------------------------------------- the curve
 
 
-class DecoderSummary(_Record):
+class DecoderSummary(Record):
     """The decoder of a curve: its hyperparameters, its final loss against the floor, its own accuracy.
 
     ``loss_floor`` is ``H(caption | z)/T`` under the law, the least loss of a decoder that knows z
@@ -269,7 +269,7 @@ class DecoderSummary(_Record):
     seconds: float
 
 
-class CaptioningPoint(_Record):
+class CaptioningPoint(Record):
     """One map (fitted on ``n_fit`` pairs, or pair-free at ``n_fit`` = 0) and seed.
 
     ``map_distance`` is ``‖M − M*‖_F / √k`` (0 for the true map, at most 2).
@@ -282,7 +282,7 @@ class CaptioningPoint(_Record):
     scores: CaptionScores
 
 
-class CaptioningCurve(_Record):
+class CaptioningCurve(Record):
     """The result of :func:`captioning_curve` (module docstring); ``true_map`` and ``chance`` per seed."""
 
     prhsim_version: str
@@ -543,7 +543,6 @@ def estimate(s: CaptioningSettings) -> Any:
 
 def run(s: CaptioningSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep captioning`` from its settings; ``say`` reports progress (counted in maps)."""
-    from prhsim.metrics import iterative_match, spectral_match
 
     def linear(result):  # the estimate acts on each sample's whitened coordinates; x ↦ x M reads raw features
         return result.whitening_a.whitener @ result.map @ result.whitening_b.colourer

@@ -40,7 +40,7 @@ from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
 from prhsim.experiments._mismatch import kernel_mismatch
-from prhsim.experiments._results import _Record
+from prhsim.experiments._record import Record
 from prhsim.metrics import principal_angles
 from prhsim.optima import GAP_TOL, top_eigenpairs
 from prhsim.worlds import FiniteWorld, grid, sinkhorn_world
@@ -51,7 +51,7 @@ DEFAULT_GAPS = (0.0, *(float(x) for x in np.geomspace(1e-7, 0.05, 14)))
 K = 1
 
 
-class GapCell(_Record):
+class GapCell(Record):
     """One gap: the world's own gap, the three distances and the bounds (None: infinite)."""
 
     gap: float
@@ -66,7 +66,7 @@ class GapCell(_Record):
     dk_bound: float | None
 
 
-class GapSensitivity(_Record):
+class GapSensitivity(Record):
     """Result of :func:`gap_sensitivity`; ``cells[i]`` is at ``gaps[i]``."""
 
     prhsim_version: str

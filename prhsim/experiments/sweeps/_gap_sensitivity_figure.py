@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments.report._figures import FLOOR, _nan
+from prhsim.experiments.report._figures import FLOOR, nan_gaps
 from prhsim.experiments.sweeps._gap_sensitivity import GapSensitivity
 from prhsim.io import new_figure
 
@@ -37,9 +37,9 @@ def gap_figure(result: GapSensitivity) -> Figure:
     for key, field, colour, label in curves:
         ax.plot(x, np.maximum([getattr(c, field) for c in gapped], FLOOR), "o-", color=colour, ms=4,
                 label=label, gid=f"{GAP_CURVE}-{key}")
-    ax.plot(x, _nan([c.yws_bound for c in gapped]), "--", color="black", label=r"Yu–Wang–Samworth $2\|E\|/\delta$",
+    ax.plot(x, nan_gaps([c.yws_bound for c in gapped]), "--", color="black", label=r"Yu–Wang–Samworth $2\|E\|/\delta$",
             gid=f"{GAP_BOUND}-yws")
-    ax.plot(x, _nan([c.dk_bound for c in gapped]), ":", color="tab:green", label=r"Davis–Kahan $\|EU_2\|/\delta'$",
+    ax.plot(x, nan_gaps([c.dk_bound for c in gapped]), ":", color="tab:green", label=r"Davis–Kahan $\|EU_2\|/\delta'$",
             gid=f"{GAP_BOUND}-dk")
     ax.set_xscale("log")
     ax.set_yscale("log")

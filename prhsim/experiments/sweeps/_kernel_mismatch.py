@@ -38,7 +38,7 @@ from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
 from prhsim.experiments._mismatch import ROUNDING, kernel_mismatch
-from prhsim.experiments._results import _Record
+from prhsim.experiments._record import Record
 from prhsim.worlds import FiniteWorld, random_world, sinkhorn_world
 
 #: The default perturbations t: 12 points from 1e-4 to 0.3, log-spaced.
@@ -49,7 +49,7 @@ BOUNDS = {"yws_sin": "sin_theta", "yws_residual": "residual", "dk_sin": "sin_the
 TRANSLATION = "sqrt2_translation"
 
 
-class MismatchCell(_Record):
+class MismatchCell(Record):
     """One world at one perturbation: the drift and its bounds (None: the bound's gap condition fails)."""
 
     world: int
@@ -66,7 +66,7 @@ class MismatchCell(_Record):
     weyl_sin: float | None
 
 
-class KernelMismatchSweep(_Record):
+class KernelMismatchSweep(Record):
     """Result of :func:`kernel_mismatch_sweep`.
 
     ``cells[w][j]`` is world w at ``perturbations[j]``. ``median_*[j]`` are medians over the

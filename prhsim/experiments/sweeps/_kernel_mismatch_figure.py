@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments.report._figures import FLOOR, _nan
+from prhsim.experiments.report._figures import FLOOR, nan_gaps
 from prhsim.experiments.sweeps._kernel_mismatch import KernelMismatchSweep
 from prhsim.io import new_figure
 
@@ -43,7 +43,7 @@ def kernel_mismatch_figure(result: KernelMismatchSweep) -> Figure:
         for name in bounds:
             worst = result.worst_ratio[name]
             ratio = "" if worst is None else f", worst ratio {worst:.2g}"
-            ax.plot(x, _nan(result.median_bound[name]), "--", color=styles[name],
+            ax.plot(x, nan_gaps(result.median_bound[name]), "--", color=styles[name],
                     label=f"{labels[name]} (median{ratio})", gid=f"{MISMATCH_BOUND}-{name}")
         ax.set_xscale("log")
         ax.set_yscale("log")

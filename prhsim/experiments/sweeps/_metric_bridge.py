@@ -34,8 +34,8 @@ from pydantic import Field
 from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress, as_progress
-from prhsim.config import Settings
-from prhsim.experiments._results import _Record
+from prhsim.config import GridSceneWorld, Settings
+from prhsim.experiments._record import Record
 from prhsim.metrics import metric_record, principal_angles, procrustes, reported_metrics, whiten
 from prhsim.optima import TieWarning, closed_form
 from prhsim.worlds import (
@@ -63,7 +63,7 @@ def bridge_metrics() -> tuple[str, ...]:
     return tuple(dict.fromkeys((*reported_metrics(), *BRIDGE_EXTRA_METRICS)))
 
 
-class BridgeCell(_Record):
+class BridgeCell(Record):
     """One pair of representations, scored by the theory's distances and the sample metrics (``metrics[name]``)."""
 
     family: Family
@@ -73,7 +73,7 @@ class BridgeCell(_Record):
     metrics: dict[str, float]
 
 
-class MetricBridge(_Record):
+class MetricBridge(Record):
     """Result of :func:`metric_bridge`; ``rho_at_mutual_knn[family][x]`` is ρ_P where mutual k-NN = x.
 
     ``rows[family]`` states were drawn for each of that family's pairs (``samples`` capped at the
@@ -226,7 +226,6 @@ CELL_SECONDS, CELL_SECONDS_PER_N3 = 0.01, 2.6e-10
 
 def estimate(s: MetricBridgeSettings) -> Any:
     """Cells (families x levels) x (CELL_SECONDS + CELL_SECONDS_PER_N3 · n³)."""
-    from prhsim.config import GridSceneWorld
     from prhsim.experiments.sweeps._registry import Estimate
 
     n = GridSceneWorld(size=s.size, objects=s.objects).n_states

@@ -39,7 +39,7 @@ from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
-from prhsim.experiments._results import _Record
+from prhsim.experiments._record import Record
 from prhsim.learners import fit_log_bilinear, whitened_deviation
 from prhsim.metrics import principal_angles
 from prhsim.optima import correspondence_analysis, pmi_proxy
@@ -55,7 +55,7 @@ SMALL_FRACTION = 0.25
 RESTARTS = 3
 
 
-class NtpCaCell(_Record):
+class NtpCaCell(Record):
     """One world at one emission strength.
 
     ``s_theta``: the whitened fit vs CA; ``pmi_s_theta``: the PMI proxy vs CA; ``pmi_fit_s_theta``:
@@ -80,7 +80,7 @@ class NtpCaCell(_Record):
     converged: bool
 
 
-class NtpCaResult(_Record):
+class NtpCaResult(Record):
     """Result of :func:`ntp_ca_sweep`; ``cells[w][j]`` is world w at ``strengths[j]``.
 
     Summary: ``small_cells`` cells with the smallest ``σ_1`` (a quarter, at least one) give the

@@ -57,7 +57,7 @@ from prhsim import __version__
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
-from prhsim.experiments._results import _Record
+from prhsim.experiments._record import Record
 from prhsim.metrics import (
     Whitening,
     haar_orthogonal,
@@ -115,7 +115,7 @@ def designed_world(n: int, mu: Sequence[float], *, concentration: float = 5.0, r
     return DesignedWorld(p, np.linalg.solve(L, G.T).T, mu)
 
 
-class PairFreeCell(_Record):
+class PairFreeCell(Record):
     """One (axis value, seed, estimator): the estimated map against the best one."""
 
     axis: Axis
@@ -133,7 +133,7 @@ class PairFreeCell(_Record):
     success: bool
 
 
-class PairFreeResult(_Record):
+class PairFreeResult(Record):
     """The sweep: every cell, the world's settings and the theory's thresholds."""
 
     n_states: int

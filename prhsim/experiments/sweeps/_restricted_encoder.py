@@ -49,8 +49,8 @@ from prhsim import __version__
 from prhsim._budget import FLOAT, ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim._types import Progress, as_progress
-from prhsim.config import ConfigError, Settings
-from prhsim.experiments._results import _Record
+from prhsim.config import ConfigError, GridSceneWorld, Settings
+from prhsim.experiments._record import Record
 from prhsim.experiments._rotation import rotation_uniqueness
 from prhsim.learners import observation_inputs
 from prhsim.metrics import (
@@ -60,15 +60,7 @@ from prhsim.metrics import (
     procrustes,
 )
 from prhsim.optima import TieWarning
-from prhsim.worlds import (
-    GridScene,
-    ModalWorld,
-    View,
-    World,
-    good,
-    gridscene,
-    view_world,
-)
+from prhsim.worlds import GridScene, ModalWorld, View, World, bad, good, gridscene, view_world
 
 Inputs = Literal["raw", "onehot", "state"]
 INPUTS = ("raw", "onehot", "state")
@@ -132,7 +124,7 @@ def encoder_inputs(world: ModalWorld, inputs: Inputs) -> np.ndarray:
     return np.concatenate([np.eye(u.size)[inverse] for u, inverse in blocks], axis=1)
 
 
-class RestrictedModality(_Record):
+class RestrictedModality(Record):
     """One modality's restricted optimum against its closed form (``ky_fan_fraction = Σν/Σμ``)."""
 
     name: str
@@ -153,7 +145,7 @@ class RestrictedModality(_Record):
     nuisance_free: int
 
 
-class RestrictedPair(_Record):
+class RestrictedPair(Record):
     """Two modalities' restricted optima compared through the pairs sharing z, beside their closed forms."""
 
     a: str
@@ -165,7 +157,7 @@ class RestrictedPair(_Record):
     predicted_rho_p: float | None
 
 
-class RestrictedEncoder(_Record):
+class RestrictedEncoder(Record):
     """Result of :func:`restricted_encoder`."""
 
     prhsim_version: str
@@ -283,7 +275,6 @@ BASE_SECONDS, SECONDS_PER_MODAL_STATE = 0.3, 2.7e-4
 
 def estimate(s: RestrictedEncoderSettings) -> Any:
     """BASE_SECONDS + SECONDS_PER_MODAL_STATE x the modal states of the three modalities."""
-    from prhsim.config import GridSceneWorld
     from prhsim.experiments.sweeps._registry import Estimate
 
     w = GridSceneWorld(size=s.size, objects=s.objects)
@@ -294,7 +285,6 @@ def estimate(s: RestrictedEncoderSettings) -> Any:
 
 def run(s: RestrictedEncoderSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep restricted-encoder`` from its settings; ``say`` reports progress (counted in modalities)."""
-    from prhsim.worlds import bad, good, gridscene
 
     try:
         scene = gridscene(s.size, objects=s.objects)

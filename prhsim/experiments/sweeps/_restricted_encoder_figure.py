@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prhsim.experiments.report._figures import _nan
+from prhsim.experiments.report._figures import nan_gaps
 from prhsim.experiments.sweeps._restricted_encoder import RestrictedEncoder
 from prhsim.io import new_figure
 
@@ -38,7 +38,7 @@ def restricted_figure(result: RestrictedEncoder) -> Figure:
                    gid=RESTRICTED_RHO),
             ax.bar(x + 0.2, [p.unrestricted_rho_p for p in result.pairs], 0.4, color="tab:blue",
                    label="unrestricted (closed form)", gid=UNRESTRICTED_RHO)]
-    ax.plot(x + 0.2, _nan([p.predicted_rho_p for p in result.pairs]), "_", color="black", ms=18, mew=2,
+    ax.plot(x + 0.2, nan_gaps([p.predicted_rho_p for p in result.pairs]), "_", color="black", ms=18, mew=2,
             label="predicted (unrestricted)", gid=PREDICTED_RHO)
     ax.set_xticks(x, keys, rotation=15, fontsize="small")
     ax.set_ylim(0, np.sqrt(2) + 0.1)
@@ -51,7 +51,7 @@ def restricted_figure(result: RestrictedEncoder) -> Figure:
                             gid=RESTRICTED_S_THETA))
     axes[1].set_ylim(0, 1.05)
     axes[1].set_ylabel(r"$s_\Theta$ to the unrestricted optimum")
-    bars.append(axes[2].bar(xm, _nan([m.ky_fan_fraction for m in result.modalities]), 0.6, color="tab:green",
+    bars.append(axes[2].bar(xm, nan_gaps([m.ky_fan_fraction for m in result.modalities]), 0.6, color="tab:green",
                             gid=RESTRICTED_KY_FAN))
     axes[2].axhline(1.0, color="black", lw=0.8)
     axes[2].set_ylim(0, 1.1)

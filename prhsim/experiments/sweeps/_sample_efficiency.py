@@ -61,7 +61,7 @@ from prhsim.experiments._caption_alignment import (
     caption_target,
 )
 from prhsim.experiments._caption_prediction import predicted_alignment, predicted_limit
-from prhsim.experiments._results import _Record
+from prhsim.experiments._record import Record
 from prhsim.experiments.sweeps._sample_ratios import RATIO_SIGNS, bootstrap_ratio
 from prhsim.learners import (
     TEXT_TASKS,
@@ -92,7 +92,7 @@ PAPER = {"r1": {"good": 0.246, "bad": 0.133, "ntp": 0.118}, "mutual_knn": {"good
          "samples": 42.0, "tokens": 14.0}
 
 
-class Cell(_Record):
+class Cell(Record):
     """One task, budget and seed: the learner's alignment and the prediction's on the same records."""
 
     task: str
@@ -104,7 +104,7 @@ class Cell(_Record):
     predicted: CaptionAlignment | None
 
 
-class ClosedForm(_Record):
+class ClosedForm(Record):
     """An alignment with unlimited data: a task's closed form (``unique`` False when k splits a tie: the features
     are then one subspace of a continuum), or the limit of its prediction (the linear class on the law)."""
 
@@ -113,7 +113,7 @@ class ClosedForm(_Record):
     gap: float
 
 
-class Curve(_Record):
+class Curve(Record):
     """A task's chosen metric over the budgets, from the learners or the prediction: mean and range over seeds."""
 
     task: str
@@ -125,7 +125,7 @@ class Curve(_Record):
     high: list[float]
 
 
-class Ratio(_Record):
+class Ratio(Record):
     """Samples (and tokens) a task needs against good views to reach the alignment it reaches (module docstring).
 
     ``kind``: "exact", a bound ("at_least", "at_most", "undetermined") or "none" (no alignment above the floor:
@@ -148,7 +148,7 @@ class Ratio(_Record):
     token_high: float | None
 
 
-class Agreement(_Record):
+class Agreement(Record):
     """The learners against the prediction at one budget: means, their difference, and whether the prediction's
     mean lies within the learners' range over seeds."""
 
@@ -160,7 +160,7 @@ class Agreement(_Record):
     within: bool
 
 
-class SampleEfficiency(_Record):
+class SampleEfficiency(Record):
     """The result of :func:`sample_efficiency`."""
 
     prhsim_version: str

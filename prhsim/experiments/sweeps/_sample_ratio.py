@@ -30,7 +30,7 @@ from prhsim._types import Progress, as_progress
 from prhsim.config import CaptionConfig, GridSceneWorld, Settings
 from prhsim.experiments._caption_alignment import caption_target
 from prhsim.experiments._caption_prediction import OneCaptionScorer, nested_scores, predicted_limit
-from prhsim.experiments._results import _Record
+from prhsim.experiments._record import Record
 from prhsim.experiments.sweeps._sample_efficiency import closed_form_alignment, draw_records, sample_efficiency
 from prhsim.experiments.sweeps._sample_ratios import RATIO_SIGNS, bootstrap_ratio
 from prhsim.worlds import SpanLaw
@@ -48,7 +48,7 @@ DEFAULT_BUDGETS = (10, 30, 100, 300, 1000, 3000, 10000)
 FIT_SECONDS, CLOSED_SECONDS, BASE_STATES = 0.044, 25.0, 1296
 
 
-class MapRatio(_Record):
+class MapRatio(Record):
     """A predicted sample ratio of one task in one cell (see :class:`prhsim.experiments.sweeps._sample_efficiency.Ratio`)."""
 
     task: str
@@ -60,7 +60,7 @@ class MapRatio(_Record):
     token_ratio: float | None
 
 
-class MapCell(_Record):
+class MapCell(Record):
     """One cell: its settings, the predicted curves (mean over draws), ratios, limits and closed forms.
 
     ``limits`` maps a task to its prediction's limit (mutual 10-NN); ``closed`` maps a task to its closed form's
@@ -89,7 +89,7 @@ class MapCell(_Record):
         return mine[metric] / good[metric]
 
 
-class SampleRatioMap(_Record):
+class SampleRatioMap(Record):
     """The result of :func:`sample_ratio_map`."""
 
     prhsim_version: str

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from prhsim.experiments._results import SweepResult
 from prhsim.experiments.report._figures import COLOURS
-from prhsim.experiments.report._terminal import _spread
+from prhsim.experiments.report._terminal import seed_spread_text
 from prhsim.io import new_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib is imported lazily
@@ -48,7 +48,7 @@ def sweep_tables(result: SweepResult) -> list[Any]:
     for lam, cell in zip(result.lams, result.cells):
         for m in cell.modalities:
             table.add_row(f"{lam:.3g}", escape(m.name), m.data, f"{sum(m.collapsed)}/{len(m.collapsed)}",
-                          _spread(m.s_theta), _spread(m.cov_error), _spread(m.alignment_ratio, 4))
+                          seed_spread_text(m.s_theta), seed_spread_text(m.cov_error), seed_spread_text(m.alignment_ratio, 4))
     out.append(table)
     if result.cells and result.cells[0].pairs:
         pairs = Table(title="learned cross-modal rho_P (closed form in the header)", title_justify="left")
@@ -57,7 +57,7 @@ def sweep_tables(result: SweepResult) -> list[Any]:
             key = f"{p.a} vs {p.b}"
             pairs.add_column(escape(f"{key} ({result.closed_form_rho_p[key]:.2g})"), justify="right")
         for lam, cell in zip(result.lams, result.cells):
-            pairs.add_row(f"{lam:.3g}", *[_spread(p.rho_p) for p in cell.pairs])
+            pairs.add_row(f"{lam:.3g}", *[seed_spread_text(p.rho_p) for p in cell.pairs])
         out.append(pairs)
     return out
 

@@ -12,16 +12,14 @@ from click.testing import CliRunner
 from scipy.stats import kstest, kstwo
 
 from prhsim.cli import main
-from prhsim.experiments.sweeps._calibration import (
+from prhsim.experiments.sweeps._calibration import CalibrationSettings, calibration_sweep, summary
+from prhsim.experiments.sweeps._calibration_draws import (
     SIGNAL_RANK,
-    CalibrationSettings,
-    _Scene,
-    calibration_sweep,
+    Scene,
     depth_draw,
     null_draw,
     pair_table,
     signal_noise_variance,
-    summary,
     view_draw,
     width_draw,
 )
@@ -41,7 +39,7 @@ def small():
 
 @pytest.fixture(scope="module")
 def scene():
-    return _Scene(0.1)
+    return Scene(0.1)
 
 
 def cka(a: np.ndarray, b: np.ndarray) -> float:

@@ -5,7 +5,7 @@ hard-whitening objective (the one the theorem covers, docs/theory.md §1.1) or
 LeJEPA's SIGReg objective (§7), on the exact pair law (full batch, no sampling
 noise) or on minibatches of B pairs from :func:`prhsim.worlds.pair_sampler`, for
 several seeds at once (``jax.vmap`` over the seed axis). What each objective
-computes is stated in :mod:`prhsim.learners._train_jax`.
+computes is stated in :mod:`prhsim.learners._jax_runner`.
 
 Randomness, per seed s (independent of how seeds are grouped and of ``log_every``):
 
@@ -28,246 +28,40 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from prhsim._budget import FLOAT, ensure_fits
-from prhsim._rng import SGD_EVAL, SGD_PAIRS, RngLike, check_rng
-from prhsim.optima import Optimum
-from prhsim.learners._encoders import (
-    Encoder,
-    RenderedInputs,
-    mlp_encoder,
-    observation_inputs,
-    rendered_encoder,
-    rendered_inputs,
-    tabular_encoder,
-)
-from prhsim.objectives import LAMBDA, Convention
-from prhsim.learners._learned import subspace_distance, trace_covariance
-from prhsim.learners._learner import Representation
-from prhsim.objectives import draw_directions
+from prhsim._rng import SGD_EVAL, SGD_PAIRS, RngLike
 from prhsim.learners._convergence import (
     PLATEAU_LR_FRACTION,
     PLATEAU_PATIENCE,
     PLATEAU_STEPS,
     LawOperator,
     StopReport,
-    heavy_ball,
     plateaued,
     residual_of,
 )
+from prhsim.learners._encoders import Encoder, RenderedInputs, rendered_encoder, rendered_inputs
+from prhsim.learners._evaluate import trace_covariance
 from prhsim.learners._exact_law import FactorLaw, exact_law, exact_tables
-from prhsim.learners._losses import Data, SGDObjective
-from prhsim.learners._optimiser import Optimiser, positive_int
-from prhsim.learners._train_jax import Spec, runner
-from prhsim.optima import FEATURE_LIMIT
-from prhsim.worlds import ModalWorld, PairSampler, World, pair_sampler
-from prhsim.learners._objectives import OBJECTIVES, objective_record
-
-#: States drawn from p (one sample for every seed) that a learner on rendered observations is evaluated on.
-EVAL_SAMPLE = 16_384
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainConfig(Optimiser):
-    """Hyperparameters of :func:`train` (validated on construction): an :class:`prhsim.learners.Optimiser`
-    (steps, lr, warmup, end_lr, weight_decay, clip, checked there) and what the tables and MLPs add.
-
-    Attributes:
-        objective: a name of :data:`prhsim.learners._objectives.OBJECTIVES`: "whiten" (hard whitening,
-            docs/theory.md §1.1) or "sigreg" (LeJEPA, §7).
-        encoder: "tabular" (one vector per state) or "mlp" (on :func:`observation_inputs`).
-        data: "exact" (every pair of Π, weighted by π) or "minibatch" (B sampled pairs per step).
-        steps: optimiser steps.
-        batch_size: B, pairs per minibatch step.
-        lr: peak learning rate.
-        warmup: fraction of the steps spent in the linear warmup from 0 to ``lr``.
-        end_lr: the cosine decay ends at ``end_lr · lr``.
-        weight_decay: AdamW's decoupled weight decay (0: the objective alone, as the theory states it).
-        clip: ``clip_by_global_norm`` threshold, per seed.
-        log_every: the loss (and the distance to a reference) is logged every this many steps.
-        centred: whiten after centring (the centred optimum, §1.1); also the closed form compared against.
-        lam: SIGReg weight λ (LeJEPA: 0.02).
-        convention: "lejepa" ``λ·SIGReg + (1 − λ)·inv`` or "additive" ``inv + λ·SIGReg``.
-        invariance_dims: SIGReg's invariance summed over the k coordinates ("sum") or averaged
-            ("mean": LeJEPA's code, which makes the regulariser k times stronger at a given λ).
-        num_directions: M, SIGReg's directions.
-        directions: "resample" (new directions every step, LeJEPA) or "fixed" (step 0's throughout).
-        hidden: the MLP's hidden widths.
-        init_scale: standard deviation of the table's initial entries.
-        collapse_tol: a seed is *collapsed* when ``tr Cov_p f < collapse_tol · k`` at the end.
-        tol: stop on convergence (None: take every step of the budget ``steps``). Hard whitening
-            on exact data stops a seed when the Davis–Kahan bound on its ``s_Θ`` to the optimum
-            (:mod:`prhsim.learners._convergence`; with ``μ_{k+1}`` from ``train``'s ``spectrum`` or
-            reference) is at most ``tol``, or, with no spectrum, when its residual ``r/√k`` is;
-            every other objective or data mode when its loss plateaus (``plateau``).
-        plateau: the relative change of the mean loss between two windows (whole logging chunks
-            of at least :data:`~prhsim.learners._convergence.PLATEAU_STEPS` steps) below which (or
-            within twice its standard error) a loss has plateaued, for
-            :data:`~prhsim.learners._convergence.PLATEAU_PATIENCE` windows in a row.
-        observations: the MLP's inputs as a table of every state ("table", :func:`observation_inputs`),
-            or rendered batch by batch ("rendered", :func:`prhsim.learners._encoders.rendered_inputs`:
-            minibatches of a modal world, with the features evaluated on a sample of
-            :data:`EVAL_SAMPLE` states drawn from p); "auto": rendered above
-            :data:`prhsim.optima.FEATURE_LIMIT` states.
-
-    ``method="precond"`` (heavy-ball steps on the covariance-preconditioned gradient,
-    docs/theory.md §1.5) trains a table on the exact whitened loss; :meth:`preconditioned` picks
-    its step and momentum from the spectrum.
-    """
-
-    steps: int = 2000
-    objective: SGDObjective = "whiten"
-    encoder: Literal["tabular", "mlp"] = "tabular"
-    data: Data = "exact"
-    batch_size: int = 256
-    log_every: int = 100
-    centred: bool = True
-    lam: float = LAMBDA
-    convention: Convention = "lejepa"
-    invariance_dims: Literal["sum", "mean"] = "sum"
-    num_directions: int = 256
-    directions: Literal["resample", "fixed"] = "resample"
-    hidden: tuple[int, ...] = (128, 128)
-    init_scale: float = 1.0
-    collapse_tol: float = 1e-2
-    tol: float | None = None
-    plateau: float = 1e-5
-    observations: Literal["auto", "table", "rendered"] = "auto"
-
-    def __post_init__(self) -> None:
-        for name, allowed in (("objective", tuple(OBJECTIVES)), ("encoder", ("tabular", "mlp")),
-                              ("data", ("exact", "minibatch")), ("convention", ("lejepa", "additive")),
-                              ("invariance_dims", ("sum", "mean")),
-                              ("directions", ("resample", "fixed"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        super().__post_init__()  # steps, lr, warmup, end_lr, weight_decay, clip: checked once, for every learner
-        for name in ("batch_size", "log_every", "num_directions"):
-            positive_int(name, getattr(self, name))
-        for name in ("init_scale", "collapse_tol"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if not self.lam >= 0:
-            raise ValueError(f"lam must be non-negative, got {self.lam}")
-        if self.convention == "lejepa" and self.lam >= 1:
-            raise ValueError(f"lam must be below 1 in the lejepa convention (lam·SIGReg + (1 − lam)·inv), got {self.lam}")
-        record = objective_record(self.objective)
-        if self.data == "minibatch" and self.batch_size < record.min_batch:
-            raise ValueError(f"the {self.objective} objective on a minibatch needs batch_size >= {record.min_batch}")
-        if self.method == "precond" and not (self.encoder == "tabular" and record.eigen_residual
-                                             and self.data == "exact"):
-            raise ValueError("method='precond' preconditions a table on an exact loss whose gradient is the "
-                             "eigen-residual: it needs encoder='tabular', data='exact' and such an objective "
-                             f"({', '.join(o.name for o in OBJECTIVES.values() if o.eigen_residual)})")
-        if self.observations not in ("auto", "table", "rendered"):
-            raise ValueError(f"observations must be 'auto', 'table' or 'rendered', got {self.observations!r}")
-        if self.observations == "rendered" and (self.encoder, self.data) != ("mlp", "minibatch"):
-            raise ValueError("observations='rendered' feeds an MLP minibatch by minibatch: it needs encoder='mlp', "
-                             "data='minibatch'")
-        if self.tol is not None and not 0 < self.tol < 1:
-            raise ValueError(f"tol must lie in (0, 1) (or be None: the whole budget), got {self.tol!r}")
-        if not 0 < self.plateau < 1:
-            raise ValueError(f"plateau must lie in (0, 1), got {self.plateau!r}")
-        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
-
-    @classmethod
-    def preconditioned(cls, spectrum: Sequence[float] | None = None, **fields: Any) -> "TrainConfig":
-        """An exact table trained by ``method="precond"``, its step η and momentum β from ``spectrum``.
-
-        ``spectrum``: the eigenvalues ``μ_1 ≥ … ≥ μ_{k+1}`` of the world's pair operator (centred
-        when the training is; e.g. an optimum's ``eigenvalues``); with them η, β are
-        :func:`prhsim.learners._convergence.heavy_ball` of ``gap = μ_k − μ_{k+1}`` and
-        ``spread = μ_1 + 1`` (every eigenvalue is at least −1); without, η = 1 and β = 0 (one
-        step of subspace iteration per step). ``fields`` set any other field (an ``lr`` or
-        ``momentum`` given there wins).
-        """
-        lr, momentum = 1.0, 0.0
-        if spectrum is not None:
-            mu = [float(v) for v in spectrum]
-            if len(mu) >= 2 and mu[-2] - mu[-1] > 0:
-                lr, momentum = heavy_ball(mu[-2] - mu[-1], mu[0] + 1.0)
-        values = {"encoder": "tabular", "objective": "whiten", "data": "exact", "lr": lr, "momentum": momentum,
-                  "warmup": 0.0, "method": "precond", **fields}
-        return cls(**values)
-
-    def spec(self, factor_shape: tuple[int, ...] | None = None, rendered: bool = False) -> Spec:
-        """The compiled loop's key; ``factor_shape`` when the exact loss applies π factor by factor,
-        ``rendered`` when the minibatches carry their inputs."""
-        return Spec(self.objective, self.data, self.encoder, bool(self.centred), self.convention,
-                    Optimiser.of(self), factor_shape, self.invariance_dims, rendered)
-
-    def renders(self, world: World) -> bool:
-        """Whether training on ``world`` renders the MLP's inputs batch by batch (see ``observations``)."""
-        if self.observations == "rendered":
-            return True
-        return (self.observations == "auto" and (self.encoder, self.data) == ("mlp", "minibatch")
-                and isinstance(world, ModalWorld) and world.n > FEATURE_LIMIT)
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What :func:`train` returns (arrays write-protected; the leading axis is the seed).
-
-    Attributes:
-        config: the hyperparameters.
-        k: number of features.
-        seeds: the seeds, in the order of the leading axis.
-        params: the final parameters (a pytree of numpy arrays, leading axis = seed).
-        features: ``f(z)`` of every state at the end, (S, n, k), or of the sampled ``states`` (S, M, k).
-        logged: the logged steps (L,): 0, log_every, 2·log_every, …, steps (the last one is
-            the final parameters); the loss at step t is that of the parameters after t updates.
-        loss: the training loss at the logged steps, (S, L) (a minibatch loss on that step's batch).
-        distance: ``s_Θ`` between the centred features and the reference's at the logged steps,
-            (S, L), or None without a reference.
-        trace_cov: ``tr Cov_p f`` at the end, (S,).
-        collapsed: ``trace_cov < collapse_tol · k``, (S,): report collapse, not success.
-        seconds: wall time of the whole call (compilation included).
-        stop: how each seed stopped (:class:`prhsim.learners._convergence.StopReport`: converged,
-            the step, the reason, the residual and its bound at the logged steps).
-        states: None when ``features`` (and ``distance``, ``trace_cov``) cover every state; with
-            rendered observations, the :data:`EVAL_SAMPLE` states drawn from p they were evaluated on
-            (each state weighs 1/M there).
-    """
-
-    config: TrainConfig
-    k: int
-    seeds: tuple[int, ...]
-    params: Any
-    features: np.ndarray
-    logged: np.ndarray
-    loss: np.ndarray
-    distance: np.ndarray | None
-    trace_cov: np.ndarray
-    collapsed: np.ndarray
-    seconds: float
-    stop: StopReport | None = None
-    states: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("features", "logged", "loss", "distance", "trace_cov", "collapsed"):
-            value = getattr(self, name)
-            if value is not None:
-                value.setflags(write=False)
-
-    @property
-    def any_collapsed(self) -> bool:
-        return bool(np.any(self.collapsed))
-
-
-def build_encoder(world: World, k: int, config: TrainConfig, inputs: np.ndarray | None = None) -> Encoder:
-    """The encoder ``config`` asks for on ``world`` (an MLP sees ``inputs``, by default :func:`observation_inputs`)."""
-    if config.encoder == "tabular":
-        if inputs is not None:
-            raise ValueError("inputs are read by the MLP encoder; the tabular encoder has none")
-        return tabular_encoder(world.n, k, scale=config.init_scale)
-    if inputs is None:
-        inputs = observation_inputs(world)
-    elif np.shape(inputs)[0] != world.n:
-        raise ValueError(f"inputs must have one row per state ({world.n:,}), got shape {np.shape(inputs)}")
-    return mlp_encoder(inputs, k, hidden=config.hidden)
+from prhsim.learners._jax_runner import runner
+from prhsim.learners._learner import Representation
+from prhsim.learners._objectives import objective_record
+from prhsim.learners._train_config import EVAL_SAMPLE, TrainConfig
+from prhsim.learners._train_parts import (
+    TrainResult,
+    build_encoder,
+    check_finite,
+    check_request,
+    reference_distances,
+    draw_pairs,
+    learner_seed,
+    representation,
+)
+from prhsim.objectives import draw_directions
+from prhsim.optima import Optimum
+from prhsim.worlds import ModalWorld, World, pair_sampler
 
 
 def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Sequence[int] = (0,),
@@ -366,7 +160,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
             stop_step = int(chunk[0])
             break
         if features is not None and reference_F is not None:
-            distances.append(_distances(features, p, reference_F, reference.centred))
+            distances.append(reference_distances(features, p, reference_F, reference.centred))
         watch.keep_measures()
         features = None  # the parameters move on: what was embedded here is not the end's
         frozen = not watch.active.all()
@@ -377,7 +171,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
         # the next chunk's data (after the last chunk, the final step's) is drawn while this chunk runs
         drawn = host_data(chunks[i + 1] if i + 1 < len(chunks) else final_step)
         values = np.asarray(values)
-        _check_finite(values[watch.active], chunk, tuple(np.asarray(seeds)[watch.active]), config.lr)
+        check_finite(values[watch.active], chunk, tuple(np.asarray(seeds)[watch.active]), config.lr)
         logged.append(int(chunk[0]))
         losses.append(values[:, 0])
         if not residual_rule:
@@ -385,7 +179,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
     # the data of step stop_step: the first step of the chunk not run, or the final step's draw
     last = device_data({key: value[0] if key == "t" else value[:, 0] for key, value in drawn.items()})
     final = np.asarray(run.loss(params, last, shared))
-    _check_finite(final[:, None], np.array([stop_step]), seeds, config.lr)
+    check_finite(final[:, None], np.array([stop_step]), seeds, config.lr)
     if features is None:  # (an early stop has embedded the final parameters already)
         features = np.asarray(run.embed(params, eval_inputs), dtype=np.float64)
     if not np.all(np.isfinite(features)):
@@ -393,7 +187,7 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
         raise ValueError(f"training diverged: features of state {z} are not finite after step {stop_step} "
                          f"for seed {seeds[s]} (lr={config.lr:g})")
     if reference_F is not None:
-        distances.append(_distances(features, p, reference_F, reference.centred))
+        distances.append(reference_distances(features, p, reference_F, reference.centred))
     if residual_rule and stop_step == config.steps:
         watch.residual_at(config.steps, features)
     watch.keep_measures()
@@ -549,62 +343,6 @@ class SGDLearner:
         return train(world, k, replace(self.config, centred=bool(centred)), seeds=seeds, reference=reference)
 
 
-def learner_seed(rng: RngLike) -> int:
-    """The seed a learner trains with: ``rng`` itself when it is an int, else a draw from ``check_rng(rng)``."""
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        return int(rng)
-    return int(check_rng(rng).integers(2**31))
-
-
-def representation(name: str, result: TrainResult, **info: Any) -> Representation:
-    """The first seed of a training result as a :class:`Representation` (its info: steps, seconds, loss, collapse)."""
-    return Representation(name, result.features[0], info={
-        "steps": result.config.steps, "seconds": result.seconds, "seed": result.seeds[0],
-        "loss": float(result.loss[0, -1]), "trace_cov": float(result.trace_cov[0]),
-        "collapsed": bool(result.collapsed[0]), **info})
-
-
-def draw_pairs(sampler: PairSampler, B: int, steps: int, gens: Sequence[np.random.Generator]
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """The next ``steps`` minibatches of B pairs of every generator: anchors and views, each (S, steps, B) int64.
-
-    Row ``[s, j]`` is what the j-th of ``steps`` consecutive ``sampler.pairs(B, rng=gens[s])`` calls
-    returns (:meth:`prhsim.worlds.PairSampler.batches_for`: one ``random`` call per generator, one
-    table lookup for all of them).
-    """
-    return sampler.batches_for(B, steps, gens)
-
-
-def check_request(world: World, k: Any, config: TrainConfig | None, seeds: Sequence[int],
-                  reference: Optimum | None, overrides: dict[str, Any]) -> tuple[TrainConfig, tuple[int, ...], int]:
-    """The checked arguments of a training call (JAX or torch): the config with its overrides, the seeds, k."""
-    config = replace(config or TrainConfig(), **overrides) if overrides else (config or TrainConfig())
-    seeds = _check_seeds(seeds)
-    if isinstance(k, bool) or int(k) != k or not 1 <= k < world.n:
-        raise ValueError(f"k must be an integer in 1..{world.n - 1} for a world of {world.n} states, got {k!r}")
-    k = int(k)
-    if reference is not None and (reference.n != world.n or reference.k != k):
-        raise ValueError(f"the reference has {reference.n} states x {reference.k} features, "
-                         f"the training {world.n} x {k}")
-    exact_bytes = objective_record(config.objective).exact_bytes
-    if exact_bytes is not None and config.data == "exact":  # e.g. SIGReg: autodiff keeps every (rows, n, M) term
-        ensure_fits(exact_bytes(world.n, config.num_directions) * len(seeds),
-                    f"the gradient of the exact {config.objective} loss over {world.n:,} states x "
-                    f"{config.num_directions} directions x {len(seeds)} seed(s)",
-                    "use data='minibatch', fewer directions or fewer seeds")
-    return config, seeds, k
-
-
-def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
-    seeds = tuple(seeds)
-    if not seeds:
-        raise ValueError("seeds must name at least one seed")
-    for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
-            raise ValueError(f"seeds must be non-negative integers, got {s!r}")
-    return tuple(int(s) for s in seeds)
-
-
 def _initial_params(encoder: Encoder, seeds: tuple[int, ...], init_params: Any, dtype: Any) -> Any:
     import jax
     import jax.numpy as jnp
@@ -618,17 +356,3 @@ def _initial_params(encoder: Encoder, seeds: tuple[int, ...], init_params: Any, 
         shapes = jax.tree.map(lambda e: e.shape, expected)
         raise ValueError(f"init_params must match the encoder's params stacked over {len(seeds)} seed(s): {shapes}")
     return given
-
-
-def _check_finite(values: np.ndarray, steps: np.ndarray, seeds: tuple[int, ...], lr: float) -> None:
-    bad = ~np.isfinite(values)
-    if np.any(bad):
-        cells = np.argwhere(bad)
-        s, j = cells[np.argmin(cells[:, 1])]  # the earliest step, then the first seed
-        raise ValueError(f"training diverged: the loss is {values[s, j]} at step {int(steps[j])} "
-                         f"for seed {seeds[s]} (lr={lr:g})")
-
-
-def _distances(features: Any, p: np.ndarray, reference: np.ndarray, centred: bool) -> np.ndarray:
-    F = np.asarray(features, dtype=np.float64)
-    return np.array([subspace_distance(f, reference, p, centred=centred) for f in F])

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from prhsim.optima import whitened_optimum
-from prhsim.learners._learned import evaluate_learned, seed_spread
+from prhsim.learners._evaluate import evaluate_learned, seed_spread
 from prhsim.worlds import Modality, codebook, good, gridscene, path, random_world, ring, view_world
 
 jax = pytest.importorskip("jax")
 pytest.importorskip("optax")
 
 from prhsim.learners._encoders import observation_inputs, tabular_encoder  # noqa: E402
-from prhsim.learners._learn_jax import SGDLearner, TrainConfig, train  # noqa: E402
+from prhsim.learners import SGDLearner, TrainConfig, train  # noqa: E402
 from prhsim.learners._exact_law import pair_list  # noqa: E402
 
 #: The exact (full-batch) whitening run shared by the convergence and vmap tests.
@@ -188,8 +188,8 @@ def test_sgd_learner_returns_a_representation():
 
 
 def test_importing_the_learners_does_not_import_jax():
-    code = ("import sys, prhsim.learners, prhsim.learners._learn_jax, prhsim.learners._learned, prhsim.learners._encoders, "
-            "prhsim.learners._train_jax; bad = [m for m in ('jax', 'optax') if m in sys.modules]; "
+    code = ("import sys, prhsim.learners, prhsim.learners._jax, prhsim.learners._evaluate, prhsim.learners._encoders, "
+            "prhsim.learners._jax_runner; bad = [m for m in ('jax', 'optax') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -199,7 +199,7 @@ def test_minibatch_pairs_are_consecutive_sampler_calls_per_seed():
     """Step t's pairs of seed s are the (t+1)-th ``pair_sampler(world).pairs(B, rng=gen)`` call on
     ``gen = default_rng([s, SGD_PAIRS])``, whatever the chunking (log_every) or the other seeds."""
     from prhsim._rng import SGD_PAIRS
-    from prhsim.learners._learn_jax import draw_pairs
+    from prhsim.learners._train_parts import draw_pairs
     from prhsim.worlds import ProductWorld, pair_sampler
 
     for world in (ring(16), ProductWorld([path(5), random_world(7, rng=0)])):

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from support import ATOL, assert_close
 from prhsim.optima import closed_form, spectral_contrastive_optimum, whitened_optimum
 from prhsim.objectives import population_sigreg
-from prhsim.learners._learned import COLLAPSE_TOL, evaluate_learned, seed_spread, subspace_distance, trace_covariance
+from prhsim.learners._evaluate import COLLAPSE_TOL, evaluate_learned, seed_spread, subspace_distance, trace_covariance
 from prhsim.worlds import path, random_world
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from prhsim.experiments import rotation_uniqueness
 from prhsim.optima import whitened_optimum
-from prhsim.learners._learned import evaluate_learned
+from prhsim.learners._evaluate import evaluate_learned
 from prhsim.worlds import codebook, good, gridscene, path, random_world, ring, view_world
 
 torch = pytest.importorskip("torch")
@@ -23,8 +23,9 @@ jax = pytest.importorskip("jax")
 optax = pytest.importorskip("optax")
 
 from prhsim.learners import _objectives
-from prhsim.learners._learn_jax import TrainConfig, build_encoder, train  # noqa: E402
-from prhsim.learners._train_torch import TorchLearner, learning_rate, train_torch  # noqa: E402
+from prhsim.learners import TrainConfig, train  # noqa: E402
+from prhsim.learners._train_parts import build_encoder  # noqa: E402
+from prhsim.learners._torch import TorchLearner, learning_rate, train_torch  # noqa: E402
 
 F64 = torch.float64
 GRID = gridscene(2, objects=1)
@@ -198,7 +199,7 @@ def test_torch_learner_in_the_experiments_seam():
 
 
 def test_importing_the_torch_loop_imports_neither_torch_nor_jax():
-    code = ("import sys, prhsim.learners, prhsim.learners._train_torch; "
+    code = ("import sys, prhsim.learners, prhsim.learners._torch; "
             "bad = [m for m in ('torch', 'jax', 'optax') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

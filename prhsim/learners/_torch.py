@@ -4,7 +4,7 @@
 :func:`prhsim.learners._losses.make_loss`, hard whitening (docs/theory.md §1.1) or
 LeJEPA's SIGReg (§7), exact or on minibatches, called on torch tensors: the
 objectives are written once against the array API and nothing here restates them.
-It mirrors :func:`prhsim.learners._learn_jax.train` step for step:
+It mirrors :func:`prhsim.learners._jax.train` step for step:
 
 * the same :class:`TrainConfig` and :class:`TrainResult`, logging, collapse flag and errors;
 * the same data per seed s: the minibatch pairs of one generator ``default_rng([s, SGD_PAIRS])``
@@ -35,18 +35,18 @@ from prhsim._rng import SGD_PAIRS, RngLike
 from prhsim.learners import _exact_law, _losses
 from prhsim.optima import Optimum
 from prhsim.learners._encoders import Encoder, mlp_apply, tabular_apply
-from prhsim.learners._learn_jax import (
-    TrainConfig,
+from prhsim.learners._train_config import TrainConfig
+from prhsim.learners._train_parts import (
     TrainResult,
-    _check_finite,
-    _distances,
     build_encoder,
+    check_finite,
     check_request,
+    reference_distances,
     draw_pairs,
     learner_seed,
     representation,
 )
-from prhsim.learners._learned import trace_covariance
+from prhsim.learners._evaluate import trace_covariance
 from prhsim.learners._objectives import objective_record
 from prhsim.learners._learner import Representation
 from prhsim.objectives import draw_directions
@@ -69,7 +69,7 @@ def train_torch(world: World, k: int, config: TrainConfig | None = None, *, seed
     """Train an encoder of k features on ``world`` for each seed in turn (see the module docstring).
 
     Args:
-        world, k, config, seeds, reference, overrides: as :func:`prhsim.learners._learn_jax.train`.
+        world, k, config, seeds, reference, overrides: as :func:`prhsim.learners._jax.train`.
         init_params: start here instead of the seeded init: the encoder's params in the JAX
             layout stacked on a leading seed axis (``{"table": (S, n, k)}`` or
             ``{"layers": ((W_1, b_1), …)}`` with W (S, fan_in, fan_out); e.g. ``TrainResult.params``).
@@ -167,7 +167,7 @@ def _train_seed(world: World, k: int, config: TrainConfig, seed: int, params: An
             return loss(params, step, shared)
         except torch.linalg.LinAlgError as err:  # a singular covariance: JAX's solve returns non-finite values
             if values:  # an earlier non-finite loss of the chunk is named first
-                _check_finite(torch.stack(values).cpu().numpy()[None], steps, (seed,), config.lr)
+                check_finite(torch.stack(values).cpu().numpy()[None], steps, (seed,), config.lr)
             raise ValueError(f"training diverged: the loss is undefined at step {t} for seed {seed} "
                              f"(lr={config.lr:g}): {err}") from err
 
@@ -176,7 +176,7 @@ def _train_seed(world: World, k: int, config: TrainConfig, seed: int, params: An
     for first in range(0, config.steps, config.log_every):
         chunk = np.arange(first, min(config.steps, first + config.log_every))
         if reference_F is not None:
-            distances.append(_distances(features()[None], p, reference_F, reference.centred)[0])
+            distances.append(reference_distances(features()[None], p, reference_F, reference.centred)[0])
         values = []
         for t, step in zip(chunk, step_data(chunk)):
             opt.param_groups[0]["lr"] = learning_rate(config, int(t))
@@ -187,16 +187,16 @@ def _train_seed(world: World, k: int, config: TrainConfig, seed: int, params: An
             opt.step()
             values.append(value.detach())
         values = torch.stack(values).cpu().numpy().astype(np.float64)
-        _check_finite(values[None], chunk, (seed,), config.lr)
+        check_finite(values[None], chunk, (seed,), config.lr)
         losses.append(values[0])
     final_step = np.array([config.steps])
     with torch.no_grad():
         final = np.array([float(evaluate(step_data(final_step)[0], config.steps, [], final_step))])
-    _check_finite(final[None], final_step, (seed,), config.lr)
+    check_finite(final[None], final_step, (seed,), config.lr)
     losses.append(final[0])
     F = features()
     if reference_F is not None:
-        distances.append(_distances(F[None], p, reference_F, reference.centred)[0])
+        distances.append(reference_distances(F[None], p, reference_F, reference.centred)[0])
     numpy_params = _tree_map(lambda a: a.detach().cpu().numpy(), params)
     return numpy_params, F, np.array(losses), np.array(distances) if reference_F is not None else None
 
