@@ -1,6 +1,7 @@
 """The library's shape: an acyclic import graph, rng passed through, the public faces (the layers of docs/architecture.md)."""
 
 import ast
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -158,9 +159,11 @@ def _package(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def _edges() -> list[tuple[str, str]]:
+@functools.cache
+def _edges() -> tuple[tuple[str, str], ...]:
+    """Every edge of the package's import graph (parsed once per test process)."""
     graph = import_graph(module_files())
-    return [(a, b) for a, targets in graph.items() for b in sorted(targets)]
+    return tuple((a, b) for a, targets in graph.items() for b in sorted(targets))
 
 
 def test_no_library_module_imports_another_package_s_underscored_module():

@@ -34,7 +34,6 @@ from prhsim.cli._options import git_revision, memory_limit_option, parse_out
 from prhsim.metrics import CONVENTIONS, PRH_METRICS, entry_seconds, prh_table, protocol_entry
 
 
-
 class RegistryChoice(click.Choice):
     """A choice among the names of the metric registry as it is when the command runs (a metric registered after
     this module was imported is offered too)."""
@@ -74,12 +73,16 @@ def _depth(x: Features) -> int:
 def _score(a: Features, b: Features, name_a: str, name_b: str, metric: str, knn_k: int, clip: float | None,
            clip_scope: str, permutations: int | None = None, alpha: float = 0.05, convention: str = "prhsim"):
     """:func:`prhsim.metrics.protocol_entry`, its one-line errors as usage problems."""
-
     try:
         return protocol_entry(a, b, name_a, name_b, metric=metric, knn_k=knn_k, clip_quantile=clip,
                               clip_scope=clip_scope, convention=convention, permutations=permutations, alpha=alpha)
     except ValueError as exc:
-        raise UsageProblem(str(exc)) from None
+        raise UsageProblem(_in_flags(str(exc))) from None
+
+
+def _in_flags(message: str) -> str:
+    """A library error in the command line's words (the argument ``knn_k`` is the option ``--knn-k``)."""
+    return "--knn-k" + message[len("knn_k"):] if message.startswith("knn_k must be in") else message
 
 
 #: Peak memory of reading a feature file, in multiples of its size on disk (the reader's copy and the float32 array;
@@ -299,7 +302,7 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
                              clip_quantile=None if no_clip else clip, clip_scope=clip_scope, convention=convention,
                              permutations=permutations, alpha=alpha, progress=say)
         except ValueError as exc:
-            raise UsageProblem(str(exc)) from None
+            raise UsageProblem(_in_flags(str(exc))) from None
 
     def write(result, stage):
         cal = result.calibration

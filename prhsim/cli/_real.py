@@ -240,8 +240,10 @@ def eval_command(run, features, data, n_fit, permutations, alpha, as_json) -> No
     from prhsim.metrics import PRH_METRICS
 
     chance = result["chance"]
-    recall = [("r1_text_to_image", "R@1 text -> image", chance["r1"]), ("r5_text_to_image", "R@5 text -> image", chance["r5"]),
-              ("r1_image_to_text", "R@1 image -> text", chance["r1"]), ("r5_image_to_text", "R@5 image -> text", chance["r5"])]
+    recall = [("r1_text_to_image", "R@1 text -> image", chance["r1"]),
+              ("r5_text_to_image", "R@5 text -> image", chance["r5"]),
+              ("r1_image_to_text", "R@1 image -> text", chance["r1"]),
+              ("r5_image_to_text", "R@5 image -> text", chance["r5"])]
     lines = [(result[key], label, level, None) for key, label, level in recall]
     for name, value in result["metrics"].items():
         record = PRH_METRICS.get(name)

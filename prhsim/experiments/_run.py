@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prhsim._rng import RUN_PAIR_METRICS
 from prhsim import __version__
 from prhsim._budget import ResourceError, memory_limit
+from prhsim._rng import RUN_PAIR_METRICS
 from prhsim._types import Progress
 from prhsim.config import RunConfig
 from prhsim.experiments._checks import (

@@ -27,8 +27,8 @@ from typing import Any, Callable, Literal, NamedTuple
 import numpy as np
 from array_api_compat import array_namespace
 
-from prhsim._rng import RENDER_STANDARDISE
 from prhsim._budget import FLOAT, ensure_fits
+from prhsim._rng import RENDER_STANDARDISE
 from prhsim.worlds import ModalWorld, Modality, World, pair_sampler
 
 EncoderKind = Literal["tabular", "mlp"]

@@ -5,14 +5,14 @@ hard-whitening objective (the one the theorem covers, docs/theory.md §1.1) or
 LeJEPA's SIGReg objective (§7), on the exact pair law (full batch, no sampling
 noise) or on minibatches of B pairs from :func:`prhsim.worlds.pair_sampler`, for
 several seeds at once (``jax.vmap`` over the seed axis). What each objective
-computes is stated in :mod:`prhsim.learners._jax_runner`.
+computes is stated in its record, :mod:`prhsim.learners._objectives`.
 
 Randomness, per seed s (independent of how seeds are grouped and of ``log_every``):
 
 * init: ``jax.random.key(s)``;
 * minibatch pairs at step t: the (t+1)-th of consecutive ``pair_sampler(world).pairs(B, rng=gen)``
-  calls on seed s's one generator ``gen = default_rng([s, SGD_PAIRS])`` (:mod:`prhsim._rng`) (the final loss, at step
-  ``steps``, takes the next call's). They are drawn on the host in numpy, one chunk of
+  calls on seed s's one generator ``gen = default_rng([s, SGD_PAIRS])`` (:mod:`prhsim._rng`; the final
+  loss, at step ``steps``, takes the next call's). They are drawn on the host in numpy, one chunk of
   ``log_every`` steps at a time (:meth:`prhsim.worlds.PairSampler.batches_for`: one
   ``gen.random`` call per seed and one alias-table lookup for all the seeds; the same pairs
   as the consecutive calls), the next chunk while the current one runs, and fed to one
@@ -54,9 +54,9 @@ from prhsim.learners._train_parts import (
     build_encoder,
     check_finite,
     check_request,
-    reference_distances,
     draw_pairs,
     learner_seed,
+    reference_distances,
     representation,
 )
 from prhsim.objectives import draw_directions

@@ -40,8 +40,8 @@ from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
-from prhsim._rng import TEXT_PAIRS
 from prhsim._budget import ensure_fits
+from prhsim._rng import TEXT_PAIRS
 from prhsim.learners._losses import SGDObjective
 from prhsim.learners._objectives import OBJECTIVES, LossContext, objective_record
 from prhsim.learners._optimiser import Optimiser, positive_int, scan_steps

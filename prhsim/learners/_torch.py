@@ -41,9 +41,9 @@ from prhsim.learners._train_parts import (
     build_encoder,
     check_finite,
     check_request,
-    reference_distances,
     draw_pairs,
     learner_seed,
+    reference_distances,
     representation,
 )
 from prhsim.learners._evaluate import trace_covariance

@@ -103,7 +103,7 @@ def protocol_entry(a: Stack, b: Stack, name_a: str, name_b: str, *, metric: str 
         raise ValueError(f"{name_a} has {n:,} samples and {name_b} {_samples(b):,}: "
                          "the protocol compares the same samples in both")
     if record.neighbours and not 1 <= knn_k < n:
-        raise ValueError(f"--knn-k must be in 1..{n - 1} for {n:,} samples, got {knn_k}")
+        raise ValueError(f"knn_k must be in 1..{n - 1} for {n:,} samples, got {knn_k}")
     try:
         if permutations:
             return calibrated_protocol(a, b, permutations=permutations, alpha=alpha, metric=metric, knn_k=knn_k,

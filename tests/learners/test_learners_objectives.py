@@ -64,9 +64,9 @@ def test_a_covered_objective_reaches_the_closed_form_on_exact_data(objective, wo
     optimum = closed_form(world, K)
     assert optimum.unique
     record = OBJECTIVES[objective]
-    config = (TrainConfig.preconditioned(optimum.eigenvalues, objective=objective, steps=600, log_every=20, tol=1e-7)
+    config = (TrainConfig.preconditioned(optimum.eigenvalues, objective=objective, steps=600, log_every=50, tol=1e-7)
               if record.eigen_residual else TrainConfig(objective=objective, steps=3000, lr=0.05, log_every=100))
-    result = train(world, K, config, seeds=(0, 1), reference=optimum)
+    result = train(world, K, config, seeds=(0,), reference=optimum)
     assert np.all(result.distance[:, -1] < 1e-5), result.distance[:, -1]
     assert np.allclose(_ky_fan_ratio(world, result.features[0], optimum.value), 1.0, atol=1e-8)
 

@@ -63,7 +63,7 @@ def render_learned(result: RunResult, console: Console) -> None:
         label = summary.learner if summary.lam is None else f"{summary.learner} (lam {summary.lam:g})"
         for m in summary.modalities:
             affine_blind = summary.learner in LEARNERS and LEARNERS[summary.learner].objective.affine_blind
-            cov = "n/a" if affine_blind else seed_spread_text(m.cov_error)  # e.g. whitening's loss: blind to the covariance
+            cov = "n/a" if affine_blind else seed_spread_text(m.cov_error)  # e.g. whitening: blind to the covariance
             data = f"{m.data}" + (f" (B = {m.batch_size})" if m.batch_size else "") + f", {summary.encoder}, {m.method}"
             s_theta = seed_spread_text(m.s_theta)
             if m.evaluated_on is not None:  # sampled: the largest bootstrap error of a seed

@@ -49,9 +49,9 @@ from typing import Annotated, Any, Callable, Literal, Sequence
 import numpy as np
 from pydantic import Field, model_validator
 
-from prhsim._rng import CAPTION_CHECK, CAPTION_RECORDS, CAPTION_TARGET
 from prhsim import __version__
 from prhsim._budget import ResourceError, ensure_fits
+from prhsim._rng import CAPTION_CHECK, CAPTION_RECORDS, CAPTION_TARGET
 from prhsim._types import Progress, as_progress
 from prhsim.config import CaptionConfig, GridSceneWorld, Settings, WorldConfig
 from prhsim.experiments._caption_alignment import (
