@@ -1,7 +1,7 @@
 """The pieces of the JAX learner: the optimiser and the jitted, seed-vmapped loop.
 
-The losses are :func:`prhsim.learners._losses.make_loss` (shared with the torch loop;
-what each objective computes is stated there) called on JAX arrays.
+The losses are :func:`prhsim.learners._losses.make_loss` (shared with the torch loop; what each objective
+computes is stated in its record, :mod:`prhsim.learners._objectives`) called on JAX arrays.
 
 The loop: the learners' one optimiser and step loop (:class:`prhsim.learners._optimiser.Optimiser`,
 :func:`~prhsim.learners._optimiser.scan_steps`: clipped AdamW on a warmup-cosine schedule, or
