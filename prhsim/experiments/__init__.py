@@ -115,7 +115,7 @@ _SWEEP_NAMES = {
     "restricted_encoder": "_restricted_encoder",
     "NtpCaResult": "_ntp_ca",
     "ntp_ca_sweep": "_ntp_ca",
-    "SampleEfficiency": "_sample_efficiency",
+    "SampleEfficiency": "_sample_efficiency_results",
     "sample_efficiency": "_sample_efficiency",
     "SampleRatioMap": "_sample_ratio",
     "sample_ratio_map": "_sample_ratio",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prhsim.experiments.report._figures import COLOURS
-from prhsim.experiments.sweeps._sample_efficiency import SampleEfficiency, chance_level
+from prhsim.experiments.sweeps._sample_efficiency_results import SampleEfficiency, chance_level
 from prhsim.experiments.sweeps._sample_ratios import RATIO_SIGNS
 from prhsim.io import new_figure
 
