@@ -25,8 +25,8 @@ from prhsim.metrics import Calibration, calibrate, metric_record, reported_metri
 #: Features of a modality at modal states ``z·|N| + n``: ``rows(states) -> (s, k)``.
 Rows = Callable[[np.ndarray], np.ndarray]
 
-#: States drawn per pair (capped at |Z|). The k-NN search is exact and unscreened here
-#: (``screen=False``): a bf16 screen pays only from 2048 rows and would import torch.
+#: States drawn per pair (capped at |Z|). Below the 2048 rows from which the registry's k-NN metrics screen in bf16
+#: (``metrics._knn_screen.MIN_ROWS``; the screen would import torch), so the run's search is exact and unscreened.
 SAMPLES = 2000
 #: The k of mutual k-NN (lowered to N/4 on small worlds).
 KNN_K = 10
