@@ -118,3 +118,12 @@ def test_the_run_reports_calibrated_pair_metrics_when_asked():
         assert p.metrics == q.metrics and p.chance == q.chance
         assert p.permutations is None and q.permutations == 49 and q.p_values == {"mutual_knn": 0.02, "linear_cka": 0.02}
         assert 0.9 < q.calibrated["linear_cka"] <= 1.0 and not p.calibrated and not p.p_values
+
+
+def test_the_run_draws_fewer_rows_than_the_bf16_screen_starts_at():
+    """The run's k-NN metrics go through the registry with the default screen choice; its sample stays below the
+    screen's first size, so the search is the exact one and a run never imports torch for it."""
+    from prhsim.experiments._pair_metrics import SAMPLES
+    from prhsim.metrics._knn_screen import MIN_ROWS
+
+    assert SAMPLES < MIN_ROWS
