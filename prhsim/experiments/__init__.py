@@ -3,8 +3,12 @@
 from prhsim.experiments._mismatch import KernelMismatch as KernelMismatch, kernel_mismatch as kernel_mismatch
 from prhsim.experiments._rotation import (
     MergePrediction as MergePrediction,
+    ModalityOutcome as ModalityOutcome,
+    PairOutcome as PairOutcome,
     RotationUniqueness as RotationUniqueness,
     merge_rule as merge_rule,
+    modality_outcome as modality_outcome,
+    pair_outcome as pair_outcome,
     predicted_rho as predicted_rho,
     rotation_uniqueness as rotation_uniqueness,
 )
@@ -63,6 +67,8 @@ __all__ = [
     "LearnerError",
     "merge_rule",
     "MergePrediction",
+    "modality_outcome",
+    "ModalityOutcome",
     "metric_bridge",
     "MetricBridge",
     "ntp_ca_sweep",
@@ -70,6 +76,8 @@ __all__ = [
     "pair_free_sweep",
     "PairFreeResult",
     "PairFreeSample",
+    "pair_outcome",
+    "PairOutcome",
     "plan_run",
     "time_class",
     "predicted_rho",

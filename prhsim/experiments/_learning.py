@@ -24,9 +24,10 @@ from prhsim._budget import ResourceError
 from prhsim._types import Progress
 from prhsim.config import RunConfig, TrainingSettings
 from prhsim.experiments._results import LearnedModality, LearnedPair, LearnerSummary
-from prhsim.experiments._rotation import RotationUniqueness
+from prhsim.experiments._rotation import ModalityOutcome, RotationUniqueness, modality_outcome, pair_outcome
 from prhsim.learners import (
     LEARNERS,
+    Representation,
     SGDLearner,
     TrainConfig,
     curve_rate,
@@ -35,7 +36,7 @@ from prhsim.learners import (
     exact_law,
     seed_spread,
 )
-from prhsim.metrics import coupled_comparison, whiten
+from prhsim.optima import Optimum
 from prhsim.worlds import World
 
 #: Modality i trains the seeds ``seed + s + MODALITY_SEED_STRIDE·i``: its own init and data stream, so the
@@ -95,12 +96,13 @@ def method(objective: str, data: str, training: TrainingSettings, encoder: str =
 
 
 def sgd_learner(objective: str, data: str, training: TrainingSettings, spectrum: Sequence[float] | None = None,
-                encoder: str | None = None):
+                encoder: str | None = None, reference: Optimum | None = None) -> SGDLearner:
     """The :class:`prhsim.learners.SGDLearner` that ``training`` describes for one objective and data mode.
 
     ``spectrum`` (the modality's ``μ_1 … μ_{k+1}``, e.g. its closed form's eigenvalues) sets
     precond's step and momentum (:meth:`prhsim.learners.TrainConfig.preconditioned`) unless
-    ``training.lr`` / ``training.momentum`` are given.
+    ``training.lr`` / ``training.momentum`` are given; ``reference`` (the modality's closed form) is what
+    the learner logs its distance to.
     """
 
     encoder = encoder or ("tabular" if training.encoder == "auto" else training.encoder)
@@ -111,50 +113,50 @@ def sgd_learner(objective: str, data: str, training: TrainingSettings, spectrum:
                   plateau=training.plateau)
     if method(objective, data, training, encoder) == "precond":
         given = {name: getattr(training, name) for name in ("lr", "momentum") if getattr(training, name) is not None}
-        return SGDLearner(TrainConfig.preconditioned(spectrum, **fields, **given))
+        return SGDLearner(TrainConfig.preconditioned(spectrum, **fields, **given), reference=reference)
     lr = training.lr or (EXACT_TABLE_LR if data == "exact" and encoder == "tabular" else DEFAULT_LR)
-    return SGDLearner(TrainConfig(lr=lr, **fields))
+    return SGDLearner(TrainConfig(lr=lr, **fields), reference=reference)
 
 
 def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[str], *,
           progress: Progress | None = None) -> list[LearnerSummary]:
-    """Train every objective on every modality of a closed-form ``outcome`` through the learner seam
-    (:meth:`prhsim.learners.SGDLearner.fit`, every seed at once) and compare (see the module docstring)."""
+    """Train every objective on every modality of a closed-form ``outcome`` through the learner seam (each
+    modality's :class:`prhsim.learners.SGDLearner`, called with every seed at once) and compare (module docstring).
+
+    Each seed's representations are compared across modalities by the closed form's own code
+    (:func:`prhsim.experiments.modality_outcome`, :func:`prhsim.experiments.pair_outcome`).
+    """
     say = progress or (lambda message: None)
     training = config.training
     seeds = tuple(config.seed + s for s in range(training.n_seeds))
     k = outcome.k
     encoder = encoder_for(training, [o.world for o in outcome.modalities])
+    base_p = outcome.modalities[0].world.base.p
     summaries = []
     for objective in objectives:
         start = time.perf_counter()
-        modalities, whitened = [], {}
+        modalities, compared = [], []
         for i, o in enumerate(outcome.modalities):
             data = data_mode(objective, o.world, k, training, encoder)
-            learner = sgd_learner(objective, data, training, o.optimum.eigenvalues, encoder)
+            learner = sgd_learner(objective, data, training, o.optimum.eigenvalues, encoder, reference=o.optimum)
             say(f"learner {objective}: {o.name} ({data}, {encoder}, {learner.config.method}, "
                 f"{training.n_seeds} seed(s), up to {training.steps} steps)")
             try:
-                result = learner.fit(o.world, k, centred=outcome.centred, seeds=modality_seeds(seeds, i),
-                                     reference=o.optimum)
+                rep = learner(o.world, k, centred=outcome.centred, seeds=modality_seeds(seeds, i))
             except ResourceError:
                 raise
             except ValueError as exc:  # divergence, or exact data this world cannot list
                 raise LearnerError(f"learner {objective} on {o.name}: {exc}") from None
-            modalities.append(_modality(o.name, data, result, o.world, o.optimum, outcome.centred))
-            whitened[o.name] = ([None] * len(seeds) if result.states is not None else
-                                _whitened(result.features, result.collapsed, o.world.p, outcome.centred))
+            modalities.append(_modality(o.name, data, rep.result, o.world, o.optimum, outcome.centred))
+            compared.append([_compared(rep.seed(s), o, k, outcome.centred, base_p) for s in range(rep.n_seeds)])
         pairs = []
         closed_pairs = {(p.a, p.b): p for p in outcome.pairs}
-        by_name = {o.name: o for o in outcome.modalities}
-        base_p = outcome.modalities[0].world.base.p
-        for a, b in combinations([o.name for o in outcome.modalities], 2):
-            rho = [None if Fa is None or Fb is None else
-                   coupled_comparison(Fa, by_name[a].world.modality.nuisance, Fb,
-                                      by_name[b].world.modality.nuisance, base_p).rho_p
-                   for Fa, Fb in zip(whitened[a], whitened[b])]
-            pairs.append(LearnedPair(a=a, b=b, rho_p=rho, predicted_rho_p=closed_pairs[(a, b)].predicted_rho,
-                                     closed_form_rho_p=closed_pairs[(a, b)].comparison.rho_p))
+        for (a, seeds_a), (b, seeds_b) in combinations(zip(outcome.modalities, compared), 2):
+            rho = [None if A is None or B is None else pair_outcome(A, B, k, base_p).comparison.rho_p
+                   for A, B in zip(seeds_a, seeds_b)]
+            closed = closed_pairs[(a.name, b.name)]
+            pairs.append(LearnedPair(a=a.name, b=b.name, rho_p=rho, predicted_rho_p=closed.predicted_rho,
+                                     closed_form_rho_p=closed.comparison.rho_p))
         summaries.append(LearnerSummary(
             learner=objective, encoder=encoder, steps=training.steps, seeds=list(seeds),
             lam=training.lam if LEARNERS[objective].objective.weighted else None,
@@ -163,18 +165,15 @@ def learn(config: RunConfig, outcome: RotationUniqueness, objectives: Sequence[s
     return summaries
 
 
-def _whitened(features: np.ndarray, collapsed: np.ndarray, p: np.ndarray, centred: bool) -> list[np.ndarray | None]:
-    """Each seed's features whitened under p, or None for a collapsed seed (no cross-modal ρ_P then)."""
-    out = []
-    for F, dead in zip(features, collapsed):
-        if dead:
-            out.append(None)
-            continue
-        try:
-            out.append(whiten(F, p, centre=centred))
-        except ValueError:  # a singular covariance: collapsed
-            out.append(None)
-    return out
+def _compared(rep: Representation, closed: ModalityOutcome, k: int, centred: bool,
+              base_p: np.ndarray) -> ModalityOutcome | None:
+    """One seed's representation of a modality as the closed form's comparison sees it, or None when it cannot be
+    compared across modalities: evaluated on a sample of states only, or collapsed."""
+    if rep.states is not None or rep.info.get("collapsed", False):
+        return None
+    learned = modality_outcome(rep, k, centred, base_p, name=closed.name, view=closed.view, world=closed.world,
+                               injectivity=closed.injectivity, predicted=closed.predicted)
+    return None if learned.collapsed else learned
 
 
 def _modality(name: str, data: str, result, world: World, optimum, centred: bool) -> LearnedModality:

@@ -290,23 +290,41 @@ def rotation_uniqueness(
         predicted = merge_rule(base_values, view, modality.n_nuisance, k, centred=centred)
         common = dict(name=modality.name, view=view, world=world, injectivity=report, predicted=predicted)
         rep = learner(world, k, centred=centred, rng=stream)
-        if rep.factor is not None:
-            outcomes.append(_factor_outcome(rep, k, common))
-        else:
-            outcomes.append(_table_outcome(world, k, centred, rep, learner, base.p, common))
+        if rep.n_seeds != 1:
+            raise ValueError(f"learner {learner.name!r} returned {rep.n_seeds} seeds for one call without seeds; "
+                             "rotation_uniqueness compares one representation per modality")
+        outcomes.append(modality_outcome(rep, k, centred, base.p, **common))
     pairs = []
     for a, b in combinations(outcomes, 2):
         say(f"compare: {a.name} vs {b.name}")
-        if a.factor is not None and b.factor is not None:
-            comp = factor_comparison(a.factor, b.factor)
-        else:
-            comp = coupled_comparison(a.features, a.world.modality.nuisance, b.features, b.world.modality.nuisance,
-                                      base.p)
-        pred = predicted_rho(k, a.predicted.nuisance_free, b.predicted.nuisance_free)
-        if not (a.unique and b.unique) or a.collapsed or b.collapsed:
-            pred = None
-        pairs.append(PairOutcome(a.name, b.name, comp, pred))
+        pairs.append(pair_outcome(a, b, k, base.p))
     return RotationUniqueness(k, centred, base_opt.eigenvalues, base_opt.gap, tuple(outcomes), tuple(pairs))
+
+
+def modality_outcome(rep: Representation, k: int, centred: bool, p_z: np.ndarray, *, name: str, view: View,
+                     world: ModalWorld, injectivity: InjectivityReport, predicted: MergePrediction) -> ModalityOutcome:
+    """One modality's outcome from one seed of a representation (``rep.seed(i)``): in factor space from the factor
+    Grams, else from the table, whitened under p first when it is not the closed form's (docs/theory.md §2)."""
+    if rep.n_seeds != 1:
+        raise ValueError(f"compare one seed at a time (rep.seed(i)); learner {rep.learner!r} gave {rep.n_seeds}")
+    rep = rep.seed(0)  # its own info (loss, collapsed) merged with the learner's
+    common = dict(name=name, view=view, world=world, injectivity=injectivity, predicted=predicted)
+    if rep.factor is not None:
+        return _factor_outcome(rep, k, common)
+    return _table_outcome(world, k, centred, rep, p_z, common)
+
+
+def pair_outcome(a: ModalityOutcome, b: ModalityOutcome, k: int, p_z: np.ndarray) -> PairOutcome:
+    """Two modalities compared through the pairs sharing z (in factor space when both are), with the predicted
+    ``ρ_P`` (None unless both optima are unique and neither collapsed)."""
+    if a.factor is not None and b.factor is not None:
+        comp = factor_comparison(a.factor, b.factor)
+    else:
+        comp = coupled_comparison(a.features, a.world.modality.nuisance, b.features, b.world.modality.nuisance, p_z)
+    pred = predicted_rho(k, a.predicted.nuisance_free, b.predicted.nuisance_free)
+    if not (a.unique and b.unique) or a.collapsed or b.collapsed:
+        pred = None
+    return PairOutcome(a.name, b.name, comp, pred)
 
 
 def _factor_outcome(rep: Representation, k: int, common: dict) -> ModalityOutcome:
@@ -322,17 +340,18 @@ def _factor_outcome(rep: Representation, k: int, common: dict) -> ModalityOutcom
                            whitening_error=F.whitening_error(), info=rep.info, factor=F, representation=rep)
 
 
-def _table_outcome(world: ModalWorld, k: int, centred: bool, rep: Representation, learner: Learner, p_z: np.ndarray,
+def _table_outcome(world: ModalWorld, k: int, centred: bool, rep: Representation, p_z: np.ndarray,
                    common: dict) -> ModalityOutcome:
-    """One modal world represented by ``learner`` as a table over every modal state."""
-    if rep.features.shape != (world.n, k):
-        raise ValueError(f"learner {learner.name!r} returned features of shape {rep.features.shape}, "
-                         f"expected ({world.n}, {k})")
+    """One modal world represented as a table over every modal state (one seed)."""
+    raw = rep.table(0)
+    if rep.states is not None or raw.shape != (world.n, k):
+        shape = raw.shape if rep.states is None else f"{raw.shape} on a sample of states"
+        raise ValueError(f"learner {rep.learner!r} returned features of shape {shape}, expected ({world.n}, {k})")
     collapsed = bool(rep.info.get("collapsed", False))
-    F = rep.features
+    F = raw
     if rep.optimum is None:
         try:
-            F = whiten(rep.features, world.p, centre=centred)
+            F = whiten(raw, world.p, centre=centred)
         except ValueError:  # a singular covariance: the representation collapsed
             collapsed = True
     predicted = common["predicted"]
@@ -340,7 +359,7 @@ def _table_outcome(world: ModalWorld, k: int, centred: bool, rep: Representation
     return ModalityOutcome(
         **common, learner=rep.learner, optimum=rep.optimum, unique=unique,
         nuisance_free=nuisance_free_dimension(F, world.modality.nuisance, p_z),
-        loss=alignment_loss(world, F), whitening_error=whitening_error(world, rep.features),
-        collapsed=collapsed, info=rep.info, table=F, raw=None if rep.optimum is not None else rep.features,
+        loss=alignment_loss(world, F), whitening_error=whitening_error(world, raw),
+        collapsed=collapsed, info=rep.info, table=F, raw=None if rep.optimum is not None else raw,
         representation=rep,
     )

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from prhsim._budget import ensure_fits
+from prhsim.learners._driver import drive
 from prhsim.learners._encoders import mlp_apply, mlp_init
 from prhsim.learners._optimiser import Optimiser, positive_int, scan_steps
 from prhsim.worlds import CaptionLaw
@@ -112,8 +113,8 @@ def _logits(params: Any, r: Any, prefix: Any, t: Any, length: int, n_ids: int) -
 
 
 @functools.lru_cache(maxsize=16)
-def _trainer(config: DecoderConfig, length: int, vocab: int, blocks: int):
-    """The jitted training loop: ``blocks`` scans of ``steps // blocks`` steps, the mean loss of each."""
+def _trainer(config: DecoderConfig, length: int, vocab: int):
+    """The jitted training loop: one scan over a block of steps, its losses (1, steps) and their mean."""
     import jax
     import jax.numpy as jnp
 
@@ -139,7 +140,7 @@ def _trainer(config: DecoderConfig, length: int, vocab: int, blocks: int):
 
     def run(params: Any, state: Any, keys: Any, table: Any, captions: Any, cdf: Any) -> tuple[Any, Any, Any]:
         params, state, values = steps(params, state, keys, table, captions, cdf)
-        return params, state, values.mean()
+        return params, state, (values[None], values.mean())
 
     return jax.jit(opt.init), jax.jit(run)
 
@@ -189,23 +190,28 @@ def train_caption_decoder(law: CaptionLaw, features: np.ndarray, config: Decoder
     T, V, k = law.length, law.vocab_size, int(F.shape[1])
     check_decoder(config, law, k)
     blocks = min(10, config.steps)
-    init_state, run = _trainer(config, T, V, blocks)
+    init_state, run = _trainer(config, T, V)
     key, sub = jax.random.split(jax.random.key(int(seed)))
     params = mlp_init(sub, k + T * (V + 1) + T, V, config.hidden)
-    state = init_state(params)
     cdf = jnp.asarray(np.cumsum(np.outer(law.p, law.q).ravel()), dtype=jnp.float32)
     table, tokens = jnp.asarray(F, dtype=jnp.float32), jnp.asarray(captions)
-    sizes = np.diff(np.linspace(0, config.steps, blocks + 1).round().astype(int))
-    losses = []
-    for b, size in enumerate(sizes):
-        keys = jax.random.split(jax.random.fold_in(key, b), int(size))
-        params, state, value = run(params, state, keys, table, tokens, cdf)
-        value = float(value)
-        if not np.isfinite(value):
-            raise ValueError(f"decoder training diverged: the loss is not finite in steps {sizes[:b].sum()}.."
-                             f"{sizes[:b + 1].sum()} (lr={config.lr:g})")
-        losses.append(value)
-    return CaptionDecoder(config, int(seed), k, T, V, jax.tree.map(np.asarray, params), np.array(losses),
+    bounds = np.linspace(0, config.steps, blocks + 1).round().astype(int)
+    chunks = [np.arange(a, b) for a, b in zip(bounds, bounds[1:])]
+    means = []
+
+    def block(params: Any, state: Any, keys: Any) -> tuple[Any, Any, Any]:
+        params, state, (values, mean) = run(params, state, keys, table, tokens, cdf)
+        means.append(mean)
+        return params, state, values
+
+    def keys_of(steps: np.ndarray) -> Any:  # block b's keys: fold_in(key, b) split once per step
+        b = int(np.searchsorted(bounds, steps[0], side="right")) - 1
+        return None if b >= len(chunks) else jax.random.split(jax.random.fold_in(key, b), len(steps))
+
+    params = drive(block, params, init_state(params), chunks, keys_of, seeds=(int(seed),), lr=config.lr,
+                   what="decoder training").params
+    return CaptionDecoder(config, int(seed), k, T, V, jax.tree.map(np.asarray, params),
+                          np.array([float(mean) for mean in means]),
                           time.perf_counter() - start)
 
 

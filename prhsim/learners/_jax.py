@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -42,6 +42,7 @@ from prhsim.learners._convergence import (
     plateaued,
     residual_of,
 )
+from prhsim.learners._driver import check_losses, drive, initial_params, step_chunks
 from prhsim.learners._encoders import Encoder, RenderedInputs, rendered_encoder, rendered_inputs
 from prhsim.learners._evaluate import trace_covariance
 from prhsim.learners._exact_law import FactorLaw, exact_law, exact_tables
@@ -52,7 +53,6 @@ from prhsim.learners._train_config import EVAL_SAMPLE, TrainConfig
 from prhsim.learners._train_parts import (
     TrainResult,
     build_encoder,
-    check_finite,
     check_request,
     draw_pairs,
     learner_seed,
@@ -140,46 +140,45 @@ def train(world: World, k: int, config: TrainConfig | None = None, *, seeds: Seq
                 for key, value in data.items()}
 
     params = _initial_params(encoder, seeds, init_params, dtype)
-    state = run.init_state(params)
     reference_F = None if reference is None else reference.features(eval_states)
     residual_rule = objective_record(config.objective).eigen_residual and law is not None
     watch = _Watch(config, k, p, LawOperator(law, world.n) if residual_rule else None,
                    _next_eigenvalue(spectrum, reference, k), len(seeds))
-    logged, losses, distances = [], [], []
-    chunks = [np.arange(first, min(config.steps, first + config.log_every))
-              for first in range(0, config.steps, config.log_every)]
-    final_step = np.array([config.steps])
-    drawn = host_data(chunks[0])
-    stop_step, features = config.steps, None
-    for i, chunk in enumerate(chunks):
+    distances: list[np.ndarray] = []
+    features = None
+
+    def before(step: int, params: Any) -> bool:
+        """The stopping rule's measures at ``step``; False when every seed has stopped there (the last step logged)."""
+        nonlocal features
         if reference_F is not None or residual_rule:
             features = np.asarray(run.embed(params, eval_inputs), dtype=np.float64)
         if residual_rule:
-            watch.residual_at(int(chunk[0]), features)
-        if not watch.active.any():  # every seed stopped at this step: it is the last one logged
-            stop_step = int(chunk[0])
-            break
+            watch.residual_at(step, features)
+        if not watch.active.any():
+            return False
         if features is not None and reference_F is not None:
             distances.append(reference_distances(features, p, reference_F, reference.centred))
         watch.keep_measures()
         features = None  # the parameters move on: what was embedded here is not the end's
-        frozen = not watch.active.all()
-        before = (params, state)
-        params, state, values = run.run(params, state, device_data(drawn), shared)
-        if frozen:  # a stopped seed keeps its parameters: its result does not depend on the other seeds
-            params, state = _keep(watch.active, (params, state), before)
-        # the next chunk's data (after the last chunk, the final step's) is drawn while this chunk runs
-        drawn = host_data(chunks[i + 1] if i + 1 < len(chunks) else final_step)
-        values = np.asarray(values)
-        check_finite(values[watch.active], chunk, tuple(np.asarray(seeds)[watch.active]), config.lr)
-        logged.append(int(chunk[0]))
-        losses.append(values[:, 0])
+        return True
+
+    def hold(new: Any, old: Any) -> Any:
+        """A stopped seed keeps its parameters: its result does not depend on the other seeds."""
+        return new if watch.active.all() else _keep(watch.active, new, old)
+
+    def after(end: int, values: np.ndarray) -> None:
         if not residual_rule:
-            watch.plateau_after(int(chunk[-1]) + 1, values)
+            watch.plateau_after(end, values)
+
+    driven = drive(lambda params, state, data: run.run(params, state, device_data(data), shared),
+                   params, run.init_state(params), step_chunks(config.steps, config.log_every), host_data,
+                   seeds=seeds, lr=config.lr, before=before, after=after, live=lambda: watch.active, hold=hold)
+    params, stop_step = driven.params, driven.ended_at
+    logged, losses = list(driven.logged), [values[:, 0] for values in driven.losses]
     # the data of step stop_step: the first step of the chunk not run, or the final step's draw
-    last = device_data({key: value[0] if key == "t" else value[:, 0] for key, value in drawn.items()})
+    last = device_data({key: value[0] if key == "t" else value[:, 0] for key, value in driven.upcoming.items()})
     final = np.asarray(run.loss(params, last, shared))
-    check_finite(final[:, None], np.array([stop_step]), seeds, config.lr)
+    check_losses(final[:, None], np.array([stop_step]), seeds, config.lr)
     if features is None:  # (an early stop has embedded the final parameters already)
         features = np.asarray(run.embed(params, eval_inputs), dtype=np.float64)
     if not np.all(np.isfinite(features)):
@@ -314,31 +313,38 @@ def _select_seeds() -> Any:
 
 @dataclass(frozen=True)
 class SGDLearner:
-    """A trained encoder as a learner (``learner(world, k, centred=…, rng=…) -> Representation``).
+    """A trained encoder as a learner (``learner(world, k, centred=…, rng=…, seeds=…) -> Representation``).
 
-    ``rng`` picks the seed (an int, or a draw from ``check_rng(rng)``: a Generator, or seed 0's
-    generator for None); the representation's
-    features are the trained features of every state, and ``info`` holds the steps, the
-    seconds, the final loss, ``tr Cov`` and the collapse flag.
+    ``seeds`` trains one encoder per seed, all at once (vmapped); without them ``rng`` picks one seed
+    (an int, or a draw from ``check_rng(rng)``: a Generator, or seed 0's generator for None). The
+    representation's features are each seed's trained features of every state (of a sample of
+    states drawn from p, ``states``, for an MLP on rendered observations); ``info`` holds the steps
+    and the seconds, ``seed_info`` each seed's final loss, ``tr Cov`` and collapse, and ``result``
+    the whole :class:`TrainResult` (the logged losses, the distances to ``reference``, how each seed stopped).
 
     Attributes:
-        name: the learner's name (default: the objective's).
         config: the hyperparameters (``centred`` is taken from the call).
+        name: the learner's name (default: the objective's).
+        reference: the closed form of the world the learner is called on (same k), or None: the ``s_Θ``
+            to it is logged along training, and its eigenvalues bound the eigen-residual's ``s_Θ``.
     """
 
     config: TrainConfig = TrainConfig()
     name: str = ""
+    reference: Optimum | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name:
             object.__setattr__(self, "name", self.config.objective)
 
-    def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None) -> Representation:
-        return representation(self.name, self.fit(world, k, centred=centred, seeds=(learner_seed(rng),)))
+    def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None,
+                 seeds: Sequence[int] | None = None) -> Representation:
+        seeds = (learner_seed(rng),) if seeds is None else seeds
+        return representation(self.name, self.fit(world, k, centred=centred, seeds=seeds, reference=self.reference))
 
     def fit(self, world: World, k: int, *, centred: bool = True, seeds: Sequence[int] = (0,),
             reference: Optimum | None = None) -> TrainResult:
-        """Every seed trained at once (vmapped): the seam's multi-seed form, with the ``s_Θ`` to
+        """Every seed trained at once (vmapped), as a :class:`TrainResult`, with the ``s_Θ`` to
         ``reference`` (the closed form of ``world``) logged along training when given."""
         return train(world, k, replace(self.config, centred=bool(centred)), seeds=seeds, reference=reference)
 
@@ -348,7 +354,7 @@ def _initial_params(encoder: Encoder, seeds: tuple[int, ...], init_params: Any, 
     import jax.numpy as jnp
 
     if init_params is None:
-        return jax.vmap(encoder.init)(jnp.stack([jax.random.key(s) for s in seeds]))
+        return initial_params(encoder.init, seeds)
     expected = jax.eval_shape(jax.vmap(encoder.init), jnp.stack([jax.random.key(s) for s in seeds]))
     given = jax.tree.map(lambda a: jnp.asarray(a, dtype=dtype), init_params)
     if jax.tree.structure(given) != jax.tree.structure(expected) or any(

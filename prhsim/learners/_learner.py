@@ -1,9 +1,9 @@
 """The learner seam: anything that maps (world, k, rng) to a representation (docs/theory.md §1, §2).
 
-A *learner* is called as ``learner(world, k, centred=..., rng=...)`` and returns a
-:class:`Representation`: the features of every state of the world, what the learner
-knows about itself (``info``: steps, seconds, collapse, …), and, for the closed
-form, the :class:`Optimum` behind them. Experiments (rotation uniqueness, the run,
+A *learner* is called as ``learner(world, k, centred=..., rng=..., seeds=...)`` and returns a
+:class:`Representation`: the features of every state of the world for each seed (a seed axis
+first), what the learner knows about itself (``info``: steps, seconds; ``seed_info``: each seed's
+loss and collapse), and, for the closed form, the :class:`Optimum` behind them. Experiments (rotation uniqueness, the run,
 its checks) take a learner and compare what it returns; the closed form is one
 learner among several (the SGD learners train the objectives of this package).
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from functools import cached_property
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -32,82 +33,127 @@ from prhsim.optima import (
 from prhsim.worlds import World
 
 
+@dataclass(frozen=True, eq=False, init=False)
 class Representation:
-    """What a learner produced for one world: its features as a table, or in factor space.
+    """What a learner produced for one world, for each of its seeds: features as tables, or in factor space.
+
+    The leading axis of ``features`` is the seed: a learner called with S seeds returns S tables; a
+    learner that does not depend on a seed (the closed form) returns one (``seeds`` None).
 
     Attributes:
         learner: the learner's name ("closed", "whiten", "sigreg", …).
-        features: ``f(z)`` for every state, shape (n, k) (write-protected); for a representation
-            in factor space this materialises the table on first use (refused above
-            :data:`prhsim.optima.FEATURE_LIMIT` states: use ``factor.rows(states)``).
+        features: ``f(z)`` of every state for every seed, shape (S, n, k) (write-protected; a
+            single table (n, k) given is one seed); for a representation in factor space this
+            materialises the table on first use (refused above :data:`prhsim.optima.FEATURE_LIMIT`
+            states: use ``factor.rows(states)``).
         optimum: the closed-form optimum behind the features, when the learner is the closed form.
-        info: what the learner knows about itself (plain values: steps, seconds, collapsed, …).
-        factor: the features in factor space (docs/theory.md §6, "Factor space"), or None for a table.
+        info: what the learner knows about itself, shared by its seeds (plain values: steps, seconds, …).
+        factor: the features in factor space (docs/theory.md §6, "Factor space"), or None for tables.
+        seeds: the seeds along the leading axis, or None for a learner that does not depend on one.
+        seed_info: what the learner knows about each seed (loss, collapsed, …), one mapping per seed.
+        states: None when the rows are every state; else the states the rows are (a sample drawn
+            from p, each weighing 1/M, when the world is too large for a table).
+        result: the learner's own record of its training (e.g. :class:`prhsim.learners.TrainResult`), or None.
     """
 
-    __slots__ = ("learner", "optimum", "info", "factor", "_table")
+    learner: str
+    optimum: Optimum | None
+    info: Mapping[str, Any]
+    factor: FactorFeatures | None
+    seeds: tuple[int, ...] | None
+    seed_info: tuple[Mapping[str, Any], ...]
+    states: np.ndarray | None = field(repr=False)
+    result: Any = field(repr=False)
 
     def __init__(self, learner: str, features: np.ndarray | None = None, optimum: Optimum | None = None,
-                 info: Mapping[str, Any] | None = None, *, factor: FactorFeatures | None = None) -> None:
+                 info: Mapping[str, Any] | None = None, *, factor: FactorFeatures | None = None,
+                 seeds: Sequence[int] | None = None, seed_info: Sequence[Mapping[str, Any]] = (),
+                 states: np.ndarray | None = None, result: Any = None) -> None:
         if (features is None) == (factor is None):
             raise ValueError("a representation needs its features either as a table or in factor space (one of them)")
-        table = None
+        count = 1
         if features is not None:
             table = np.array(features, dtype=np.float64)
-            if table.ndim != 2:
-                raise ValueError(f"a representation's features must be a table (states x k), got shape {table.shape}")
+            if table.ndim == 2:
+                table = table[None]
+            if table.ndim != 3:
+                raise ValueError(f"a representation's features must be a table (states x k), or one per seed "
+                                 f"(seeds x states x k), got shape {table.shape}")
             if not np.all(np.isfinite(table)):
                 raise ValueError(f"learner {learner!r} produced features with NaN or inf")
             table.setflags(write=False)
+            self.__dict__["features"] = table  # the cached property's slot
+            count = table.shape[0]
+        if seeds is not None:
+            seeds = tuple(int(s) for s in seeds)
+            if len(seeds) != count:
+                raise ValueError(f"a representation of {count} table(s) names {len(seeds)} seed(s)")
+        elif count != 1:
+            raise ValueError(f"a representation of {count} tables must name their seeds")
+        seed_info = tuple(dict(i) for i in seed_info) or tuple({} for _ in range(count))
+        if len(seed_info) != count:
+            raise ValueError(f"a representation of {count} table(s) has seed_info for {len(seed_info)}")
         for name, value in (("learner", learner), ("optimum", optimum), ("info", dict(info or {})),
-                            ("factor", factor), ("_table", table)):
+                            ("factor", factor), ("seeds", seeds), ("seed_info", seed_info), ("states", states),
+                            ("result", result)):
             object.__setattr__(self, name, value)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"a Representation is immutable (cannot set {name!r})")
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # pickle and deepcopy through the slots, not __setattr__
-        return _rebuilt, (self.learner, self.optimum, self.info, self.factor, self._table)
+    def __setstate__(self, state: dict[str, Any]) -> None:  # unpickling and deepcopy: the tables stay write-protected
+        self.__dict__.update(state)
+        if "features" in state:
+            state["features"].setflags(write=False)
 
     def __repr__(self) -> str:
         where = "factor space" if self.factor is not None else "table"
-        return f"Representation({self.learner!r}, k={self.k}, {where})"
+        seeds = "" if self.seeds is None else f", seeds={list(self.seeds)}"
+        return f"Representation({self.learner!r}, k={self.k}, {where}{seeds})"
+
+    @cached_property
+    def features(self) -> np.ndarray:
+        # only a factor-space representation gets here (a table is set on construction): materialise it once
+        n = int(np.prod(self.factor.shape, dtype=object))
+        if n > FEATURE_LIMIT:
+            raise ValueError(f"refusing to materialise the features of {n:,} states (limit {FEATURE_LIMIT:,}); "
+                             "use factor.rows(states)")
+        table = self.factor.table()[None]
+        table.setflags(write=False)
+        return table
 
     @property
-    def features(self) -> np.ndarray:
-        if self._table is None:
-            n = int(np.prod(self.factor.shape, dtype=object))
-            if n > FEATURE_LIMIT:
-                raise ValueError(f"refusing to materialise the features of {n:,} states (limit {FEATURE_LIMIT:,}); "
-                                 "use factor.rows(states)")
-            table = self.factor.table()
-            table.setflags(write=False)
-            object.__setattr__(self, "_table", table)
-        return self._table
+    def n_seeds(self) -> int:
+        return 1 if self.seeds is None else len(self.seeds)
 
     @property
     def k(self) -> int:
-        return self.factor.k if self.factor is not None else int(self._table.shape[1])
+        return self.factor.k if self.factor is not None else int(self.features.shape[2])
 
+    def table(self, index: int = 0) -> np.ndarray:
+        """The features of the ``index``-th seed as one table, (n, k) (write-protected)."""
+        return self.features[index]
 
-def _rebuilt(learner: str, optimum: Optimum | None, info: Mapping[str, Any], factor: FactorFeatures | None,
-             table: np.ndarray | None) -> Representation:
-    """A :class:`Representation` from its slots (unpickling: the table may be a materialised factor table)."""
-    rep = object.__new__(Representation)
-    for name, value in (("learner", learner), ("optimum", optimum), ("info", dict(info)), ("factor", factor),
-                        ("_table", table)):
-        object.__setattr__(rep, name, value)
-    if table is not None:
-        table.setflags(write=False)
-    return rep
+    def seed(self, index: int) -> "Representation":
+        """The ``index``-th seed alone: its table, with the shared ``info`` and that seed's own merged into ``info``."""
+        if not -self.n_seeds <= index < self.n_seeds:
+            raise IndexError(f"seed index {index} out of range for {self.n_seeds} seed(s)")
+        if self.seeds is None:
+            return self
+        return Representation(self.learner, self.features[index], self.optimum,
+                              {**self.info, **self.seed_info[index]}, seeds=(self.seeds[index],),
+                              states=self.states, result=self.result)
 
 
 class Learner(Protocol):
-    """``learner(world, k, *, centred, rng) -> Representation``, with a ``name``."""
+    """``learner(world, k, *, centred, rng, seeds) -> Representation``, with a ``name``.
+
+    ``seeds`` (distinct non-negative integers) asks for one representation per seed, stacked on the
+    features' leading axis; None asks for one, seeded from ``rng``. A learner that does not depend on
+    a seed returns one table whatever ``seeds`` says (``Representation.seeds`` None).
+    """
 
     name: str
 
-    def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None) -> Representation:
+    def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None,
+                 seeds: Sequence[int] | None = None) -> Representation:
         ...  # pragma: no cover - protocol
 
 
@@ -130,8 +176,8 @@ class ClosedFormLearner:
     Example:
         >>> from prhsim.worlds import ring
         >>> rep = ClosedFormLearner()(ring(8), 2)
-        >>> rep.learner, rep.features.shape, rep.optimum.unique
-        ('closed', (8, 2), True)
+        >>> rep.learner, rep.features.shape, rep.seeds, rep.optimum.unique
+        ('closed', (1, 8, 2), None, True)
     """
 
     tables: bool = False
@@ -139,7 +185,9 @@ class ClosedFormLearner:
     spectra: FactorSpectra = field(default_factory=FactorSpectra, compare=False, repr=False)
     name: str = "closed"
 
-    def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None) -> Representation:
+    def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None,
+                 seeds: Sequence[int] | None = None) -> Representation:
+        """The closed form of ``world`` (``seeds`` is ignored: it depends on none; ``rng`` breaks ties only)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TieWarning)  # a tie is recorded in the optimum, not warned per modality
             opt = closed_form(world, k, centred=centred, rng=rng, spectra=self.spectra)

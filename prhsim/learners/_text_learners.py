@@ -42,6 +42,7 @@ import numpy as np
 
 from prhsim._budget import ensure_fits
 from prhsim._rng import TEXT_PAIRS
+from prhsim.learners._driver import check_losses, check_seeds, drive, initial_params, step_chunks
 from prhsim.learners._losses import SGDObjective
 from prhsim.learners._objectives import OBJECTIVES, LossContext, objective_record
 from prhsim.learners._optimiser import Optimiser, positive_int, scan_steps
@@ -220,10 +221,7 @@ def _init(key: Any, law: CaptionLaw, k: int, config: TextConfig) -> Any:
 
 def _initial_params(law: CaptionLaw, k: int, config: TextConfig, seeds: tuple[int, ...]) -> Any:
     """Every seed's initial parameters, stacked on a leading seed axis (seed s from ``jax.random.key(s)``)."""
-    import jax
-    import jax.numpy as jnp
-
-    return jax.vmap(lambda key: _init(key, law, k, config))(jnp.stack([jax.random.key(s) for s in seeds]))
+    return initial_params(lambda key: _init(key, law, k, config), seeds)
 
 
 def check_text_batches(config: TextConfig, length: int, n_seeds: int, *, n_ids: int | None = None,
@@ -301,9 +299,7 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
 
     start = time.perf_counter()
     config = config or TextConfig()
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct non-negative integers, got {seeds}")
+    seeds = check_seeds(seeds)
     if len(records) != len(seeds):
         raise ValueError(f"one set of records per seed: {len(records)} sets for {len(seeds)} seeds")
     if isinstance(k, bool) or int(k) != k or k < 1:
@@ -333,19 +329,15 @@ def train_text(law: CaptionLaw, records: Sequence[Records], k: int, config: Text
             return data
 
         params = jax.tree.map(lambda a: a[s], stacked)
-        state = init_state(params)
-        logged, losses = [], []
-        for first in range(0, config.steps, config.log_every):
-            count = min(config.log_every, config.steps - first)
-            params, state, values = run(params, state, chunk_data(first, count))
-            values = np.asarray(values)
-            _check_finite(values[None], first, (seed,), config)
-            logged.append(first)
-            losses.append(values[0])
-        final = float(np.asarray(loss_of(params, jax.tree.map(lambda a: a[0], chunk_data(config.steps, 1)))))
-        _check_finite(np.array([[final]]), config.steps, (seed,), config)
-        logged.append(config.steps)
-        losses.append(final)
+        driven = drive(lambda params, state, data: _one_seed(run(params, state, data)), params, init_state(params),
+                       step_chunks(config.steps, config.log_every),
+                       lambda steps: chunk_data(int(steps[0]), len(steps)), seeds=(seed,), lr=config.lr,
+                       what=f"{config.label}: training")
+        params = driven.params
+        final = np.asarray(loss_of(params, jax.tree.map(lambda a: a[0], driven.upcoming)))
+        check_losses(final.reshape(1, 1), np.array([config.steps]), (seed,), config.lr, what=f"{config.label}: training")
+        logged = driven.logged + [config.steps]
+        losses = [float(values[0, 0]) for values in driven.losses] + [float(final)]
         finals.append(params)
         curves.append(losses)
     params = jax.tree.map(lambda *leaves: np.stack([np.asarray(leaf) for leaf in leaves]), *finals)
@@ -366,12 +358,10 @@ def initial_text(law: CaptionLaw, k: int, config: TextConfig, *, seeds: Sequence
                       np.full((len(seeds), 1), np.nan), count, tokens, 0.0)
 
 
-def _check_finite(values: np.ndarray, first: int, seeds: tuple[int, ...], config: TextConfig) -> None:
-    bad = np.argwhere(~np.isfinite(values))
-    if bad.size:
-        s, t = bad[0]
-        raise ValueError(f"{config.label}: training diverged, the loss is not finite at step {first + t} "
-                         f"for seed {seeds[s]} (lr={config.lr:g})")
+def _one_seed(out: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+    """One seed's chunk as the driver reads it: its losses on a leading seed axis, (1, L)."""
+    params, state, values = out
+    return params, state, values[None]
 
 
 @functools.lru_cache(maxsize=8)

@@ -34,12 +34,12 @@ import numpy as np
 from prhsim._rng import SGD_PAIRS, RngLike
 from prhsim.learners import _exact_law, _losses
 from prhsim.optima import Optimum
+from prhsim.learners._driver import check_losses
 from prhsim.learners._encoders import Encoder, mlp_apply, tabular_apply
 from prhsim.learners._train_config import TrainConfig
 from prhsim.learners._train_parts import (
     TrainResult,
     build_encoder,
-    check_finite,
     check_request,
     draw_pairs,
     learner_seed,
@@ -167,7 +167,7 @@ def _train_seed(world: World, k: int, config: TrainConfig, seed: int, params: An
             return loss(params, step, shared)
         except torch.linalg.LinAlgError as err:  # a singular covariance: JAX's solve returns non-finite values
             if values:  # an earlier non-finite loss of the chunk is named first
-                check_finite(torch.stack(values).cpu().numpy()[None], steps, (seed,), config.lr)
+                check_losses(torch.stack(values).cpu().numpy()[None], steps, (seed,), config.lr)
             raise ValueError(f"training diverged: the loss is undefined at step {t} for seed {seed} "
                              f"(lr={config.lr:g}): {err}") from err
 
@@ -187,12 +187,12 @@ def _train_seed(world: World, k: int, config: TrainConfig, seed: int, params: An
             opt.step()
             values.append(value.detach())
         values = torch.stack(values).cpu().numpy().astype(np.float64)
-        check_finite(values[None], chunk, (seed,), config.lr)
+        check_losses(values[None], chunk, (seed,), config.lr)
         losses.append(values[0])
     final_step = np.array([config.steps])
     with torch.no_grad():
         final = np.array([float(evaluate(step_data(final_step)[0], config.steps, [], final_step))])
-    check_finite(final[None], final_step, (seed,), config.lr)
+    check_losses(final[None], final_step, (seed,), config.lr)
     losses.append(final[0])
     F = features()
     if reference_F is not None:
@@ -261,9 +261,9 @@ def _stack(trees: list[Any]) -> Any:
 
 @dataclass(frozen=True)
 class TorchLearner:
-    """The torch loop as a learner (``learner(world, k, centred=…, rng=…) -> Representation``), as
-    :class:`prhsim.learners.SGDLearner`: ``rng`` picks the seed, ``info`` holds the steps, the seconds,
-    the final loss, ``tr Cov``, the collapse flag and the device.
+    """The torch loop as a learner (``learner(world, k, centred=…, rng=…, seeds=…) -> Representation``), as
+    :class:`prhsim.learners.SGDLearner`: ``seeds`` (or one seed picked by ``rng``), ``info`` with the steps,
+    the seconds and the device, ``seed_info`` with each seed's final loss, ``tr Cov`` and collapse.
 
     Attributes:
         config: the hyperparameters (``centred`` is taken from the call).
@@ -281,7 +281,9 @@ class TorchLearner:
         if not self.name:
             object.__setattr__(self, "name", self.config.objective)
 
-    def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None) -> Representation:
-        result = train_torch(world, k, replace(self.config, centred=bool(centred)), seeds=(learner_seed(rng),),
+    def __call__(self, world: World, k: int, *, centred: bool = True, rng: RngLike = None,
+                 seeds: Sequence[int] | None = None) -> Representation:
+        seeds = (learner_seed(rng),) if seeds is None else seeds
+        result = train_torch(world, k, replace(self.config, centred=bool(centred)), seeds=seeds,
                              device=self.device, dtype=self.dtype)
         return representation(self.name, result, device=str(self.device))

@@ -1,6 +1,6 @@
 """What the JAX and the torch SGD loops share: the result record (:class:`TrainResult`), the checked request, the
-encoder a configuration asks for, the minibatch draws, the divergence check and the distance to a reference, and the
-first seed of a result as a :class:`prhsim.learners.Representation` (docs/theory.md §1.1, §7)."""
+encoder a configuration asks for, the minibatch draws and the distance to a reference, and the
+a result as a :class:`prhsim.learners.Representation` (docs/theory.md §1.1, §7)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 from prhsim._budget import ensure_fits
 from prhsim._rng import RngLike, check_rng
 from prhsim.learners._convergence import StopReport
+from prhsim.learners._driver import check_seeds
 from prhsim.learners._encoders import Encoder, mlp_encoder, observation_inputs, tabular_encoder
 from prhsim.learners._evaluate import subspace_distance
 from prhsim.learners._learner import Representation
@@ -92,11 +93,12 @@ def learner_seed(rng: RngLike) -> int:
 
 
 def representation(name: str, result: TrainResult, **info: Any) -> Representation:
-    """The first seed of a training result as a :class:`Representation` (its info: steps, seconds, loss, collapse)."""
-    return Representation(name, result.features[0], info={
-        "steps": result.config.steps, "seconds": result.seconds, "seed": result.seeds[0],
-        "loss": float(result.loss[0, -1]), "trace_cov": float(result.trace_cov[0]),
-        "collapsed": bool(result.collapsed[0]), **info})
+    """Every seed of a training result as a :class:`Representation`: the features (S, n, k) (or of the sampled
+    states), the steps and seconds, and each seed's final loss, ``tr Cov`` and collapse; ``result`` kept whole."""
+    seed_info = [{"seed": seed, "loss": float(result.loss[s, -1]), "trace_cov": float(result.trace_cov[s]),
+                  "collapsed": bool(result.collapsed[s])} for s, seed in enumerate(result.seeds)]
+    return Representation(name, result.features, info={"steps": result.config.steps, "seconds": result.seconds, **info},
+                          seeds=result.seeds, seed_info=seed_info, states=result.states, result=result)
 
 
 def draw_pairs(sampler: PairSampler, B: int, steps: int, gens: Sequence[np.random.Generator]
@@ -128,25 +130,6 @@ def check_request(world: World, k: Any, config: TrainConfig | None, seeds: Seque
                     f"{config.num_directions} directions x {len(seeds)} seed(s)",
                     "use data='minibatch', fewer directions or fewer seeds")
     return config, seeds, k
-
-
-def check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
-    seeds = tuple(seeds)
-    if not seeds:
-        raise ValueError("seeds must name at least one seed")
-    for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
-            raise ValueError(f"seeds must be non-negative integers, got {s!r}")
-    return tuple(int(s) for s in seeds)
-
-
-def check_finite(values: np.ndarray, steps: np.ndarray, seeds: tuple[int, ...], lr: float) -> None:
-    bad = ~np.isfinite(values)
-    if np.any(bad):
-        cells = np.argwhere(bad)
-        s, j = cells[np.argmin(cells[:, 1])]  # the earliest step, then the first seed
-        raise ValueError(f"training diverged: the loss is {values[s, j]} at step {int(steps[j])} "
-                         f"for seed {seeds[s]} (lr={lr:g})")
 
 
 def reference_distances(features: Any, p: np.ndarray, reference: np.ndarray, centred: bool) -> np.ndarray:

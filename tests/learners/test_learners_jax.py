@@ -183,8 +183,8 @@ def test_bad_arguments_are_refused():
 def test_sgd_learner_returns_a_representation():
     learner = SGDLearner(TrainConfig(steps=200, lr=0.1, log_every=100))
     rep = learner(path(8), 2, rng=3)
-    assert rep.learner == "whiten" and rep.features.shape == (8, 2)
-    assert rep.info["seed"] == 3 and rep.info["steps"] == 200 and not rep.info["collapsed"]
+    assert rep.learner == "whiten" and rep.features.shape == (1, 8, 2) and rep.seeds == (3,)
+    assert rep.seed_info[0]["seed"] == 3 and rep.info["steps"] == 200 and not rep.seed_info[0]["collapsed"]
 
 
 def test_importing_the_learners_does_not_import_jax():

@@ -43,7 +43,7 @@ def test_the_default_learner_is_the_closed_form():
     for o, e, t in zip(out.modalities, explicit.modalities, tables.modalities):
         assert o.representation.learner == e.learner == t.learner == "closed" and o.optimum is not None
         assert o.factor is not None and t.factor is None  # tables=True: the full table instead
-        assert o.representation.factor is o.factor and t.representation.features is t.table
+        assert o.representation.factor is o.factor and np.shares_memory(t.representation.features, t.table)
         assert t.features is t.table  # the closed form is whitened already: compared as is
         np.testing.assert_allclose(o.features, t.features, atol=1e-13, rtol=0)
         np.testing.assert_array_equal(o.features, e.features)
@@ -90,12 +90,18 @@ def test_representation_validates_its_features():
         Representation("x", np.array([[np.nan]]))
     with pytest.raises(ValueError, match="must be a table"):
         Representation("x", np.zeros(3))
+    with pytest.raises(ValueError, match="2 tables must name their seeds"):
+        Representation("x", np.zeros((2, 3, 1)))
+    with pytest.raises(ValueError, match=r"2 table\(s\) names 3 seed\(s\)"):
+        Representation("x", np.zeros((2, 3, 1)), seeds=(0, 1, 2))
+    with pytest.raises(ValueError, match=r"seed_info for 1"):
+        Representation("x", np.zeros((2, 3, 1)), seeds=(0, 1), seed_info=[{}])
     with pytest.raises(ValueError, match="either as a table or in factor space"):
         Representation("x")
     rep = ClosedFormLearner()(view_world(path(9), codebook(9, 2, rng=1), good()), 2)
     with pytest.raises(ValueError, match="either as a table or in factor space"):
         Representation("x", rep.features, factor=rep.factor)
-    with pytest.raises(AttributeError, match="immutable"):
+    with pytest.raises(AttributeError, match="cannot assign"):
         rep.learner = "y"
 
 
@@ -201,7 +207,7 @@ def test_a_representation_pickles_and_copies_whole():
             assert again.learner == rep.learner and again.k == rep.k and (again.factor is None) == (rep.factor is None)
             np.testing.assert_array_equal(again.features, rep.features)
             assert not again.features.flags.writeable
-            with pytest.raises(AttributeError, match="immutable"):
+            with pytest.raises(AttributeError, match="cannot assign"):
                 again.learner = "x"
 
 
@@ -211,3 +217,36 @@ def test_a_run_with_tables_takes_a_learner_of_its_own():
                                                         "tables=true"])
     result = solve(config, build(config), learner=RotatedClosedForm())
     assert [m.learner for m in result.modalities] == ["rotated", "rotated"]
+
+
+def test_an_sgd_learner_returns_one_table_per_seed():
+    """The seed axis: seeds=(3, 5) gives two tables, the second that of a call with seed 5 alone (seeds train
+    independently of how they are grouped), each seed's own info, and the whole training record."""
+    from prhsim.learners import SGDLearner, TrainConfig
+    from prhsim.worlds import ring
+
+    learner = SGDLearner(TrainConfig(steps=40, lr=0.1, log_every=20))
+    rep = learner(ring(12), 2, seeds=(3, 5))
+    assert rep.features.shape == (2, 12, 2) and rep.seeds == (3, 5) and rep.n_seeds == 2
+    assert rep.result.seeds == (3, 5) and rep.info["steps"] == 40 and "seed" not in rep.info
+    alone = learner(ring(12), 2, rng=5)
+    np.testing.assert_allclose(rep.table(1), alone.table(0), rtol=0, atol=1e-5)  # float32 steps, vmapped or not
+    second = rep.seed(1)
+    assert second.seeds == (5,) and second.info["seed"] == 5 and second.info["steps"] == 40
+    assert second.info["loss"] == rep.seed_info[1]["loss"] == pytest.approx(float(rep.result.loss[1, -1]))
+    np.testing.assert_array_equal(second.features[0], rep.features[1])
+    with pytest.raises(IndexError, match="seed index 2 out of range for 2"):
+        rep.seed(2)
+
+
+def test_rotation_uniqueness_refuses_several_seeds_from_one_call():
+    class TwoSeeds:
+        name = "two"
+
+        def __call__(self, world, k, *, centred=True, rng=None, seeds=None):
+            F = ClosedFormLearner(tables=True)(world, k, centred=centred).table()
+            return Representation(self.name, np.stack([F, F]), seeds=(0, 1))
+
+    base = path(9)
+    with pytest.raises(ValueError, match="learner 'two' returned 2 seeds for one call without seeds"):
+        rotation_uniqueness(base, _modalities(base)[:1], [good()], 2, learner=TwoSeeds())

@@ -194,7 +194,7 @@ def test_torch_learner_in_the_experiments_seam():
     for m in out.modalities:
         rep = m.representation
         assert rep.learner == "whiten" and rep.info["device"] == "cpu" and not rep.info["collapsed"]
-        assert rep.info["steps"] == 600 and rep.features.shape == (m.world.n, 2)
+        assert rep.info["steps"] == 600 and rep.features.shape == (1, m.world.n, 2)
     assert out.pairs[0].comparison.rho_p < 1e-3
 
 
