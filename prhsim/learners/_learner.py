@@ -1,11 +1,12 @@
-"""The learner seam: anything that maps (world, k, rng) to a representation (docs/theory.md §1, §2).
+"""The learner seam: anything that maps (world, k, seeds) to a representation (docs/theory.md §1, §2).
 
 A *learner* is called as ``learner(world, k, centred=..., rng=..., seeds=...)`` and returns a
 :class:`Representation`: the features of every state of the world for each seed (a seed axis
-first), what the learner knows about itself (``info``: steps, seconds; ``seed_info``: each seed's
-loss and collapse), and, for the closed form, the :class:`Optimum` behind them. Experiments (rotation uniqueness, the run,
-its checks) take a learner and compare what it returns; the closed form is one
-learner among several (the SGD learners train the objectives of this package).
+first), what the learner knows about itself (``info``: steps, seconds; ``seed_info``: each
+seed's loss and collapse), and, for the closed form, the :class:`Optimum` behind them.
+Experiments (rotation uniqueness, the run, its checks) take a learner and compare what it
+returns, one seed at a time; the closed form is one learner among several (the SGD learners
+train the objectives of this package).
 
 Learned features need not be whitened: experiments whiten them under p before any
 comparison (docs/theory.md §2, "learned embeddings"). The closed form's are whitened.
