@@ -222,6 +222,8 @@ def test_a_run_with_tables_takes_a_learner_of_its_own():
 def test_an_sgd_learner_returns_one_table_per_seed():
     """The seed axis: seeds=(3, 5) gives two tables, the second that of a call with seed 5 alone (seeds train
     independently of how they are grouped), each seed's own info, and the whole training record."""
+    pytest.importorskip("jax", reason="the SGD learner trains in JAX (the jax extra)")
+    pytest.importorskip("optax", reason="the SGD learner trains with optax (the jax extra)")
     from prhsim.learners import SGDLearner, TrainConfig
     from prhsim.worlds import ring
 
