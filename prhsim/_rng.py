@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 
 RngLike = int | np.random.Generator | None
@@ -55,6 +58,9 @@ REAL_VIEWS = 13
 REAL_DROPOUT = 14
 
 # the sweeps (each in its own seed's namespace)
+#: A sweep cell's own stream: ``[seed, SWEEP_CELL, *words]``, the words a hash of the cell's coordinates
+#: (:func:`cell_stream`), so a cell's draws do not depend on where, or in what order, the cells run.
+SWEEP_CELL = 21
 #: The caption target (image features and the fitting split) of the sample-efficiency and sample-ratio sweeps:
 #: ``[seed, CAPTION_TARGET]``.
 CAPTION_TARGET = 0
@@ -72,3 +78,11 @@ CALIBRATION_NULL, CALIBRATION_VIEWS, CALIBRATION_WIDTH, CALIBRATION_DEPTH = 0, 1
 # ``[seed, t]`` (prhsim.objectives.draw_directions; at steps 1 and 2 its seed lists equal SGD_PAIRS' and
 # RENDER_STANDARDISE's for the same seed), a learned representation's bootstrap over m sampled states, ``[seed, m]``,
 # and the pair-free sweep's ``[base seed, seed]``.
+
+
+def cell_stream(seed: int, coordinates: dict) -> np.random.Generator:
+    """A sweep cell's generator: ``default_rng([seed, SWEEP_CELL, *w])``, ``w`` four 32-bit words of the SHA-256 of
+    the coordinates as sorted JSON (floats by their shortest repr), so equal coordinates give equal draws."""
+    digest = hashlib.sha256(json.dumps(coordinates, sort_keys=True).encode()).digest()
+    words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+    return np.random.default_rng([int(seed), SWEEP_CELL, *words])

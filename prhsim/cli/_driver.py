@@ -39,13 +39,18 @@ def print_notes(notes: list[str], *, quiet: bool, kind: str = "note", colour: st
 def drive(command: str, out_dir: Path, *, overwrite: bool, quiet: bool, as_json: bool,
           compute: Callable[[Progress], Any], write: Callable[[Any, Path], dict],
           report: Callable[[Any, Console], None], errors: tuple[type[Exception], ...] = (),
-          warnings: list[str] | None = None) -> Any:
+          warnings: list[str] | None = None, kept: Callable[[], str | None] | None = None) -> Any:
     """Run ``compute``, write the folder, report (module docstring); returns the result.
 
     ``errors``: exceptions of the library that are the user's (a one-line usage error, the
     first line of the message), beside ResourceError and OutputError. ``warnings``: filled by
-    ``compute``, printed on stderr after it (unless quiet).
+    ``compute``, printed on stderr after it (unless quiet). ``kept``: after a failure or an
+    interrupt, what the command keeps for a later run (appended to the one line), or None.
     """
+    def also() -> str:
+        note = kept() if kept is not None else None
+        return f"; {note}" if note else ""
+
     try:
         with bar_reporter(command, quiet=quiet) as say:
             result = compute(say)
@@ -53,9 +58,9 @@ def drive(command: str, out_dir: Path, *, overwrite: bool, quiet: bool, as_json:
             with staged_folder(out_dir, overwrite=overwrite) as stage:
                 document = write(result, stage)
     except (ResourceError, OutputError, *errors) as exc:
-        raise UsageProblem(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+        raise UsageProblem((str(exc).splitlines()[0] if str(exc) else type(exc).__name__) + also()) from None
     except KeyboardInterrupt:
-        click.echo(f"{command}: interrupted; nothing was written", err=True)
+        click.echo(f"{command}: interrupted; nothing was written{also()}", err=True)
         sys.exit(130)
     print_notes(warnings or [], quiet=quiet, kind="warning", colour="yellow")
     if as_json:

@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
+from prhsim._extras import missing, require
 from prhsim.cli._options import git_revision, memory_limit_option, parse_out, read_own_config
 from prhsim.config import ConfigError, format_validation_error, resolve_settings
 from prhsim.io import OutputError, check_out_folder, json_text, save_png
@@ -74,6 +75,8 @@ def _report(sweep: Any, result: Any, out: Console) -> None:
 
 def _common_options(sweep: Any, model: type[BaseModel]):
     """The options every sweep takes, then the click command of the function they decorate."""
+    from prhsim.experiments.sweeps import EXECUTORS
+
     def decorate(fn):
         for option in reversed((
             click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -87,6 +90,16 @@ def _common_options(sweep: Any, model: type[BaseModel]):
             click.option("--no-figures", is_flag=True, default=False, help="Skip the PNG figure."),
             click.option("--json", "as_json", is_flag=True, default=False, help="Print results.json to stdout instead."),
             click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors."),
+            click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+                         help="Cells computed at once: N local worker processes (with --executor ray, the CPUs of "
+                              "the Ray started for the sweep)."),
+            click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+                         help="Where the cells run: this machine's processes, or Ray (pip install 'prhsim[ray]')."),
+            click.option("--address", default=None, metavar="HOST:PORT",
+                         help="A running Ray cluster to send the cells to (with --executor ray)."),
+            click.option("--resume", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+                         help="Finish the sweep of --out DIR that stopped: its settings, and only the cells not "
+                              "yet in DIR.cells."),
         )):
             fn = option(fn)
         return click.command(sweep.name, help=f"{sweep.help}\n\nSettings: {', '.join(model.model_fields)} "
@@ -95,41 +108,77 @@ def _common_options(sweep: Any, model: type[BaseModel]):
 
 
 def _command(sweep: Any) -> click.Command:
+    from prhsim.experiments.sweeps import (
+        CellError,
+        CellStore,
+        cell_rows,
+        csv_text,
+        resumed_settings,
+        run_sweep,
+        settings_document,
+        write_parquet,
+    )
+
     model = sweep.settings_model()
 
-    def command(config_file, sets, out, overwrite, no_figures, as_json, quiet, **flags) -> None:
+    def command(config_file, sets, out, overwrite, no_figures, as_json, quiet, workers, executor, address, resume,
+                **flags) -> None:
         notes: list[str] = []
         try:
             sweep.check_requirements()
+            if address is not None and executor != "ray":
+                raise ValueError("--address names a Ray cluster: add --executor ray")
+            if executor == "ray":
+                require("prhsim sweep --executor ray", ("ray",), "ray")
+            if resume is not None and out is not None and Path(out).resolve() != resume.resolve():
+                raise ValueError(f"--resume {resume} finishes the sweep of that folder; drop --out {out}")
+            out_dir = resume or out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{sweep.name}")
             file_data = read_own_config(config_file, None, notes)
+            if resume is not None:  # the stopped sweep's settings, under --config and --set
+                file_data = {**resumed_settings(resume, sweep.name), **(file_data or {})}
             settings = resolve_settings(model, file_data, [*sets, *_shorthand(sweep, flags)])
-            out_dir = out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{sweep.name}")
             check_out_folder(out_dir, overwrite=overwrite)
             notes += sweep.notes(settings)
         except (ConfigError, OutputError, ValueError) as exc:
             raise UsageProblem(str(exc).splitlines()[0]) from None
         print_notes(notes, quiet=quiet)
         revision = git_revision()
+        store = CellStore.beside(out_dir, sweep.name, settings_document(settings))
 
         def compute(say):
             say("computing")
             try:
-                return sweep.run(settings, say)
+                store.start()
+                return run_sweep(sweep, settings, store, workers=workers, executor=executor, address=address,
+                                 say=say)
             except ValidationError as exc:  # settings a world model refuses (e.g. too many modalities)
                 raise ConfigError(format_validation_error(exc)) from None
 
-        def write(result, stage):
-            document = {"git_revision": revision, **result.model_dump(mode="json")}
+        def write(run, stage):
+            document = {"git_revision": revision, **run.result.model_dump(mode="json")}
             (stage / "results.json").write_text(json_text(document))
             (stage / "config.json").write_text(json_text({**settings.model_dump(mode="json"), "out": str(out_dir)}))
+            rows = cell_rows(run.cells, run.records)
+            (stage / "cells.csv").write_text(csv_text(rows))
+            if not missing(("pyarrow",)):
+                write_parquet(rows, stage / "cells.parquet")
             if not no_figures:
-
-                save_png(sweep.draw(result), stage / sweep.png)
+                save_png(sweep.draw(run.result), stage / sweep.png)
             return document
 
+        def report(run, console):
+            if run.reused:
+                console.print(f"reused {run.reused} of {len(run.cells)} cells from {store.folder}", highlight=False)
+            _report(sweep, run.result, console)
+
+        def kept():
+            count = store.count()
+            return (f"its {count} computed cell(s) stay in {store.folder}: the same command (or --resume {out_dir}) "
+                    "computes only the others") if count else None
+
         drive(f"prhsim sweep {sweep.name}", out_dir, overwrite=overwrite, quiet=quiet, as_json=as_json,
-              compute=compute, write=write, report=lambda result, console: _report(sweep, result, console),
-              errors=(ConfigError, ValueError))
+              compute=compute, write=write, report=report, errors=(ConfigError, ValueError, CellError), kept=kept)
+        store.remove()  # the folder is written whole: its cells are in results.json and cells.csv
 
     if not any(flag.name == "memory-limit" for flag in sweep.flags):  # a sweep with its own flag sets it in its settings
         command = memory_limit_option(command)

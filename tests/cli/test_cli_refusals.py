@@ -128,7 +128,11 @@ def test_a_full_disk_while_a_sweep_writes_is_one_line_and_leaves_nothing(tmp_pat
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"Error: no space left on the device of {out}"), res.output
     assert "were written before it filled" in lines[0] and "nothing was written" in lines[0]
-    assert list(tmp_path.iterdir()) == []  # neither the folder nor its staging sibling
+    assert f"its 1 computed cell(s) stay in {out}.cells: the same command (or --resume {out})" in lines[0]
+    assert list(tmp_path.iterdir()) == [tmp_path / "out.cells"]  # neither the folder nor its staging sibling
+    monkeypatch.undo()  # the disk has room again
+    resumed = CliRunner().invoke(main, ["sweep", "gap-sensitivity", "--resume", str(out), "--no-figures"])
+    assert "reused 1 of 1 cells" in resumed.output and (out / "results.json").exists()
 
 
 def test_a_full_disk_that_a_library_hides_is_still_one_line(tmp_path, monkeypatch):

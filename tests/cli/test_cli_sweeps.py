@@ -10,27 +10,8 @@ from click.testing import CliRunner
 from prhsim.cli import main
 from prhsim.experiments.sweeps import SWEEPS
 
-SMALL = {
-    "bad-view": ["--set", "eps_grid=[0.1, 0.5, 1.0]"],
-    "kernel-mismatch": ["--set", "worlds=2", "--set", "perturbations=[1e-3, 1e-2]"],
-    "gap-sensitivity": ["--set", "gaps=[0.0, 0.01]"],
-    "restricted-encoder": ["--set", "size=2"],
-    "metric-bridge": ["--set", "levels=4", "--set", "samples=200"],
-    "calibration": ["--set", "samples=64", "--set", "permutations=19", "--set", "n_seeds=6", "--set", "n_seeds_views=1",
-                    "--set", "n_seeds_confounders=2", "--set", "widths=[4, 16]", "--set", "depths=[1, 2]",
-                    "--set", "knn_k=5", "--set", "depth_width=4"],
-    "ntp-ca": ["--set", "strengths=[0.1, 1.0]", "--set", "worlds=1"],
-    "captioning": ["--set", "n_fits=[1, 5]", "--set", "n_seeds=1", "--set", "decoder_steps=50", "--set", "images=20",
-                   "--set", "pair_free_samples=200", "--set", 'text="view"', "--set", "world.size=3"],
-    "pair-free": ["--set", "gaps=[0.0, 0.07]", "--set", "sample_sizes=[1000]", "--set", "eps_grid=[1.0]", "--set", "n_seeds=1",
-                  "--set", "n=50", "--set", "base_samples=2000"],
-    "sigreg-weight": ["--lam", "0.01,0.1", "--steps", "50", "--seeds", "1", "--n", "12"],
-    "sample-ratio": ["--set", "x_values=[0.0, 0.5]", "--set", "y_values=[0.0, 1.0]", "--set", "budgets=[20, 60]",
-                     "--set", "n_draws=2", "--set", "k=4", "--set", "world.size=2", "--set", "world.objects=1",
-                     "--set", "min_span=5"],
-    "sample-efficiency": ["--budgets", "100,300", "--seeds", "1", "--set", "steps=40", "--set", "batch_size=64",
-                          "--set", "hidden=[16]", "--set", "world.size=2", "--set", "world.objects=1"],
-}
+#: Every sweep's tiny setting, from its registry record.
+SMALL = {name: list(sweep.smoke) for name, sweep in SWEEPS.items()}
 
 
 def _untimed(value):
@@ -46,7 +27,7 @@ def test_every_sweep_of_the_registry_is_a_command_and_is_tested():
     result = CliRunner().invoke(main, ["sweep", "--help"])
     assert result.exit_code == 0
     assert all(name in result.output for name in SWEEPS)
-    assert set(SMALL) == set(SWEEPS)
+    assert all(SMALL.values())
 
 
 @pytest.mark.parametrize("name", sorted(SWEEPS))

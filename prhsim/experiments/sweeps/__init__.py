@@ -9,10 +9,37 @@ a new sweep is its two modules and one line here. A record names its modules, wh
 imported only when the sweep runs or draws. ``_caption_scores`` (the captioning sweep's scores)
 and ``_sample_ratios`` (the sample-ratio reading of alignment curves) are libraries of sweeps,
 not sweeps.
+
+A sweep runs as cells (:mod:`._cells`: one cell for a sweep that declares none) on an executor
+(:mod:`._executors`: this process, local worker processes, or Ray), each finished cell kept in the
+cell folder for a resume; :mod:`._cell_table` writes one row per cell (``cells.csv``, ``cells.parquet``).
 """
 
 from prhsim._extras import JAX_MODULES
-from prhsim.experiments.sweeps._registry import Estimate as Estimate, Flag as Flag, Sweep as Sweep, comma_list, shape_list
+from prhsim.experiments.sweeps._registry import (
+    Estimate as Estimate,
+    Flag as Flag,
+    Sweep as Sweep,
+    comma_list,
+    shape_list,
+)
+from prhsim.experiments.sweeps._cells import (
+    Cell as Cell,
+    CellStore as CellStore,
+    resumed_settings as resumed_settings,
+    settings_document as settings_document,
+)
+from prhsim.experiments.sweeps._cell_table import (
+    cell_rows as cell_rows,
+    csv_text as csv_text,
+    write_parquet as write_parquet,
+)
+from prhsim.experiments.sweeps._executors import (
+    EXECUTORS as EXECUTORS,
+    CellError as CellError,
+    SweepRun as SweepRun,
+    run_sweep as run_sweep,
+)
 
 _S = "prhsim.experiments.sweeps."
 
@@ -20,22 +47,30 @@ _S = "prhsim.experiments.sweeps."
 #: Every sweep, in the order ``prhsim sweep --help`` lists them.
 SWEEPS: dict[str, Sweep] = {s.name: s for s in (
     Sweep("bad-view", _S + "_bad_view", "BadViewSweepSettings", _S + "_bad_view_figure:bad_view_figure",
-          "Bad views: the merge rule's predicted k_Z and rho_P against the closed form's, over eps."),
+          "Bad views: the merge rule's predicted k_Z and rho_P against the closed form's, over eps.",
+          smoke=('--set', 'eps_grid=[0.1, 0.5, 1.0]')),
     Sweep("kernel-mismatch", _S + "_kernel_mismatch", "KernelMismatchSweepSettings",
           _S + "_kernel_mismatch_figure:kernel_mismatch_figure",
-          "Kernel mismatch: observed drift against the Yu-Wang-Samworth and Davis-Kahan bounds."),
+          "Kernel mismatch: observed drift against the Yu-Wang-Samworth and Davis-Kahan bounds.",
+          smoke=('--set', 'worlds=2', '--set', 'perturbations=[1e-3, 1e-2]')),
     Sweep("gap-sensitivity", _S + "_gap_sensitivity", "GapSensitivitySettings",
           _S + "_gap_sensitivity_figure:gap_figure",
-          "Alignment error against the spectral gap; solvers disagree only at a tie."),
+          "Alignment error against the spectral gap; solvers disagree only at a tie.",
+          smoke=('--set', 'gaps=[0.0, 0.01]')),
     Sweep("restricted-encoder", _S + "_restricted_encoder", "RestrictedEncoderSettings",
           _S + "_restricted_encoder_figure:restricted_figure",
-          "Encoders linear in each rendering: how much Platonic alignment survives."),
+          "Encoders linear in each rendering: how much Platonic alignment survives.",
+          smoke=('--set', 'size=2')),
     Sweep("metric-bridge", _S + "_metric_bridge", "MetricBridgeSettings",
           _S + "_metric_bridge_figure:metric_bridge_figure",
-          "The theory's rho_P against mutual k-NN, CKA, CKNNA and R@1 over controlled misalignment."),
+          "The theory's rho_P against mutual k-NN, CKA, CKNNA and R@1 over controlled misalignment.",
+          smoke=('--set', 'levels=4', '--set', 'samples=200')),
     Sweep("calibration", _S + "_calibration", "CalibrationSettings", _S + "_calibration_figure:calibration_figure",
           "Raw against permutation-calibrated alignment scores where the answer is known: uniform null "
-          "p-values, good and bad views, and the width and layer-search confounders."),
+          "p-values, good and bad views, and the width and layer-search confounders.",
+          smoke=('--set', 'samples=64', '--set', 'permutations=19', '--set', 'n_seeds=6',
+                 '--set', 'n_seeds_views=1', '--set', 'n_seeds_confounders=2', '--set', 'widths=[4, 16]',
+                 '--set', 'depths=[1, 2]', '--set', 'knn_k=5', '--set', 'depth_width=4')),
     Sweep("sigreg-weight", _S + "_sigreg_weight", "SigregWeightSettings", _S + "_sigreg_weight_figure:sweep_figure",
           "SIGReg at every weight lam: collapse, distance to the closed form, cross-modal alignment. Any "
           "setting of prhsim run (world, modalities, views, training) applies; the default world is the "
@@ -63,7 +98,8 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
                  Flag("memory-limit", "memory_limit_gb", "Refuse a sweep whose estimated peak memory exceeds GB.",
                       metavar="GB", type=float)),
           figure_file="sigreg_weight.png",
-          requires=JAX_MODULES, extra="jax"),
+          requires=JAX_MODULES, extra="jax",
+          smoke=('--lam', '0.01,0.1', '--steps', '50', '--seeds', '1', '--n', '12')),
     Sweep("sample-efficiency", _S + "_sample_efficiency", "SampleEfficiencySettings",
           _S + "_sample_efficiency_figure:sample_efficiency_figure",
           "Good views, bad views and next-token prediction from finite samples: alignment with the pixel "
@@ -78,22 +114,33 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
                       "the sweep's scene (4x4 grid, 2 objects, 2 shapes, 2 colours; --set world.size=… "
                       "changes it); any other kind is refused.",
                       lambda value: None if value == "gridscene" else f'"{value}"', "KIND")),
-          requires=JAX_MODULES, extra="jax"),
+          requires=JAX_MODULES, extra="jax",
+          smoke=('--budgets', '100,300', '--seeds', '1', '--set', 'steps=40', '--set', 'batch_size=64',
+                 '--set', 'hidden=[16]', '--set', 'world.size=2', '--set', 'world.objects=1')),
     Sweep("sample-ratio", _S + "_sample_ratio", "SampleRatioSettings", _S + "_sample_ratio_figure:sample_ratio_figure",
           "A map of the predicted sample ratios (bad views and next-token prediction against good views) and of "
           "the closed forms' alignment over good views', over two properties of the captions (dependence, "
-          "omission, redundancy); learners confirm chosen cells."),
+          "omission, redundancy); learners confirm chosen cells.",
+          smoke=('--set', 'x_values=[0.0, 0.5]', '--set', 'y_values=[0.0, 1.0]', '--set', 'budgets=[20, 60]',
+                 '--set', 'n_draws=2', '--set', 'k=4', '--set', 'world.size=2', '--set', 'world.objects=1',
+                 '--set', 'min_span=5')),
     Sweep("ntp-ca", _S + "_ntp_ca", "NtpCaSettings", _S + "_ntp_ca_figure:ntp_ca_figure",
           "Next-token prediction: the whitened softmax optimum against correspondence analysis as the "
-          "dependence strength sigma_1 shrinks."),
+          "dependence strength sigma_1 shrinks.",
+          smoke=('--set', 'strengths=[0.1, 1.0]', '--set', 'worlds=1')),
     Sweep("pair-free", _S + "_pair_free", "PairFreeSettings", _S + "_pair_free_figure:pair_free_figure",
           "Alignment without cross-modal pairs: the map between two modalities from unpaired samples "
           "(spectral matching with each modality's own pairs, iterative matching on features alone) "
-          "against the gap, the sample size and eps."),
+          "against the gap, the sample size and eps.",
+          smoke=('--set', 'gaps=[0.0, 0.07]', '--set', 'sample_sizes=[1000]', '--set', 'eps_grid=[1.0]',
+                 '--set', 'n_seeds=1', '--set', 'n=50', '--set', 'base_samples=2000')),
     Sweep("captioning", _S + "_captioning", "CaptioningSettings", _S + "_captioning_figure:captioning_figure",
           "Captioning through one rotation: a decoder trained on captions alone, the image side carried "
           "over by a rotation fitted on N_fit pairs (or none: the pair-free map).",
-          requires=("jax", "optax", "sacrebleu", "pycocoevalcap"), extra="captioning"),
+          requires=("jax", "optax", "sacrebleu", "pycocoevalcap"), extra="captioning",
+          smoke=('--set', 'n_fits=[1, 5]', '--set', 'n_seeds=1', '--set', 'decoder_steps=50', '--set', 'images=20',
+                 '--set', 'pair_free_samples=200', '--set', 'text="view"', '--set', 'world.size=3')),
 )}
 
-__all__ = ["SWEEPS", "Estimate", "Flag", "Sweep"]
+__all__ = ["SWEEPS", "Cell", "CellError", "CellStore", "EXECUTORS", "Estimate", "Flag", "Sweep", "SweepRun",
+           "cell_rows", "csv_text", "resumed_settings", "run_sweep", "settings_document", "write_parquet"]

@@ -37,7 +37,7 @@ import numpy as np
 from pydantic import Field
 
 from prhsim import __version__
-from prhsim._rng import RngLike, check_rng
+from prhsim._rng import RngLike, cell_stream, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import GridSceneWorld, RunConfig, Settings, WorldConfig
 from prhsim.experiments._record import Record
@@ -136,7 +136,9 @@ def bad_view_sweep(
         modalities: the modalities (all under the same view in a cell); None: the gridscene's three.
         eps_grid: the values of ε; 1 is the good view.
         k: number of features, or "auto" (K_Z's k, :func:`prhsim.optima.pick_k`).
-        rng: seeds the symbolic modality's maps (default world) and, one stream per ε, the cells.
+        rng: seeds the symbolic modality's maps (default world) and every cell: an int seed gives the cell at ε
+            the stream ``cell_stream(seed, {"eps": ε})`` (:func:`prhsim._rng.cell_stream`: the same wherever and
+            in whatever order the cells run); a Generator spawns one stream per ε instead.
         name: the world's name in the record (default: the gridscene's, or ``repr(base)``).
         progress: ``progress(message, done, total)`` once per ε and at the end (done and total in cells of ε).
 
@@ -159,45 +161,61 @@ def bad_view_sweep(
     modalities = tuple(modalities)
     if len(modalities) < 2:
         raise ValueError(f"bad_view_sweep needs at least two modalities to compare, got {len(modalities)}")
+    base_opt, base_values = _base(base, k)
+    say = as_progress(progress)
+    records = []
+    for i, e in enumerate(eps):
+        say(f"eps = {e:g} ({i + 1} of {len(eps)})", done=i, total=len(eps))
+        stream = cell_stream(seed, {"eps": e}) if seed is not None else streams[1 + i]
+        records.append(bad_view_cell(base, modalities, base_values, base_opt.k, e, stream))
+    say(f"{len(eps)} values of eps done", done=len(eps), total=len(eps))
+    return _reduce(records, base, modalities, base_opt, k, seed, name, time.perf_counter() - start)
+
+
+def _base(base: World, k: int | Literal["auto"]) -> tuple[Any, np.ndarray]:
+    """The base world's closed form (its k, gap and spectrum) and its uncentred top k+2 eigenvalues."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TieWarning)
         base_opt = closed_form(base, k)
-    k_used = base_opt.k
-    base_values = base_spectrum(base, k_used + 2)
-    kz_pred = {m.name: [] for m in modalities}
-    kz_obs = {m.name: [] for m in modalities}
-    unique = {m.name: [] for m in modalities}
-    pairs = {(a.name, b.name): ([], [], []) for a, b in combinations(modalities, 2)}
-    say = as_progress(progress)
-    for i, (e, stream) in enumerate(zip(eps, streams[1:])):
-        say(f"eps = {e:g} ({i + 1} of {len(eps)})", done=i, total=len(eps))
-        view = good() if e == 1.0 else bad(e)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TieWarning)
-            outcome = rotation_uniqueness(base, modalities, [view] * len(modalities), k_used, rng=stream)
-        cell_kz = {}
-        for m in outcome.modalities:
-            cell_kz[m.name] = determined_kz(base_values, e, m.world.n_nuisance, k_used)
-            kz_pred[m.name].append(cell_kz[m.name])
-            kz_obs[m.name].append(int(m.nuisance_free))
-            unique[m.name].append(bool(m.unique))
-        for pair in outcome.pairs:
-            pred, obs, s_theta = pairs[(pair.a, pair.b)]
-            pred.append(determined_rho(base_values, k_used, cell_kz[pair.a], cell_kz[pair.b]))
-            obs.append(float(pair.comparison.rho_p))
-            s_theta.append(float(pair.comparison.s_theta))
-    say(f"{len(eps)} values of eps done", done=len(eps), total=len(eps))
-    errors = [abs(o - p) for pred, obs, _ in pairs.values() for p, o in zip(pred, obs) if p is not None]
+    return base_opt, base_spectrum(base, base_opt.k + 2)
+
+
+def bad_view_cell(base: World, modalities: Sequence[Modality], base_values: np.ndarray, k: int, eps: float,
+                  rng: RngLike) -> dict[str, Any]:
+    """One cell: every modality under bad(ε) (good at ε = 1), its predicted and observed k_Z and uniqueness, and
+    every pair's predicted ρ_P, observed ρ_P and s_Θ (JSON values; ``rng`` breaks the closed form's ties)."""
+    view = good() if eps == 1.0 else bad(eps)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TieWarning)
+        outcome = rotation_uniqueness(base, modalities, [view] * len(modalities), k, rng=rng)
+    kz = {m.name: determined_kz(base_values, eps, m.world.n_nuisance, k) for m in outcome.modalities}
+    return {"eps": eps,
+            "modalities": {m.name: {"predicted_kz": kz[m.name], "observed_kz": int(m.nuisance_free),
+                                    "unique": bool(m.unique)} for m in outcome.modalities},
+            "pairs": {f"{p.a}-{p.b}": {"predicted_rho_p": determined_rho(base_values, k, kz[p.a], kz[p.b]),
+                                       "observed_rho_p": float(p.comparison.rho_p),
+                                       "observed_s_theta": float(p.comparison.s_theta)} for p in outcome.pairs}}
+
+
+def _reduce(records: Sequence[dict[str, Any]], base: World, modalities: Sequence[Modality], base_opt: Any,
+            k: int | Literal["auto"], seed: int | None, name: str, seconds: float) -> BadViewSweep:
+    """The sweep's record from its cells' (in the order of ε)."""
+    pairs = list(combinations([m.name for m in modalities], 2))
+    columns = {(a, b): [r["pairs"][f"{a}-{b}"] for r in records] for a, b in pairs}
+    errors = [abs(c["observed_rho_p"] - c["predicted_rho_p"]) for cells in columns.values() for c in cells
+              if c["predicted_rho_p"] is not None]
     return BadViewSweep(
-        prhsim_version=__version__, world=name, n_states=base.n, k=k_used, k_auto=k == "auto",
-        base_gap=float(base_opt.gap), base_spectrum=[float(v) for v in base_opt.eigenvalues], eps_grid=list(eps),
-        seed=seed,
-        modalities=[BadViewModality(name=m.name, n_nuisance=m.n_nuisance, predicted_kz=kz_pred[m.name],
-                                    observed_kz=kz_obs[m.name], unique=unique[m.name]) for m in modalities],
-        pairs=[BadViewPair(a=a, b=b, predicted_rho_p=pred, observed_rho_p=obs, observed_s_theta=s_theta)
-               for (a, b), (pred, obs, s_theta) in pairs.items()],
+        prhsim_version=__version__, world=name, n_states=base.n, k=base_opt.k, k_auto=k == "auto",
+        base_gap=float(base_opt.gap), base_spectrum=[float(v) for v in base_opt.eigenvalues],
+        eps_grid=[r["eps"] for r in records], seed=seed,
+        modalities=[BadViewModality(name=m.name, n_nuisance=m.n_nuisance,
+                                    **{key: [r["modalities"][m.name][key] for r in records]
+                                       for key in ("predicted_kz", "observed_kz", "unique")}) for m in modalities],
+        pairs=[BadViewPair(a=a, b=b, **{key: [c[key] for c in cells] for key in
+                                        ("predicted_rho_p", "observed_rho_p", "observed_s_theta")})
+               for (a, b), cells in columns.items()],
         max_error=max(errors) if errors else None,
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
     )
 
 
@@ -241,16 +259,43 @@ def estimate(s: BadViewSweepSettings) -> Any:
                                         f"({s.world.describe()}, {s.modalities} modalities)")
 
 
-def run(s: BadViewSweepSettings, say: Progress | None = None) -> Any:
-    """``prhsim sweep bad-view`` from its settings; ``say`` reports progress (counted in values of eps)."""
+def _setup(s: BadViewSweepSettings) -> Any:
     from prhsim.experiments._plan import plan_run
     from prhsim.experiments._run import build
 
     config = _config(s)
     plan_run(config)
-    setup = build(config)
+    return build(config)
+
+
+def run(s: BadViewSweepSettings, say: Progress | None = None) -> Any:
+    """``prhsim sweep bad-view`` from its settings; ``say`` reports progress (counted in values of eps)."""
+    setup = _setup(s)
     return bad_view_sweep(setup.base, setup.modalities, eps_grid=s.eps_grid or BAD_VIEW_EPS, k=s.k, rng=s.seed,
                           name=s.world.describe(), progress=say)
+
+
+def cells(s: BadViewSweepSettings) -> list[dict[str, float]]:
+    """One cell per value of ε."""
+    return [{"eps": e} for e in _check_eps(s.eps_grid or BAD_VIEW_EPS)]
+
+
+def cell(s: BadViewSweepSettings, coordinates: dict[str, float]) -> dict[str, Any]:
+    """The cell at ``coordinates["eps"]``, its ties broken by the cell's own stream (the seed and ε), with its seconds."""
+    start = time.perf_counter()
+    setup = _setup(s)
+    base_opt, base_values = _base(setup.base, s.k)
+    eps = float(coordinates["eps"])
+    record = bad_view_cell(setup.base, setup.modalities, base_values, base_opt.k, eps, cell_stream(s.seed, {"eps": eps}))
+    return {**record, "seconds": time.perf_counter() - start}
+
+
+def reduce(s: BadViewSweepSettings, records: list[dict[str, Any]]) -> BadViewSweep:
+    """The sweep's result from its cells (the same record as :func:`run`'s, seconds summed over the cells)."""
+    setup = _setup(s)
+    base_opt, _ = _base(setup.base, s.k)
+    return _reduce(records, setup.base, setup.modalities, base_opt, s.k, s.seed, s.world.describe(),
+                   sum(r["seconds"] for r in records))
 
 
 def summary(r: Any) -> list[str]:

@@ -143,24 +143,41 @@ def kernel_mismatch_sweep(
     n, k, worlds = int(n), int(k), int(worlds)
     perturbations = _check_perturbations(perturbations)
     seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
-    cells: list[list[MismatchCell]] = []
     total = worlds * len(perturbations)
+    rows = []
     for w, stream in enumerate(check_rng(rng).spawn(worlds)):
         say(f"world {w + 1} of {worlds}", done=w * len(perturbations), total=total)
-        world = random_world(n, rng=stream)
-        affinity = stream.uniform(size=(n, n))
-        affinity = (affinity + affinity.T) / 2
-        np.fill_diagonal(affinity, 0.0)
-        other = sinkhorn_world(affinity, world.p).Pi
-        row = []
-        for t in perturbations:
-            km = kernel_mismatch(world, FiniteWorld(world.p, (1.0 - t) * world.Pi + t * other), k)
-            row.append(MismatchCell(
-                world=w, perturbation=t, e_op=km.e_op, e_fro=km.e_fro, delta=km.delta, delta_prime=km.delta_prime,
-                sin_theta=km.sin_theta, residual=km.residual, yws_sin=_finite(km.yws_sin),
-                yws_residual=_finite(km.yws_residual), dk_sin=_finite(km.dk_sin), weyl_sin=_finite(km.weyl_sin)))
-        cells.append(row)
+        rows.append(mismatch_row(n, perturbations, k, w, stream))
     say(f"{worlds} worlds done", done=total, total=total)
+    return _reduce(rows, n, k, perturbations, seed, time.perf_counter() - start)
+
+
+def world_stream(seed: int, world: int) -> np.random.Generator:
+    """World ``world``'s generator: the ``world``-th child of the seed's (``check_rng(seed).spawn(worlds)[world]``
+    for any ``worlds`` above it), so a world's draws depend on the seed and its index alone."""
+    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(int(world),)))
+
+
+def mismatch_row(n: int, perturbations: Sequence[float], k: int, w: int, rng: np.random.Generator) -> list[MismatchCell]:
+    """World ``w`` (a random world and a second pair law on its p, from ``rng``) at every perturbation."""
+    world = random_world(n, rng=rng)
+    affinity = rng.uniform(size=(n, n))
+    affinity = (affinity + affinity.T) / 2
+    np.fill_diagonal(affinity, 0.0)
+    other = sinkhorn_world(affinity, world.p).Pi
+    row = []
+    for t in perturbations:
+        km = kernel_mismatch(world, FiniteWorld(world.p, (1.0 - t) * world.Pi + t * other), k)
+        row.append(MismatchCell(
+            world=w, perturbation=t, e_op=km.e_op, e_fro=km.e_fro, delta=km.delta, delta_prime=km.delta_prime,
+            sin_theta=km.sin_theta, residual=km.residual, yws_sin=_finite(km.yws_sin),
+            yws_residual=_finite(km.yws_residual), dk_sin=_finite(km.dk_sin), weyl_sin=_finite(km.weyl_sin)))
+    return row
+
+
+def _reduce(cells: list[list[MismatchCell]], n: int, k: int, perturbations: Sequence[float], seed: int | None,
+            seconds: float) -> KernelMismatchSweep:
+    """The sweep's record from every world's row (medians per perturbation, worst and median ratios per bound)."""
     flat = [c for row in cells for c in row]
     ratios: dict[str, list[float]] = {name: [] for name in (*BOUNDS, TRANSLATION)}
     for c in flat:
@@ -172,14 +189,15 @@ def kernel_mismatch_sweep(
             ratios[TRANSLATION].append(c.residual / (np.sqrt(2.0) * c.sin_theta))
     columns = list(zip(*cells))  # per perturbation
     return KernelMismatchSweep(
-        prhsim_version=__version__, n=n, k=k, worlds=worlds, perturbations=list(perturbations), seed=seed, cells=cells,
+        prhsim_version=__version__, n=n, k=k, worlds=len(cells), perturbations=list(perturbations), seed=seed,
+        cells=cells,
         median_e_op=[float(np.median([c.e_op for c in col])) for col in columns],
         median_sin_theta=[float(np.median([c.sin_theta for c in col])) for col in columns],
         median_residual=[float(np.median([c.residual for c in col])) for col in columns],
         median_bound={name: [_median_or_none([getattr(c, name) for c in col]) for col in columns] for name in BOUNDS},
         worst_ratio={name: float(max(v)) if v else None for name, v in ratios.items()},
         median_ratio={name: float(np.median(v)) if v else None for name, v in ratios.items()},
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
     )
 
 
@@ -219,6 +237,27 @@ def run(s: KernelMismatchSweepSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep kernel-mismatch`` from its settings; ``say`` reports progress (counted in cells)."""
     return kernel_mismatch_sweep(n=s.n, perturbations=s.perturbations or DEFAULT_PERTURBATIONS, k=s.k, worlds=s.worlds,
                                  rng=s.seed, progress=say)
+
+
+def cells(s: KernelMismatchSweepSettings) -> list[dict[str, int]]:
+    """One cell per random world (its perturbations share the world's kernels)."""
+    return [{"world": w} for w in range(s.worlds)]
+
+
+def cell(s: KernelMismatchSweepSettings, coordinates: dict[str, int]) -> dict[str, Any]:
+    """World ``coordinates["world"]`` at every perturbation, from its own stream (:func:`world_stream`)."""
+    start = time.perf_counter()
+    w = int(coordinates["world"])
+    row = mismatch_row(s.n, _check_perturbations(s.perturbations or DEFAULT_PERTURBATIONS), s.k, w,
+                       world_stream(s.seed, w))
+    return {"row": [c.model_dump(mode="json") for c in row], "seconds": time.perf_counter() - start}
+
+
+def reduce(s: KernelMismatchSweepSettings, records: list[dict[str, Any]]) -> KernelMismatchSweep:
+    """The sweep's result from its worlds' rows (seconds summed over the cells)."""
+    rows = [[MismatchCell.model_validate(c) for c in r["row"]] for r in records]
+    return _reduce(rows, s.n, s.k, _check_perturbations(s.perturbations or DEFAULT_PERTURBATIONS), s.seed,
+                   sum(r["seconds"] for r in records))
 
 
 def summary(r: Any) -> list[str]:

@@ -83,6 +83,7 @@ class Sweep:
         requires, extra: the optional modules the sweep needs and the extra that installs them: without them
             :meth:`run` raises a one-line ValueError, and the command refuses before any work
             (:meth:`check_requirements`).
+        smoke: command-line arguments of a tiny setting (seconds): what the tests run every sweep at.
     """
 
     name: str
@@ -94,6 +95,7 @@ class Sweep:
     figure_file: str | None = None
     requires: tuple[str, ...] = ()
     extra: str = ""
+    smoke: tuple[str, ...] = ()
 
     def check_requirements(self) -> None:
         """A one-line ValueError when a module of :attr:`requires` is missing."""
@@ -101,28 +103,29 @@ class Sweep:
 
         require(f"prhsim sweep {self.name}", self.requires, self.extra)
 
-    def _module(self) -> Any:
+    def module_object(self) -> Any:
+        """The sweep's module (imported on first use)."""
         return importlib.import_module(self.module)
 
     def settings_model(self) -> type[BaseModel]:
-        return getattr(self._module(), self.settings)
+        return getattr(self.module_object(), self.settings)
 
     def run(self, settings: BaseModel, say: Callable[..., None] | None = None) -> Any:
         """The sweep's result; ``say`` gets its progress (:func:`prhsim._types.as_progress`: a callable of the message
         alone gets the message alone)."""
         self.check_requirements()
-        return self._module().run(settings, as_progress(say))
+        return self.module_object().run(settings, as_progress(say))
 
     def summary(self, result: Any) -> list[Any]:
-        return self._module().summary(result)
+        return self.module_object().summary(result)
 
     def estimate(self, settings: BaseModel) -> Estimate:
         """The sweep's rough time from its settings (no work done)."""
-        return self._module().estimate(settings)
+        return self.module_object().estimate(settings)
 
     def notes(self, settings: BaseModel) -> list[str]:
         """The module's notes (its refusals first), then the time class where it is minutes or hours."""
-        notes = getattr(self._module(), "notes", None)
+        notes = getattr(self.module_object(), "notes", None)
         return ([] if notes is None else notes(settings)) + self.estimate(settings).notes()
 
     def draw(self, result: Any) -> Any:

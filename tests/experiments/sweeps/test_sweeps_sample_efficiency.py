@@ -186,7 +186,8 @@ def test_the_command_writes_one_folder(tmp_path):
                                        "--set", "world.size=2", "--set", "world.objects=1",
                                        "--set", "closed_forms=false", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "results.json", "sample-efficiency.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["cells.csv", "cells.parquet", "config.json", "results.json",
+                                                     "sample-efficiency.png"]
     document = json.loads((out / "results.json").read_text())
     assert document["budgets"] == [100, 300] and len(document["seeds"]) == 1
     bad = CliRunner().invoke(main, ["sweep", "sample-efficiency", "--world", "ring", "--out", str(tmp_path / "x")])

@@ -1,0 +1,137 @@
+"""``prhsim sweep`` on cells: the same folder from this process and from worker processes, a sweep killed with
+SIGKILL resumed (only its missing cells computed), settings that changed reusing nothing, and the tidy table."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from prhsim.cli import main
+from prhsim.experiments.sweeps import SWEEPS
+
+#: The sweeps that declare their cells (the others are one cell each: a worker would compute the same one).
+DECLARED = sorted(name for name, sweep in SWEEPS.items() if hasattr(sweep.module_object(), "cells"))
+#: A kernel-mismatch sweep of 8 cells of about a second each: long enough to be killed in the middle.
+SLOW = ["kernel-mismatch", "--set", "n=1200", "--set", "perturbations=[0.01, 0.1]", "--set", "worlds=8",
+        "--no-figures"]
+
+
+def _untimed(value):
+    """A results document without its wall-clock entries ("seconds" at any depth)."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k != "seconds"}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+def _results(folder):
+    return _untimed(json.loads((folder / "results.json").read_text()))
+
+
+def _sweep(*args):
+    result = CliRunner().invoke(main, ["sweep", *args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_at_least_two_sweeps_declare_their_cells():
+    assert {"bad-view", "kernel-mismatch"} <= set(DECLARED)
+
+
+@pytest.mark.parametrize("name", DECLARED)
+def test_two_worker_processes_write_the_in_process_folder(name, tmp_path):
+    smoke = list(SWEEPS[name].smoke)
+    _sweep(name, *smoke, "--no-figures", "--out", str(tmp_path / "here"))
+    _sweep(name, *smoke, "--no-figures", "--workers", "2", "--out", str(tmp_path / "there"))
+    assert _results(tmp_path / "here") == _results(tmp_path / "there")
+    assert not (tmp_path / "here.cells").exists() and not (tmp_path / "there.cells").exists()  # removed when written
+
+
+def test_the_tidy_table_reads_back_with_one_row_per_cell(tmp_path):
+    pyarrow = pytest.importorskip("pyarrow.parquet", reason="cells.parquet is written where pyarrow is installed")
+    import csv
+
+    _sweep("kernel-mismatch", *SWEEPS["kernel-mismatch"].smoke, "--no-figures", "--out", str(tmp_path / "o"))
+    doc = json.loads((tmp_path / "o" / "results.json").read_text())
+    table = pyarrow.read_table(tmp_path / "o" / "cells.parquet").to_pylist()
+    with (tmp_path / "o" / "cells.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["world"] for r in table] == list(range(doc["worlds"])) == [int(r["world"]) for r in rows]
+    assert [json.loads(r["row"])[0]["sin_theta"] for r in table] == [row[0]["sin_theta"] for row in doc["cells"]]
+
+
+def _cell_files(folder):
+    return [p for p in folder.glob("*.json") if not p.name.startswith(".") and p.name != "settings.json"]
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_resumes_computing_only_its_missing_cells(tmp_path):
+    out, cells = tmp_path / "killed", tmp_path / "killed.cells"
+    command = [sys.executable, "-m", "prhsim", "sweep", *SLOW, "--workers", "2", "-q", "--out", str(out)]
+    with subprocess.Popen(command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
+        deadline = time.monotonic() + 120
+        while len(_cell_files(cells)) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.killpg(process.pid, signal.SIGKILL)  # the command and its two workers
+        output = process.communicate()[0].decode()
+    assert process.returncode == -signal.SIGKILL, output
+    finished = len(_cell_files(cells))
+    assert 2 <= finished < 8 and not out.exists()
+    # a truncated cell is recomputed, not read
+    cut = _cell_files(cells)[0]
+    cut.write_text(cut.read_text()[:30])
+    resumed = _sweep(SLOW[0], "--resume", str(out), "--workers", "2")
+    assert f"reused {finished - 1} of 8 cells" in resumed.output.replace("\n", " ")
+    _sweep(*SLOW, "--out", str(tmp_path / "whole"))
+    assert _results(out) == _results(tmp_path / "whole") and not cells.exists()
+
+
+def test_the_same_out_reuses_the_stopped_cells_and_other_settings_reuse_none(tmp_path):
+    """Cells left under o.cells (as a killed sweep leaves them) are read by the same command; with another seed their
+    keys differ and none is read."""
+    from prhsim.experiments.sweeps import CellStore, run_sweep, settings_document
+
+    sweep, smoke = SWEEPS["bad-view"], [*SWEEPS["bad-view"].smoke, "--no-figures"]
+    settings = sweep.settings_model().model_validate({"eps_grid": [0.1, 0.5, 1.0]})
+
+    def leave_cells(out):
+        store = CellStore.beside(out, "bad-view", settings_document(settings))
+        store.start()
+        run_sweep(sweep, settings, store)
+
+    leave_cells(tmp_path / "o")
+    same = _sweep("bad-view", *smoke, "--out", str(tmp_path / "o"))
+    assert "reused 3 of 3 cells" in same.output.replace("\n", " ") and not (tmp_path / "o.cells").exists()
+    leave_cells(tmp_path / "p")
+    other = _sweep("bad-view", *smoke, "--set", "seed=1", "--out", str(tmp_path / "p"))
+    assert "reused" not in other.output and _results(tmp_path / "p")["seed"] == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--address", "127.0.0.1:1"], "--address names a Ray cluster: add --executor ray"),
+    (["--workers", "0"], "Invalid value for '--workers'"),
+    (["--executor", "slurm"], "Invalid value for '--executor'"),
+])
+def test_bad_executor_options_are_one_line(args, message, tmp_path):
+    result = CliRunner().invoke(main, ["sweep", "bad-view", *args, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and message in result.output
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.cells").exists()
+
+
+def test_resume_of_a_folder_without_a_stopped_sweep_is_one_line(tmp_path):
+    result = CliRunner().invoke(main, ["sweep", "bad-view", "--resume", str(tmp_path / "nothing")])
+    assert result.exit_code == 2
+    assert f"--resume {tmp_path / 'nothing'}: no stopped sweep there" in result.output.replace("\n", "")
+    kept = tmp_path / "k.cells"
+    kept.mkdir()
+    (kept / "settings.json").write_text(json.dumps({"sweep": "kernel-mismatch", "settings": {}}))
+    result = CliRunner().invoke(main, ["sweep", "bad-view", "--resume", str(tmp_path / "k")])
+    assert result.exit_code == 2 and "its cells are of sweep 'kernel-mismatch', not 'bad-view'" in result.output
