@@ -90,7 +90,7 @@ def test_a_killed_sweep_resumes_computing_only_its_missing_cells(tmp_path):
     cut.write_text(cut.read_text()[:30])
     resumed = _sweep(SLOW[0], "--resume", str(out), "--workers", "2")
     assert f"reused {finished - 1} of 8 cells" in resumed.output.replace("\n", " ")
-    _sweep(*SLOW, "--out", str(tmp_path / "whole"))
+    _sweep(*SLOW, "--workers", "2", "--out", str(tmp_path / "whole"))
     assert _results(out) == _results(tmp_path / "whole") and not cells.exists()
 
 
@@ -135,3 +135,63 @@ def test_resume_of_a_folder_without_a_stopped_sweep_is_one_line(tmp_path):
     (kept / "settings.json").write_text(json.dumps({"sweep": "kernel-mismatch", "settings": {}}))
     result = CliRunner().invoke(main, ["sweep", "bad-view", "--resume", str(tmp_path / "k")])
     assert result.exit_code == 2 and "its cells are of sweep 'kernel-mismatch', not 'bad-view'" in result.output
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kill_a_ray_worker_mid_sweep(address, out):
+    """Run the slow sweep on the cluster and SIGKILL the first Ray worker seen computing a cell; the sweep's output."""
+    import psutil  # installed with ray
+
+    command = [sys.executable, "-m", "prhsim", "sweep", *SLOW, "--executor", "ray", "--address", address, "-q",
+               "--out", str(out)]
+    killed = None
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
+        deadline = time.monotonic() + 120
+        while killed is None and process.poll() is None and time.monotonic() < deadline:
+            for worker in psutil.process_iter(["cmdline"]):
+                if any("ray::cell_task" in part for part in worker.info["cmdline"] or ()):
+                    worker.kill()  # a Ray worker, killed while it computes a cell
+                    killed = worker.pid
+                    break
+            time.sleep(0.05)
+        output = process.communicate()[0].decode()
+    assert killed is not None and process.returncode == 0, output
+
+
+@pytest.mark.slow
+def test_ray_runs_every_sweep_s_cells_to_the_in_process_numbers(tmp_path):
+    """A real local Ray cluster (2 CPUs, started with the ``ray`` command line on a free loopback port): every sweep
+    that declares cells gives the in-process folder on it; a Ray worker killed mid-sweep is retried and the numbers
+    stay; after ``ray stop``, a Ray started by the sweep itself (``--executor ray --workers 2``) gives them too.
+    (``ray stop --force`` stops every Ray process of the machine: one test owns Ray, so xdist workers never share it.)"""
+    pytest.importorskip("ray", reason="the Ray executor needs the ray extra (pip install 'prhsim[ray]')")
+    from pathlib import Path
+
+    ray_command = str(Path(sys.executable).with_name("ray"))
+    port = _free_port()
+    started = subprocess.run([ray_command, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+                              "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+                             capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stdout + started.stderr
+    address = f"127.0.0.1:{port}"
+    try:
+        for name in DECLARED:
+            smoke = [*SWEEPS[name].smoke, "--no-figures"]
+            _sweep(name, *smoke, "--executor", "ray", "--address", address, "--out", str(tmp_path / f"{name}-ray"))
+            _sweep(name, *smoke, "--out", str(tmp_path / f"{name}-here"))
+            assert _results(tmp_path / f"{name}-ray") == _results(tmp_path / f"{name}-here"), name
+        _kill_a_ray_worker_mid_sweep(address, tmp_path / "killed")
+    finally:
+        subprocess.run([ray_command, "stop", "--force"], capture_output=True, timeout=120)
+    _sweep(*SLOW, "--workers", "2", "--out", str(tmp_path / "slow-here"))
+    assert _results(tmp_path / "killed") == _results(tmp_path / "slow-here")
+    smoke = [*SWEEPS["bad-view"].smoke, "--no-figures"]
+    _sweep("bad-view", *smoke, "--executor", "ray", "--workers", "2", "--out", str(tmp_path / "local-ray"))
+    assert _results(tmp_path / "local-ray") == _results(tmp_path / "bad-view-here")

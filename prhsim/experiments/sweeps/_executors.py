@@ -178,7 +178,8 @@ def _on_ray(sweep: Any, settings: BaseModel, cells: list[Cell], finished: Callab
     if started:
         runtime = {"env_vars": dict(WORKER_ENVIRONMENT)}
         if address is None:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, runtime_env=runtime)
+            ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                     runtime_env=runtime)
         else:
             ray.init(address=address, log_to_driver=False, runtime_env=runtime)
     try:

@@ -252,30 +252,48 @@ def pair_free_sweep(gaps: Sequence[float] = DEFAULT_GAPS, sample_sizes: Sequence
         raise ValueError(f"need 0 < mu_3 < mu_2, got mu_2 = {mu_2}, mu_3 = {mu_3}")
     base_seed = int(check_rng(rng).integers(2**31))
     worlds: dict[float, DesignedWorld] = {}
-
-    def world(gap: float) -> DesignedWorld:
-        if gap not in worlds:  # one set of features for every gap: only μ_1 moves
-            worlds[gap] = designed_world(n, (mu_2 + gap, mu_2, mu_3), rng=base_seed)
-        return worlds[gap]
-
-    plan: list[tuple[Axis, float, int, float]] = [("gap", float(g), base_samples, 1.0) for g in gaps]
-    plan += [("samples", base_gap, int(s), 1.0) for s in sample_sizes]
-    plan += [("eps", base_gap, base_samples, float(e)) for e in eps_grid]
+    plan = _plan(gaps, sample_sizes, eps_grid, base_gap, base_samples)
     cells: list[PairFreeCell] = []
-    units = [n_seeds * cell_units(size) for _, _, size, _ in plan]
-    for i, (axis, gap, size, e) in enumerate(plan):
-        say(f"{axis} {dict(gap=gap, samples=size, eps=e)[axis]:g} ({i + 1}/{len(plan)})", done=sum(units[:i]),
-            total=sum(units))
-        for seed in range(n_seeds):
-            cells += _cell(axis, world(gap), gap=gap, samples=size, eps=e, seed=seed, n_nuisance=n_nuisance,
-                           base_seed=base_seed)
+    units = [n_seeds * cell_units(entry["samples"]) for entry in plan]
+    for i, entry in enumerate(plan):
+        axis = entry["axis"]
+        say(f"{axis} {entry[axis]:g} ({i + 1}/{len(plan)})", done=sum(units[:i]), total=sum(units))
+        if entry["gap"] not in worlds:  # one set of features for every gap: only μ_1 moves
+            worlds[entry["gap"]] = designed_world(n, (mu_2 + entry["gap"], mu_2, mu_3), rng=base_seed)
+        cells += _entry(entry, worlds[entry["gap"]], n_seeds, n_nuisance, base_seed)
     say(f"{len(plan)} cells done", done=sum(units), total=sum(units))
+    return _result(cells, gaps, sample_sizes, eps_grid, base_gap, base_samples, n, n_nuisance, mu_2, mu_3, n_seeds,
+                   time.perf_counter() - start)
+
+
+def _plan(gaps: Sequence[float], sample_sizes: Sequence[int], eps_grid: Sequence[float], base_gap: float,
+          base_samples: int) -> list[dict[str, Any]]:
+    """The sweep's entries, in order: each gap (at the base sample size), each sample size (at the base gap), each ε."""
+    plan = [dict(axis="gap", gap=float(g), samples=base_samples, eps=1.0) for g in gaps]
+    plan += [dict(axis="samples", gap=base_gap, samples=int(size), eps=1.0) for size in sample_sizes]
+    plan += [dict(axis="eps", gap=base_gap, samples=base_samples, eps=float(e)) for e in eps_grid]
+    return plan
+
+
+def _entry(entry: dict[str, Any], designed: DesignedWorld, n_seeds: int, n_nuisance: int,
+           base_seed: int) -> list[PairFreeCell]:
+    """Every seed of one entry of the plan (seed s draws from ``[base_seed, s]`` wherever the entry runs)."""
+    out: list[PairFreeCell] = []
+    for seed in range(n_seeds):
+        out += _cell(entry["axis"], designed, gap=entry["gap"], samples=entry["samples"], eps=entry["eps"], seed=seed,
+                     n_nuisance=n_nuisance, base_seed=base_seed)
+    return out
+
+
+def _result(cells: list[PairFreeCell], gaps: Sequence[float], sample_sizes: Sequence[int], eps_grid: Sequence[float],
+            base_gap: float, base_samples: int, n: int, n_nuisance: int, mu_2: float, mu_3: float, n_seeds: int,
+            seconds: float) -> PairFreeResult:
     return PairFreeResult(n_states=n, n_nuisance=n_nuisance, k=K, mu_2=mu_2, mu_3=mu_3, base_gap=base_gap,
                           base_samples=base_samples, gaps=[float(g) for g in gaps],
                           sample_sizes=[int(s) for s in sample_sizes],
                           eps_grid=[float(e) for e in eps_grid], n_seeds=n_seeds, success_threshold=SUCCESS,
                           eps_threshold=1.0 - mu_2, chance_r1=1.0 / n, cells=cells,
-                          seconds=time.perf_counter() - start, prhsim_version=__version__)
+                          seconds=seconds, prhsim_version=__version__)
 
 
 # --------------------------------------------------------------------------------------
@@ -342,9 +360,33 @@ def estimate(s: PairFreeSettings) -> Any:
 
 def run(s: PairFreeSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep pair-free`` from its settings; ``say`` reports progress (counted in :func:`cell_units`)."""
-    return pair_free_sweep(s.gaps or DEFAULT_GAPS, s.sample_sizes or DEFAULT_SAMPLES, s.eps_grid or PAIR_FREE_EPS,
-                           base_gap=s.base_gap, base_samples=s.base_samples, n=s.n,
+    return pair_free_sweep(*_grids(s), base_gap=s.base_gap, base_samples=s.base_samples, n=s.n,
                            n_nuisance=s.n_nuisance, mu_2=s.mu_2, mu_3=s.mu_3, n_seeds=s.n_seeds, rng=s.seed, progress=say)
+
+
+def _grids(s: PairFreeSettings) -> tuple[Sequence[float], Sequence[int], Sequence[float]]:
+    return s.gaps or DEFAULT_GAPS, s.sample_sizes or DEFAULT_SAMPLES, s.eps_grid or PAIR_FREE_EPS
+
+
+def cells(s: PairFreeSettings) -> list[dict[str, Any]]:
+    """One cell per entry of the plan (a gap, a sample size or an ε), with all its seeds."""
+    return _plan(*_grids(s), s.base_gap, s.base_samples)
+
+
+def cell(s: PairFreeSettings, coordinates: dict[str, Any]) -> dict[str, Any]:
+    """One entry of the plan, every seed (each from ``[base seed, seed]``), as records of :class:`PairFreeCell`."""
+    start = time.perf_counter()
+    base_seed = int(check_rng(s.seed).integers(2**31))
+    designed = designed_world(s.n, (s.mu_2 + coordinates["gap"], s.mu_2, s.mu_3), rng=base_seed)
+    rows = _entry(coordinates, designed, s.n_seeds, s.n_nuisance, base_seed)
+    return {"cells": [row.model_dump(mode="json") for row in rows], "seconds": time.perf_counter() - start}
+
+
+def reduce(s: PairFreeSettings, records: list[dict[str, Any]]) -> PairFreeResult:
+    """The sweep's result from its entries' records (seconds summed over the cells)."""
+    rows = [PairFreeCell.model_validate(row) for r in records for row in r["cells"]]
+    return _result(rows, *_grids(s), s.base_gap, s.base_samples, s.n, s.n_nuisance, s.mu_2, s.mu_3, s.n_seeds,
+                   sum(r["seconds"] for r in records))
 
 
 def summary(r: Any) -> list[str]:
