@@ -24,7 +24,7 @@ from prhsim.experiments.sweeps._registry import (
     shape_list,
 )
 from prhsim.experiments.sweeps._cells import (
-    Cell as Cell,
+    SweepCell as SweepCell,
     CellStore as CellStore,
     resumed_settings as resumed_settings,
     settings_document as settings_document,
@@ -142,5 +142,5 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
                  '--set', 'pair_free_samples=200', '--set', 'text="view"', '--set', 'world.size=3')),
 )}
 
-__all__ = ["SWEEPS", "Cell", "CellError", "CellStore", "EXECUTORS", "Estimate", "Flag", "Sweep", "SweepRun",
+__all__ = ["SWEEPS", "CellError", "CellStore", "EXECUTORS", "Estimate", "Flag", "Sweep", "SweepCell", "SweepRun",
            "cell_rows", "csv_text", "resumed_settings", "run_sweep", "settings_document", "write_parquet"]

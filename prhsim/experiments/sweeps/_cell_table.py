@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from prhsim.experiments.sweeps._cells import Cell
+from prhsim.experiments.sweeps._cells import SweepCell
 
 
 def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -31,7 +31,7 @@ def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def cell_rows(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def cell_rows(cells: Sequence[SweepCell], records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per cell: ``cell`` (its index), its coordinates, and its record flattened (a one-cell sweep's result)."""
     rows = []
     for cell, record in zip(cells, records):

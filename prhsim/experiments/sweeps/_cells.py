@@ -39,7 +39,7 @@ SETTINGS_FILE = "settings.json"
 
 
 @dataclass(frozen=True)
-class Cell:
+class SweepCell:
     """One cell of a sweep: its place in the sweep's order and its coordinates (JSON values)."""
 
     index: int
@@ -56,18 +56,18 @@ def settings_document(settings: BaseModel) -> dict[str, Any]:
     return settings.model_dump(mode="json")
 
 
-def sweep_cells(module: Any, settings: BaseModel) -> list[Cell]:
+def sweep_cells(module: Any, settings: BaseModel) -> list[SweepCell]:
     """The cells ``module`` declares for ``settings``, or one cell (the whole sweep) when it declares none."""
     declare = getattr(module, "cells", None)
     if declare is None:
-        return [Cell(0, {})]
-    cells = [Cell(i, dict(coordinates)) for i, coordinates in enumerate(declare(settings))]
+        return [SweepCell(0, {})]
+    cells = [SweepCell(i, dict(coordinates)) for i, coordinates in enumerate(declare(settings))]
     if not cells:
         raise ValueError("the sweep's settings give no cells to compute")
     return cells
 
 
-def compute_cell(module: Any, settings: BaseModel, cell: Cell, say: Any = None) -> dict[str, Any]:
+def compute_cell(module: Any, settings: BaseModel, cell: SweepCell, say: Any = None) -> dict[str, Any]:
     """One cell's record (JSON values): the module's ``cell``, or the whole result of a one-cell sweep."""
     if getattr(module, "cells", None) is not None:
         return module.cell(settings, dict(cell.coordinates))
@@ -85,7 +85,7 @@ def reduce_cells(module: Any, settings: BaseModel, records: Sequence[Mapping[str
     return getattr(importlib.import_module(module_name), name).model_validate(record["result"])
 
 
-def cell_key(sweep: str, settings: Mapping[str, Any], cell: Cell) -> str:
+def cell_key(sweep: str, settings: Mapping[str, Any], cell: SweepCell) -> str:
     """The cell's key: a hash of the sweep's name, its settings, the cell's coordinates and prhsim's version."""
     text = json.dumps({"sweep": sweep, "settings": settings, "cell": dict(cell.coordinates), "version": __version__},
                       sort_keys=True, allow_nan=True)
@@ -110,10 +110,10 @@ class CellStore:
         write_text_atomic(self.folder / SETTINGS_FILE, json.dumps({"sweep": self.sweep, "settings": self.settings},
                                                                   indent=2, allow_nan=True))
 
-    def path(self, cell: Cell) -> Path:
+    def path(self, cell: SweepCell) -> Path:
         return self.folder / f"{cell_key(self.sweep, self.settings, cell)}.json"
 
-    def load(self, cell: Cell) -> dict[str, Any] | None:
+    def load(self, cell: SweepCell) -> dict[str, Any] | None:
         """The cell's record when a file with its key holds it whole; None otherwise (missing, cut short, another key)."""
         path = self.path(cell)
         try:
@@ -124,7 +124,7 @@ class CellStore:
             return None
         return document["record"]
 
-    def save(self, cell: Cell, record: Mapping[str, Any]) -> None:
+    def save(self, cell: SweepCell, record: Mapping[str, Any]) -> None:
         """Write the cell's record (temporary file, then rename: a kill leaves the old state or the whole file)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.path(cell)

@@ -7,7 +7,8 @@ and reduces the records into the sweep's result. Progress counts cells on every 
 * ``executor="local"``, ``workers=1`` (the default): every cell in this process, in order.
 * ``executor="local"``, ``workers=N``: N worker processes (the standard library's process pool, started
   by spawning, never forking a process that holds JAX's threads), each with one BLAS/OpenMP thread and
-  JAX on one core, so N workers on N cores do not oversubscribe them.
+  JAX on one core, so N workers on N cores do not oversubscribe them. A worker computes JAX in float64
+  when this process does (:func:`jax_x64`).
 * ``executor="ray"``: a Ray task per cell (one CPU each, retried by Ray when its worker dies), on a
   local Ray started for the sweep (``workers`` CPUs) or on the running cluster at ``address``.
 
@@ -20,12 +21,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel
 
-from prhsim.experiments.sweeps._cells import Cell, CellStore, compute_cell, reduce_cells, settings_document, sweep_cells
+from prhsim.experiments.sweeps._cells import SweepCell, CellStore, compute_cell, reduce_cells, settings_document, sweep_cells
 
 Executor = Literal["local", "ray"]
 #: The executors ``prhsim sweep --executor`` offers.
@@ -44,7 +46,7 @@ class SweepRun:
     """What :func:`run_sweep` returns: the sweep's result, its cells and their records, and how many were reused."""
 
     result: Any
-    cells: list[Cell]
+    cells: list[SweepCell]
     records: list[dict[str, Any]]
     reused: int
 
@@ -93,7 +95,7 @@ def run_sweep(sweep: Any, settings: BaseModel, store: CellStore | None = None, *
     say(f"reused {reused} of {total} cells from {store.folder}" if reused else f"{total} cell(s) to compute",
         done=reused, total=total)
 
-    def finished(cell: Cell, record: dict[str, Any]) -> None:
+    def finished(cell: SweepCell, record: dict[str, Any]) -> None:
         records[cell.index] = record
         if store is not None:
             store.save(cell, record)
@@ -116,18 +118,30 @@ def run_sweep(sweep: Any, settings: BaseModel, store: CellStore | None = None, *
     return SweepRun(reduce_cells(module, settings, ordered), cells, ordered, reused)
 
 
-def _cell_error(sweep: Any, cell: Cell, exc: BaseException) -> CellError:
+def _cell_error(sweep: Any, cell: SweepCell, exc: BaseException) -> CellError:
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return CellError(f"prhsim sweep {sweep.name}: {cell.describe()} failed: {first}")
 
 
+def jax_x64() -> bool | None:
+    """Whether this process computes JAX in float64 (``jax_enable_x64``), or None when it has not imported JAX: a
+    worker is set the same way, so its cells are computed in the precision this process would use."""
+    jax = sys.modules.get("jax")
+    return None if jax is None else bool(jax.config.jax_enable_x64)
+
+
 def cell_task(module: str, settings_model: str, settings: dict[str, Any], index: int,
-              coordinates: dict[str, Any]) -> dict[str, Any]:
+              coordinates: dict[str, Any], x64: bool | None = None) -> dict[str, Any]:
     """One cell computed from plain values (what a worker process or a Ray task receives): the sweep's module and
-    the name of its settings model, the settings as JSON values, the cell. Returns the cell's record."""
+    the name of its settings model, the settings as JSON values, the cell, and the caller's :func:`jax_x64`.
+    Returns the cell's record."""
+    if x64:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
     sweep_module = importlib.import_module(module)
     model = getattr(sweep_module, settings_model).model_validate(settings)
-    return compute_cell(sweep_module, model, Cell(index, coordinates))
+    return compute_cell(sweep_module, model, SweepCell(index, coordinates))
 
 
 @contextlib.contextmanager
@@ -145,7 +159,7 @@ def _worker_environment() -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _on_processes(sweep: Any, settings: BaseModel, cells: list[Cell], finished: Callable[..., None],
+def _on_processes(sweep: Any, settings: BaseModel, cells: list[SweepCell], finished: Callable[..., None],
                   workers: int) -> None:
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -155,7 +169,7 @@ def _on_processes(sweep: Any, settings: BaseModel, cells: list[Cell], finished: 
         pool = ProcessPoolExecutor(max_workers=min(workers, len(cells)),
                                    mp_context=multiprocessing.get_context("spawn"))
         pending = {pool.submit(cell_task, sweep.module, sweep.settings, document, cell.index,
-                               dict(cell.coordinates)): cell for cell in cells}
+                               dict(cell.coordinates), jax_x64()): cell for cell in cells}
     try:
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -170,7 +184,7 @@ def _on_processes(sweep: Any, settings: BaseModel, cells: list[Cell], finished: 
         pool.shutdown(wait=not pending, cancel_futures=True)
 
 
-def _on_ray(sweep: Any, settings: BaseModel, cells: list[Cell], finished: Callable[..., None], workers: int,
+def _on_ray(sweep: Any, settings: BaseModel, cells: list[SweepCell], finished: Callable[..., None], workers: int,
             address: str | None) -> None:
     import ray
 
@@ -185,8 +199,8 @@ def _on_ray(sweep: Any, settings: BaseModel, cells: list[Cell], finished: Callab
     try:
         task = ray.remote(num_cpus=1, max_retries=3)(cell_task)
         document = settings_document(settings)
-        pending = {task.remote(sweep.module, sweep.settings, document, cell.index, dict(cell.coordinates)): cell
-                   for cell in cells}
+        pending = {task.remote(sweep.module, sweep.settings, document, cell.index, dict(cell.coordinates),
+                               jax_x64()): cell for cell in cells}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:

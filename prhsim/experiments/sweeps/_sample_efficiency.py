@@ -44,6 +44,7 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal, Sequence
 
 import numpy as np
@@ -145,104 +146,150 @@ def sample_efficiency(scene: GridScene, *, budgets: Sequence[int] = DEFAULT_BUDG
         ValueError: on a bad argument (the message names it).
     """
     start = time.perf_counter()
-    budgets = sorted({int(b) for b in budgets})
-    if not budgets or budgets[0] < 1:
-        raise ValueError(f"budgets must be positive integers, got {budgets}")
-    if pairs not in ("world", "same"):
-        raise ValueError(f"pairs must be 'world' or 'same', got {pairs!r}")
-    if metric not in ALIGNMENT_SCORES:
-        raise ValueError(f"metric must be one of {ALIGNMENT_SCORES}, got {metric!r}")
-    tasks = list(dict.fromkeys(tasks))
-    if "good" not in tasks or any(x not in TEXT_TASKS for x in tasks):
-        raise ValueError(f"tasks must include 'good' and be among {TEXT_TASKS}, got {tasks}")
-    if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or not 1 <= n_seeds <= MAX_SEEDS:
-        raise ValueError(f"n_seeds must be an integer in 1..{MAX_SEEDS}, got {n_seeds!r}")
-    if not (learn or predict):
-        raise ValueError("learn and predict are both off: nothing to measure")
-    if not 0 < target_fraction <= 1:
-        raise ValueError(f"target_fraction must lie in (0, 1], got {target_fraction}")
     say = as_progress(progress)
-    style = style or CaptionStyle()
-    seed_list = tuple(int(rng) * 1000 + s for s in range(int(n_seeds)))
-    configs = {x: TextConfig.for_task(x, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
-                                      hidden=tuple(hidden), min_span=int(min_span)) for x in tasks}
-    check_cost(scene, configs.values(), budgets[-1], len(seed_list), k, style)  # before anything is computed
+    plan = _Plan.of(scene, budgets=budgets, n_seeds=n_seeds, steps=steps, batch_size=batch_size, lr=lr, hidden=hidden,
+                    min_span=min_span, pairs=pairs, tasks=tasks, metric=metric, k=k, n_fit=n_fit,
+                    closed_forms=closed_forms, learn=learn, predict=predict, ridge=ridge,
+                    target_fraction=target_fraction, style=style, name=name, rng=rng)
     say("the pixel closed form and the evaluation set")
-    target = caption_target(scene, k=k, n_fit=n_fit, style=style, rng=np.random.default_rng([int(rng), CAPTION_TARGET]))
-    spans = SpanLaw(int(min_span))
-    world = scene.world if pairs == "world" else None
-    ceilings: dict[str, ClosedForm | None] = {}
-    limits: dict[str, ClosedForm] = {}
-    for x in tasks:
-        if closed_forms:
-            say(f"closed form of {LABELS[x]}")
-            ceilings[x] = closed_form_alignment(target, x, spans, pairs)
-        if predict:
-            say(f"the prediction's limit for {LABELS[x]}")
-            limits[x] = ClosedForm(alignment=predicted_limit(target, x, spans, target.k, world=world, ridge=ridge),
-                                   unique=True, gap=0.0)
-
-    def one_run(x: str, budget: int) -> tuple[list[Cell], Records]:
-        stream = CAPTION_RECORDS + TEXT_TASKS.index(x)  # a task's records do not depend on which others run
-        records = [draw_records(scene, target, x, budget, pairs, np.random.default_rng([int(rng), stream, budget, s]))
-                   for s in range(len(seed_list))]
-        learned: list[tuple[float | None, CaptionAlignment | None]] = [(None, None)] * len(seed_list)
-        if learn:
-            result = train_text(target.law, records, target.k, configs[x], seeds=seed_list)
-            features = embed_captions(result, target.law, target.captions)
-            learned = [(float(result.loss[s, -1]), caption_alignment(target, features[s])) for s in range(len(seed_list))]
-        cells = []
-        for s, seed in enumerate(seed_list):
-            guess = predicted_alignment(target, x, spans, target.k, records[s], ridge=ridge) if predict else None
-            cells.append(Cell(task=x, budget=budget, seed=seed, tokens=records[s].tokens_seen(),
-                              final_loss=learned[s][0], alignment=learned[s][1], predicted=guess))
-        return cells, records[0]
-
-    runs = [(x, b) for x in tasks for b in budgets]
-    units = {b: run_units(int(steps) if learn else 0, int(batch_size), b, len(seed_list), predict) for b in budgets}
+    forms = {}
+    for x in plan.tasks:
+        say(f"closed form and the prediction's limit of {LABELS[x]}")
+        forms[x] = plan.forms(x)
+    runs = [(x, b) for x in plan.tasks for b in plan.budgets]
+    units = {b: run_units(int(steps) if learn else 0, int(batch_size), b, len(plan.seeds), predict)
+             for b in plan.budgets}
     total, done = sum(units[b] for _, b in runs), 0
     found: dict[tuple[str, int], list[Cell]] = {}
-    first_records: dict[str, Records] = {}
-    say(f"{len(runs)} runs of {len(seed_list)} seeds", done=0, total=total)
+    say(f"{len(runs)} runs of {len(plan.seeds)} seeds", done=0, total=total)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, int(threads))) as pool:
-        futures = {pool.submit(one_run, x, b): (x, b) for x, b in runs}
+        futures = {pool.submit(plan.run, x, b): (x, b) for x, b in runs}
         for future in concurrent.futures.as_completed(futures):
             x, b = futures[future]
-            found[x, b], records0 = future.result()
-            if b == budgets[0]:
-                first_records[x] = records0
+            found[x, b] = future.result()
             done += units[b]
-            say(f"{LABELS[x]}: {b:,} samples x {len(seed_list)} seeds ({len(found)}/{len(runs)} runs done)",
+            say(f"{LABELS[x]}: {b:,} samples x {len(plan.seeds)} seeds ({len(found)}/{len(runs)} runs done)",
                 done=done, total=total)
-    cells = [c for x, b in runs for c in found[x, b]]
-    untrained = {}
-    if learn:
-        for x in tasks:
-            init = initial_text(target.law, target.k, configs[x], seeds=seed_list[:1], records=[first_records[x]])
-            untrained[x] = caption_alignment(target, embed_captions(init, target.law, target.captions)[0])
-    sources = [s for s, on in zip(SOURCES, (learn, predict)) if on]
-    curves = [_curve(x, src, cells, budgets, metric) for src in sources for x in tasks]
-    chance = metric_chance(metric, target.knn_chance, target.r1_chance)
-    ratios = []
-    for src in sources:
-        good = _rows(cells, "good", src, budgets, metric)
-        for x in tasks:
-            if x == "good":
-                continue
-            floor = 2.0 * chance
-            if src == "learner":
-                floor = max(floor, getattr(untrained[x], metric))
-            ratios.append(_ratio(x, src, budgets, good, _rows(cells, x, src, budgets, metric), curves, floor,
-                                 target_fraction, rng))
-    agreement = _agreement(cells, tasks, budgets, metric) if learn and predict else []
-    law = target.law
-    return SampleEfficiency(
-        prhsim_version=__version__, world=name, captions=_describe(style), n_states=law.n_states, k=target.k,
-        pairs=pairs, min_span=int(min_span), steps=int(steps), batch_size=int(batch_size), lr=float(lr),
-        hidden=[int(h) for h in hidden], seeds=list(seed_list), budgets=budgets, metric=metric, knn_k=target.knn_k,
-        knn_chance=target.knn_chance, r1_chance=target.r1_chance, n_fit=int(np.sum(target.fit)),
-        target_fraction=float(target_fraction), closed_forms=ceilings, limits=limits, untrained=untrained,
-        cells=cells, curves=curves, ratios=ratios, agreement=agreement, seconds=time.perf_counter() - start)
+    return plan.result(forms, [c for x, b in runs for c in found[x, b]], time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The sweep's checked arguments, the pixel target every run is scored against, and its three pieces of work:
+    a task's closed forms (:meth:`forms`), one run (:meth:`run`: a task at a budget, every seed) and the result
+    (:meth:`result`). Each piece depends on the arguments and its own coordinates alone."""
+
+    scene: GridScene
+    args: dict[str, Any]
+    budgets: list[int]
+    tasks: list[str]
+    seeds: tuple[int, ...]
+    configs: dict[str, TextConfig]
+    target: CaptionTarget
+    spans: SpanLaw
+
+    @classmethod
+    def of(cls, scene: GridScene, **args: Any) -> "_Plan":
+        budgets = sorted({int(b) for b in args["budgets"]})
+        if not budgets or budgets[0] < 1:
+            raise ValueError(f"budgets must be positive integers, got {budgets}")
+        if args["pairs"] not in ("world", "same"):
+            raise ValueError(f"pairs must be 'world' or 'same', got {args['pairs']!r}")
+        if args["metric"] not in ALIGNMENT_SCORES:
+            raise ValueError(f"metric must be one of {ALIGNMENT_SCORES}, got {args['metric']!r}")
+        tasks = list(dict.fromkeys(args["tasks"]))
+        if "good" not in tasks or any(x not in TEXT_TASKS for x in tasks):
+            raise ValueError(f"tasks must include 'good' and be among {TEXT_TASKS}, got {tasks}")
+        n_seeds = args["n_seeds"]
+        if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or not 1 <= n_seeds <= MAX_SEEDS:
+            raise ValueError(f"n_seeds must be an integer in 1..{MAX_SEEDS}, got {n_seeds!r}")
+        if not (args["learn"] or args["predict"]):
+            raise ValueError("learn and predict are both off: nothing to measure")
+        if not 0 < args["target_fraction"] <= 1:
+            raise ValueError(f"target_fraction must lie in (0, 1], got {args['target_fraction']}")
+        args = {**args, "style": args["style"] or CaptionStyle()}
+        rng = int(args["rng"])
+        seeds = tuple(rng * 1000 + s for s in range(int(n_seeds)))
+        configs = {x: TextConfig.for_task(x, steps=int(args["steps"]), batch_size=int(args["batch_size"]),
+                                          lr=float(args["lr"]), hidden=tuple(args["hidden"]),
+                                          min_span=int(args["min_span"])) for x in tasks}
+        check_cost(scene, configs.values(), budgets[-1], len(seeds), args["k"], args["style"])  # before any work
+        target = caption_target(scene, k=args["k"], n_fit=args["n_fit"], style=args["style"],
+                                rng=np.random.default_rng([rng, CAPTION_TARGET]))
+        return cls(scene, args, budgets, tasks, seeds, configs, target, SpanLaw(int(args["min_span"])))
+
+    def records(self, x: str, budget: int, s: int) -> Records:
+        """Seed index s's training records of task x at ``budget`` (``[rng, CAPTION_RECORDS + task, budget, s]``)."""
+        stream = CAPTION_RECORDS + TEXT_TASKS.index(x)  # a task's records do not depend on which others run
+        return draw_records(self.scene, self.target, x, budget, self.args["pairs"],
+                            np.random.default_rng([int(self.args["rng"]), stream, budget, s]))
+
+    def forms(self, x: str) -> tuple[ClosedForm | None, ClosedForm | None]:
+        """Task x's closed form (with ``closed_forms``) and the prediction's limit (with ``predict``)."""
+        args = self.args
+        ceiling = closed_form_alignment(self.target, x, self.spans, args["pairs"]) if args["closed_forms"] else None
+        limit = None
+        if args["predict"]:
+            world = self.scene.world if args["pairs"] == "world" else None
+            limit = ClosedForm(alignment=predicted_limit(self.target, x, self.spans, self.target.k, world=world,
+                                                         ridge=args["ridge"]), unique=True, gap=0.0)
+        return ceiling, limit
+
+    def run(self, x: str, budget: int) -> list[Cell]:
+        """Task x at ``budget``: every seed's records, learner (with ``learn``) and prediction (with ``predict``)."""
+        args, target = self.args, self.target
+        records = [self.records(x, budget, s) for s in range(len(self.seeds))]
+        learned: list[tuple[float | None, CaptionAlignment | None]] = [(None, None)] * len(self.seeds)
+        if args["learn"]:
+            result = train_text(target.law, records, target.k, self.configs[x], seeds=self.seeds)
+            features = embed_captions(result, target.law, target.captions)
+            learned = [(float(result.loss[s, -1]), caption_alignment(target, features[s]))
+                       for s in range(len(self.seeds))]
+        cells = []
+        for s, seed in enumerate(self.seeds):
+            guess = predicted_alignment(target, x, self.spans, target.k, records[s], ridge=args["ridge"]) \
+                if args["predict"] else None
+            cells.append(Cell(task=x, budget=budget, seed=seed, tokens=records[s].tokens_seen(),
+                              final_loss=learned[s][0], alignment=learned[s][1], predicted=guess))
+        return cells
+
+    def result(self, forms: dict[str, tuple[ClosedForm | None, ClosedForm | None]], cells: list[Cell],
+               seconds: float) -> SampleEfficiency:
+        """The record: the untrained encoders' alignment, the curves, the ratios and the agreement, from the runs."""
+        args, target, budgets, tasks = self.args, self.target, self.budgets, self.tasks
+        learn, predict, metric = args["learn"], args["predict"], args["metric"]
+        untrained = {}
+        if learn:
+            for x in tasks:
+                init = initial_text(target.law, target.k, self.configs[x], seeds=self.seeds[:1],
+                                    records=[self.records(x, budgets[0], 0)])
+                untrained[x] = caption_alignment(target, embed_captions(init, target.law, target.captions)[0])
+        sources = [s for s, on in zip(SOURCES, (learn, predict)) if on]
+        curves = [_curve(x, src, cells, budgets, metric) for src in sources for x in tasks]
+        chance = metric_chance(metric, target.knn_chance, target.r1_chance)
+        ratios = []
+        for src in sources:
+            good = _rows(cells, "good", src, budgets, metric)
+            for x in tasks:
+                if x == "good":
+                    continue
+                floor = 2.0 * chance
+                if src == "learner":
+                    floor = max(floor, getattr(untrained[x], metric))
+                ratios.append(_ratio(x, src, budgets, good, _rows(cells, x, src, budgets, metric), curves, floor,
+                                     args["target_fraction"], args["rng"]))
+        agreement = _agreement(cells, tasks, budgets, metric) if learn and predict else []
+        law = target.law
+        return SampleEfficiency(
+            prhsim_version=__version__, world=args["name"], captions=_describe(args["style"]), n_states=law.n_states,
+            k=target.k, pairs=args["pairs"], min_span=int(args["min_span"]), steps=int(args["steps"]),
+            batch_size=int(args["batch_size"]), lr=float(args["lr"]), hidden=[int(h) for h in args["hidden"]],
+            seeds=list(self.seeds), budgets=budgets, metric=metric, knn_k=target.knn_k,
+            knn_chance=target.knn_chance, r1_chance=target.r1_chance, n_fit=int(np.sum(target.fit)),
+            target_fraction=float(args["target_fraction"]),
+            closed_forms={x: forms[x][0] for x in tasks if args["closed_forms"]},
+            limits={x: forms[x][1] for x in tasks if predict}, untrained=untrained,
+            cells=cells, curves=curves, ratios=ratios, agreement=agreement, seconds=seconds)
 
 
 def _describe(style: CaptionStyle) -> str:
@@ -451,6 +498,49 @@ def run(s: SampleEfficiencySettings, say: Progress | None = None) -> Any:
                              learn=s.learn, predict=s.predict, ridge=s.ridge, target_fraction=s.target_fraction,
                              style=s.captions.build(), threads=s.threads, name=s.world.describe(), rng=s.seed,
                              progress=say)
+
+
+def _plan(s: SampleEfficiencySettings) -> _Plan:
+    return _Plan.of(s.world.build_scene(), budgets=s.budgets, n_seeds=s.n_seeds, steps=s.steps,
+                    batch_size=s.batch_size, lr=s.lr, hidden=s.hidden, min_span=s.min_span, pairs=s.pairs,
+                    tasks=s.tasks, metric=s.metric, k=s.k, n_fit=s.n_fit, closed_forms=s.closed_forms, learn=s.learn,
+                    predict=s.predict, ridge=s.ridge, target_fraction=s.target_fraction, style=s.captions.build(),
+                    name=s.world.describe(), rng=s.seed)
+
+
+def cells(s: SampleEfficiencySettings) -> list[dict[str, Any]]:
+    """Each task's closed forms, then each run (a task at a budget, every seed: the seeds share one vmapped
+    training), tasks in order and budgets ascending."""
+    tasks, budgets = list(dict.fromkeys(s.tasks)), sorted(set(s.budgets))
+    return [{"part": "forms", "task": x} for x in tasks] + \
+        [{"part": "run", "task": x, "budget": b} for x in tasks for b in budgets]
+
+
+def cell(s: SampleEfficiencySettings, coordinates: dict[str, Any]) -> dict[str, Any]:
+    """One part: a task's closed form and the prediction's limit, or one run's records (each seed's own streams)."""
+    start = time.perf_counter()
+    plan = _plan(s)
+    x = coordinates["task"]
+    if coordinates["part"] == "forms":
+        ceiling, limit = plan.forms(x)
+        record = {"closed_form": None if ceiling is None else ceiling.model_dump(mode="json"),
+                  "limit": None if limit is None else limit.model_dump(mode="json")}
+    else:
+        record = {"cells": [c.model_dump(mode="json") for c in plan.run(x, int(coordinates["budget"]))]}
+    return {**record, "seconds": time.perf_counter() - start}
+
+
+def reduce(s: SampleEfficiencySettings, records: list[dict[str, Any]]) -> SampleEfficiency:
+    """The sweep's result from its parts (seconds summed over the cells)."""
+    plan = _plan(s)
+    forms, runs = {}, []
+    for coordinates, record in zip(cells(s), records):
+        if coordinates["part"] == "forms":
+            forms[coordinates["task"]] = tuple(None if record[key] is None else ClosedForm.model_validate(record[key])
+                                               for key in ("closed_form", "limit"))
+        else:
+            runs += [Cell.model_validate(c) for c in record["cells"]]
+    return plan.result(forms, runs, sum(r["seconds"] for r in records))
 
 
 def summary(r: Any) -> list[str]:

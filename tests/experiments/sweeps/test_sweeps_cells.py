@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from prhsim.experiments.sweeps import SWEEPS, Cell, CellError, CellStore, cell_rows, csv_text, run_sweep, settings_document
+from prhsim.experiments.sweeps import SWEEPS, SweepCell, CellError, CellStore, cell_rows, csv_text, run_sweep, settings_document
 from prhsim.experiments.sweeps._cells import cell_key, sweep_cells
 
 BAD_VIEW = SWEEPS["bad-view"]
@@ -23,11 +23,11 @@ def _untimed(document):
 
 def test_a_cell_key_changes_with_the_settings_the_cell_and_nothing_else():
     s = settings_document(_settings())
-    key = cell_key("bad-view", s, Cell(0, {"eps": 0.2}))
-    assert key == cell_key("bad-view", dict(s), Cell(5, {"eps": 0.2}))  # the place in the grid is not in the key
-    assert key != cell_key("bad-view", s, Cell(0, {"eps": 0.5}))
-    assert key != cell_key("bad-view", {**s, "seed": 1}, Cell(0, {"eps": 0.2}))
-    assert key != cell_key("kernel-mismatch", s, Cell(0, {"eps": 0.2}))
+    key = cell_key("bad-view", s, SweepCell(0, {"eps": 0.2}))
+    assert key == cell_key("bad-view", dict(s), SweepCell(5, {"eps": 0.2}))  # the place in the grid is not in the key
+    assert key != cell_key("bad-view", s, SweepCell(0, {"eps": 0.5}))
+    assert key != cell_key("bad-view", {**s, "seed": 1}, SweepCell(0, {"eps": 0.2}))
+    assert key != cell_key("kernel-mismatch", s, SweepCell(0, {"eps": 0.2}))
 
 
 def test_the_cells_reduce_to_the_library_s_result_and_reuse_what_the_folder_holds(tmp_path):
