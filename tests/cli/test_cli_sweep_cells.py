@@ -177,9 +177,10 @@ def test_ray_runs_every_sweep_s_cells_to_the_in_process_numbers(tmp_path):
 
     ray_command = str(Path(sys.executable).with_name("ray"))
     port = _free_port()
-    started = subprocess.run([ray_command, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+    started = subprocess.run([ray_command, "start", "--head", f"--port={port}",
                               "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "RAY_AUTH_MODE": "disabled"})  # a loopback cluster: no token
     assert started.returncode == 0, started.stdout + started.stderr
     address = f"127.0.0.1:{port}"
     try:

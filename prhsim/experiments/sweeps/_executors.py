@@ -190,12 +190,15 @@ def _on_ray(sweep: Any, settings: BaseModel, cells: list[SweepCell], finished: C
 
     started = not ray.is_initialized()
     if started:
-        runtime = {"env_vars": dict(WORKER_ENVIRONMENT)}
-        if address is None:
-            ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                     runtime_env=runtime)
-        else:
-            ray.init(address=address, log_to_driver=False, runtime_env=runtime)
+        options = dict(log_to_driver=False, logging_level="warning", runtime_env={"env_vars": dict(WORKER_ENVIRONMENT)})
+        try:
+            if address is None:
+                ray.init(address="local", num_cpus=workers, include_dashboard=False, **options)
+            else:
+                ray.init(address=address, **options)
+        except (ConnectionError, RuntimeError) as exc:  # no cluster there, or one that refuses this client
+            where = f"the Ray cluster at {address}" if address else "a local Ray"
+            raise ValueError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
     try:
         task = ray.remote(num_cpus=1, max_retries=3)(cell_task)
         document = settings_document(settings)
