@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sparse.py
 	$(BIN)/python benchmarks/bench_sigreg.py
 	$(BIN)/python benchmarks/bench_vmap_seeds.py
+	$(BIN)/python benchmarks/bench_sweep_workers.py --quick
 	$(BIN)/python benchmarks/bench_sample_efficiency.py
 	$(BIN)/python benchmarks/bench_knn.py
 	$(BIN)/python benchmarks/bench_knn_gpu.py

@@ -150,7 +150,7 @@ def _command(sweep: Any) -> click.Command:
             try:
                 store.start()
                 return run_sweep(sweep, settings, store, workers=workers, executor=executor, address=address,
-                                 say=say)
+                                 threads=getattr(settings, "threads", 1), say=say)
             except ValidationError as exc:  # settings a world model refuses (e.g. too many modalities)
                 raise ConfigError(format_validation_error(exc)) from None
 

@@ -4,7 +4,8 @@
 chosen executor, writes each as it finishes (:class:`prhsim.experiments.sweeps._cells.CellStore`),
 and reduces the records into the sweep's result. Progress counts cells on every executor.
 
-* ``executor="local"``, ``workers=1`` (the default): every cell in this process, in order.
+* ``executor="local"``, ``workers=1`` (the default): every cell in this process, in order (or on ``threads``
+  threads of it).
 * ``executor="local"``, ``workers=N``: N worker processes (the standard library's process pool, started
   by spawning, never forking a process that holds JAX's threads), each with one BLAS/OpenMP thread and
   JAX on one core, so N workers on N cores do not oversubscribe them. A worker computes JAX in float64
@@ -52,7 +53,7 @@ class SweepRun:
 
 
 def run_sweep(sweep: Any, settings: BaseModel, store: CellStore | None = None, *, workers: int = 1,
-              executor: Executor = "local", address: str | None = None,
+              executor: Executor = "local", address: str | None = None, threads: int = 1,
               say: Callable[..., None] | None = None) -> SweepRun:
     """Every cell of ``sweep`` (a :class:`prhsim.experiments.sweeps.Sweep`) for ``settings``, reduced (module docstring).
 
@@ -63,6 +64,8 @@ def run_sweep(sweep: Any, settings: BaseModel, store: CellStore | None = None, *
         workers: worker processes (local), or the CPUs of the Ray started for the sweep; at least 1.
         executor: "local" or "ray".
         address: ``HOST:PORT`` of a running Ray cluster (executor "ray" only).
+        threads: with one local worker, cells computed at once on threads of this process (JAX and the BLAS
+            release the interpreter while they compute; a sweep whose settings hold ``threads`` gets them).
         say: ``say(message, done=None, total=None)``, counted in cells.
 
     Raises:
@@ -106,6 +109,8 @@ def run_sweep(sweep: Any, settings: BaseModel, store: CellStore | None = None, *
             _on_ray(sweep, settings, missing, finished, workers, address)
         elif workers > 1 and len(missing) > 1:
             _on_processes(sweep, settings, missing, finished, workers)
+        elif threads > 1 and len(missing) > 1:
+            _on_threads(sweep, module, settings, missing, finished, threads)
         else:
             for cell in missing:
                 say(f"{cell.describe()} ({len(records) + 1} of {total})")
@@ -182,6 +187,27 @@ def _on_processes(sweep: Any, settings: BaseModel, cells: list[SweepCell], finis
                 finished(cell, record)
     finally:
         pool.shutdown(wait=not pending, cancel_futures=True)
+
+
+def _on_threads(sweep: Any, module: Any, settings: BaseModel, cells: list[SweepCell], finished: Callable[..., None],
+                threads: int) -> None:
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    with ThreadPoolExecutor(max_workers=min(threads, len(cells))) as pool:
+        pending = {pool.submit(compute_cell, module, settings, cell): cell for cell in cells}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    cell = pending.pop(future)
+                    try:
+                        record = future.result()
+                    except Exception as exc:  # noqa: BLE001 - named in one line; finished cells stay
+                        raise _cell_error(sweep, cell, exc) from exc
+                    finished(cell, record)
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def _on_ray(sweep: Any, settings: BaseModel, cells: list[SweepCell], finished: Callable[..., None], workers: int,
