@@ -19,6 +19,7 @@ from prhsim.experiments._plan import (
     plan_run as plan_run,
     time_class as time_class,
 )
+from prhsim.experiments.sweeps import SWEEPS
 from prhsim.experiments.report import (
     render_report as render_report,
     results_document as results_document,
@@ -104,38 +105,9 @@ __all__ = [
 ]
 
 
-#: The sweeps' library functions and results, each imported from its module in ``prhsim.experiments.sweeps`` when
+#: The sweeps' library functions and results (each record's ``exports``), each imported from its sweep's module when
 #: first used, so that a run (and ``import prhsim.experiments``) does not import every sweep.
-_SWEEP_NAMES = {
-    "DEFAULT_LAMS": "_sigreg_weight",
-    "sigreg_weight_sweep": "_sigreg_weight",
-    "MetricBridge": "_metric_bridge",
-    "metric_bridge": "_metric_bridge",
-    "CalibrationSweep": "_calibration",
-    "calibration_sweep": "_calibration",
-    "BadViewSweep": "_bad_view",
-    "bad_view_sweep": "_bad_view",
-    "GapSensitivity": "_gap_sensitivity",
-    "gap_sensitivity": "_gap_sensitivity",
-    "KernelMismatchSweep": "_kernel_mismatch",
-    "kernel_mismatch_sweep": "_kernel_mismatch",
-    "RestrictedEncoder": "_restricted_encoder",
-    "restricted_encoder": "_restricted_encoder",
-    "NtpCaResult": "_ntp_ca",
-    "ntp_ca_sweep": "_ntp_ca",
-    "SampleEfficiency": "_sample_efficiency_results",
-    "sample_efficiency": "_sample_efficiency",
-    "SampleRatioMap": "_sample_ratio",
-    "sample_ratio_map": "_sample_ratio",
-    "PairFreeResult": "_pair_free",
-    "designed_world": "_pair_free",
-    "pair_free_sweep": "_pair_free",
-    "CaptioningCurve": "_captioning",
-    "CaptionScores": "_caption_scores",
-    "PairFreeSample": "_captioning",
-    "captioning_curve": "_captioning",
-    "captioning_setup": "_captioning",
-}
+_SWEEP_NAMES = {name: sweep.module for sweep in SWEEPS.values() for name in sweep.exports}
 
 
 def __getattr__(name: str):
@@ -144,7 +116,7 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'prhsim.experiments' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f"prhsim.experiments.sweeps.{module}"), name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -147,7 +148,8 @@ def _free_port():
 
 
 def _kill_a_ray_worker_mid_sweep(address, out):
-    """Run the slow sweep on the cluster and SIGKILL the first Ray worker seen computing a cell; the sweep's output."""
+    """Run the slow sweep on the cluster and, once a first cell has finished (the workers hold the task's code),
+    SIGKILL a Ray worker computing another cell."""
     import psutil  # installed with ray
 
     command = [sys.executable, "-m", "prhsim", "sweep", *SLOW, "--executor", "ray", "--address", address, "-q",
@@ -156,6 +158,9 @@ def _kill_a_ray_worker_mid_sweep(address, out):
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
         deadline = time.monotonic() + 120
         while killed is None and process.poll() is None and time.monotonic() < deadline:
+            if not _cell_files(Path(f"{out}.cells")):
+                time.sleep(0.02)
+                continue
             for worker in psutil.process_iter(["cmdline"]):
                 if any("ray::cell_task" in part for part in worker.info["cmdline"] or ()):
                     worker.kill()  # a Ray worker, killed while it computes a cell
@@ -174,8 +179,6 @@ def test_ray_runs_every_sweep_s_cells_to_the_in_process_numbers(tmp_path):
     started by the sweep itself (``--executor ray --workers 2``) gives them too.
     (``ray stop --force`` stops every Ray process of the machine: one test owns Ray, so xdist workers never share it.)"""
     pytest.importorskip("ray", reason="the Ray executor needs the ray extra (pip install 'prhsim[ray]')")
-    from pathlib import Path
-
     ray_command = str(Path(sys.executable).with_name("ray"))
     port = _free_port()
     started = subprocess.run([ray_command, "start", "--head", f"--port={port}",

@@ -239,7 +239,7 @@ class BadViewSweepSettings(Settings):
     renamed = {"eps": "eps_grid"}
 
     modalities: int = Field(3, ge=2, le=8)
-    eps_grid: list[float] | None = None
+    eps_grid: list[float] = Field(default_factory=lambda: list(BAD_VIEW_EPS), min_length=1)
     k: int | Literal["auto"] = "auto"
     seed: int = Field(0, ge=0)
 
@@ -253,7 +253,7 @@ def estimate(s: BadViewSweepSettings) -> Any:
     from prhsim.experiments._plan import plan_run
     from prhsim.experiments.sweeps._registry import Estimate
 
-    cells = len(s.eps_grid or BAD_VIEW_EPS)
+    cells = len(s.eps_grid)
     each = plan_run(_config(s)).seconds
     return Estimate((cells + 1) * each, f"{cells} values of eps, each about {each:.2g} s of closed forms "
                                         f"({s.world.describe()}, {s.modalities} modalities)")
@@ -271,13 +271,13 @@ def _setup(s: BadViewSweepSettings) -> Any:
 def run(s: BadViewSweepSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep bad-view`` from its settings; ``say`` reports progress (counted in values of eps)."""
     setup = _setup(s)
-    return bad_view_sweep(setup.base, setup.modalities, eps_grid=s.eps_grid or BAD_VIEW_EPS, k=s.k, rng=s.seed,
+    return bad_view_sweep(setup.base, setup.modalities, eps_grid=s.eps_grid, k=s.k, rng=s.seed,
                           name=s.world.describe(), progress=say)
 
 
 def cells(s: BadViewSweepSettings) -> list[dict[str, float]]:
     """One cell per value of ε."""
-    return [{"eps": e} for e in _check_eps(s.eps_grid or BAD_VIEW_EPS)]
+    return [{"eps": e} for e in _check_eps(s.eps_grid)]
 
 
 def cell(s: BadViewSweepSettings, coordinates: dict[str, float]) -> dict[str, Any]:

@@ -172,7 +172,7 @@ class GapSensitivitySettings(Settings):
 
     renamed = {"size": "perturbation"}
 
-    gaps: list[float] | None = None
+    gaps: list[float] = Field(default_factory=lambda: list(DEFAULT_GAPS), min_length=1)
     perturbation: float = Field(1e-3, gt=0, le=1)
     n: int = Field(6, ge=3, le=200)
     move: float = Field(0.9, gt=0, le=1)
@@ -190,14 +190,14 @@ def estimate(s: GapSensitivitySettings) -> Any:
     """Gaps x (GAP_SECONDS + SECONDS_AT_30 · (n/30)⁸)."""
     from prhsim.experiments.sweeps._registry import Estimate
 
-    gaps = len(s.gaps or DEFAULT_GAPS)
+    gaps = len(s.gaps)
     return Estimate(gaps * (GAP_SECONDS + SECONDS_AT_30 * (s.n / 30.0) ** 8),
                     f"{gaps} gaps on path({s.n}) x path({s.n}) ({s.n * s.n:,} states)")
 
 
 def run(s: GapSensitivitySettings, say: Progress | None = None) -> Any:
     """``prhsim sweep gap-sensitivity`` from its settings; ``say`` reports progress (counted in gaps)."""
-    return gap_sensitivity(gaps=s.gaps or DEFAULT_GAPS, perturbation=s.perturbation, n=s.n, move=s.move, rng=s.seed,
+    return gap_sensitivity(gaps=s.gaps, perturbation=s.perturbation, n=s.n, move=s.move, rng=s.seed,
                            progress=say)
 
 

@@ -212,7 +212,7 @@ class KernelMismatchSweepSettings(Settings):
     renamed = {"sizes": "perturbations"}
 
     n: int = Field(30, ge=4, le=5000)
-    perturbations: list[float] | None = None
+    perturbations: list[float] = Field(default_factory=lambda: list(DEFAULT_PERTURBATIONS), min_length=1)
     k: int = Field(2, ge=1)
     worlds: int = Field(8, ge=1, le=1000)
     seed: int = Field(0, ge=0)
@@ -228,14 +228,14 @@ def estimate(s: KernelMismatchSweepSettings) -> Any:
     """Cells (worlds x perturbations) x CELL_SECONDS_PER_N2 · n²."""
     from prhsim.experiments.sweeps._registry import Estimate
 
-    cells = s.worlds * len(s.perturbations or DEFAULT_PERTURBATIONS)
+    cells = s.worlds * len(s.perturbations)
     return Estimate(cells * CELL_SECONDS_PER_N2 * float(s.n) ** 2,
                     f"{cells} cells (worlds x perturbations) of {s.n:,} x {s.n:,} kernels")
 
 
 def run(s: KernelMismatchSweepSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep kernel-mismatch`` from its settings; ``say`` reports progress (counted in cells)."""
-    return kernel_mismatch_sweep(n=s.n, perturbations=s.perturbations or DEFAULT_PERTURBATIONS, k=s.k, worlds=s.worlds,
+    return kernel_mismatch_sweep(n=s.n, perturbations=s.perturbations, k=s.k, worlds=s.worlds,
                                  rng=s.seed, progress=say)
 
 
@@ -248,7 +248,7 @@ def cell(s: KernelMismatchSweepSettings, coordinates: dict[str, int]) -> dict[st
     """World ``coordinates["world"]`` at every perturbation, from its own stream (:func:`world_stream`)."""
     start = time.perf_counter()
     w = int(coordinates["world"])
-    row = mismatch_row(s.n, _check_perturbations(s.perturbations or DEFAULT_PERTURBATIONS), s.k, w,
+    row = mismatch_row(s.n, _check_perturbations(s.perturbations), s.k, w,
                        world_stream(s.seed, w))
     return {"row": [c.model_dump(mode="json") for c in row], "seconds": time.perf_counter() - start}
 
@@ -256,7 +256,7 @@ def cell(s: KernelMismatchSweepSettings, coordinates: dict[str, int]) -> dict[st
 def reduce(s: KernelMismatchSweepSettings, records: list[dict[str, Any]]) -> KernelMismatchSweep:
     """The sweep's result from its worlds' rows (seconds summed over the cells)."""
     rows = [[MismatchCell.model_validate(c) for c in r["row"]] for r in records]
-    return _reduce(rows, s.n, s.k, _check_perturbations(s.perturbations or DEFAULT_PERTURBATIONS), s.seed,
+    return _reduce(rows, s.n, s.k, _check_perturbations(s.perturbations), s.seed,
                    sum(r["seconds"] for r in records))
 
 

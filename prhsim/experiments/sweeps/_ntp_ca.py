@@ -206,7 +206,8 @@ class NtpCaSettings(Settings):
     grids = ('strengths',)
     renamed = {"d": "k"}
 
-    strengths: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
+    strengths: list[Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=lambda: list(DEFAULT_STRENGTHS),
+                                                                 min_length=1)
     k: int = Field(2, ge=1, le=5)
     worlds: int = Field(3, ge=1, le=100)
     restarts: int = Field(3, ge=1, le=20)
@@ -222,13 +223,13 @@ def estimate(s: NtpCaSettings) -> Any:
     """Fits (worlds x strengths x restarts) x FIT_SECONDS."""
     from prhsim.experiments.sweeps._registry import Estimate
 
-    fits = s.worlds * len(s.strengths or DEFAULT_STRENGTHS) * s.restarts
+    fits = s.worlds * len(s.strengths) * s.restarts
     return Estimate(fits * FIT_SECONDS, f"{fits} fits (worlds x strengths x restarts)")
 
 
 def run(s: NtpCaSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep ntp-ca`` from its settings; ``say`` reports progress (counted in cells)."""
-    return ntp_ca_sweep(s.strengths or DEFAULT_STRENGTHS, k=s.k, worlds=s.worlds, restarts=s.restarts, rng=s.seed,
+    return ntp_ca_sweep(s.strengths, k=s.k, worlds=s.worlds, restarts=s.restarts, rng=s.seed,
                         progress=say)
 
 

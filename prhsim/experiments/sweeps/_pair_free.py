@@ -317,9 +317,11 @@ class PairFreeSettings(Settings):
 
     renamed = {"seeds": "n_seeds", "eps": "eps_grid", "samples": "sample_sizes", "n_states": "n"}
 
-    gaps: list[Annotated[float, Field(ge=0, le=0.5)]] | None = Field(None, min_length=1)
-    sample_sizes: list[Annotated[int, Field(ge=10, le=10_000_000)]] | None = Field(None, min_length=1)
-    eps_grid: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(None, min_length=1)
+    gaps: list[Annotated[float, Field(ge=0, le=0.5)]] = Field(default_factory=lambda: list(DEFAULT_GAPS), min_length=1)
+    sample_sizes: list[Annotated[int, Field(ge=10, le=10_000_000)]] = Field(
+        default_factory=lambda: list(DEFAULT_SAMPLES), min_length=1)
+    eps_grid: list[Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=lambda: list(PAIR_FREE_EPS),
+                                                                min_length=1)
     base_gap: float = Field(0.07, ge=0, le=0.5)
     base_samples: int = Field(30_000, ge=10, le=10_000_000)
     n: int = Field(200, ge=10, le=5000)
@@ -351,7 +353,7 @@ def estimate(s: PairFreeSettings) -> Any:
     """Seeds x Σ over cells of :func:`cell_units` x SAMPLE_SECONDS."""
     from prhsim.experiments.sweeps._registry import Estimate
 
-    gaps, samples, eps = s.gaps or DEFAULT_GAPS, s.sample_sizes or DEFAULT_SAMPLES, s.eps_grid or PAIR_FREE_EPS
+    gaps, samples, eps = s.gaps, s.sample_sizes, s.eps_grid
     sizes = [s.base_samples] * (len(gaps) + len(eps)) + list(samples)
     units = s.n_seeds * sum(cell_units(size) for size in sizes)
     return Estimate(units * SAMPLE_SECONDS, f"{len(sizes)} cells x {s.n_seeds} seeds, "
@@ -365,7 +367,7 @@ def run(s: PairFreeSettings, say: Progress | None = None) -> Any:
 
 
 def _grids(s: PairFreeSettings) -> tuple[Sequence[float], Sequence[int], Sequence[float]]:
-    return s.gaps or DEFAULT_GAPS, s.sample_sizes or DEFAULT_SAMPLES, s.eps_grid or PAIR_FREE_EPS
+    return s.gaps, s.sample_sizes, s.eps_grid
 
 
 def cells(s: PairFreeSettings) -> list[dict[str, Any]]:

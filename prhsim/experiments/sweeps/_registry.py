@@ -84,6 +84,10 @@ class Sweep:
             :meth:`run` raises a one-line ValueError, and the command refuses before any work
             (:meth:`check_requirements`).
         smoke: command-line arguments of a tiny setting (seconds): what the tests run every sweep at.
+        exports: the names of ``module`` (its library function, result and helpers) that ``prhsim.experiments``
+            offers, each imported from the module when first used.
+        long: ``--set`` assignments under which the sweep's estimate is minutes or more (the tests check that it
+            says so before any work).
     """
 
     name: str
@@ -96,6 +100,8 @@ class Sweep:
     requires: tuple[str, ...] = ()
     extra: str = ""
     smoke: tuple[str, ...] = ()
+    exports: tuple[str, ...] = ()
+    long: tuple[str, ...] = ()
 
     def check_requirements(self) -> None:
         """A one-line ValueError when a module of :attr:`requires` is missing."""
