@@ -13,6 +13,10 @@ and reduces the records into the sweep's result. Progress counts cells on every 
 * ``executor="ray"``: a Ray task per cell (one CPU each, retried by Ray when its worker dies), on a
   local Ray started for the sweep (``workers`` CPUs) or on the running cluster at ``address``.
 
+Every cell computes with one BLAS thread, whatever runs it: a matrix product split over more threads sums in
+another order, and its last bits would depend on the executor (measured: kernel-mismatch at n = 600 differed
+between this process with the default threads and two one-thread workers). Parallel work comes from cells.
+
 A cell that raises stops the sweep with one line naming the cell and its coordinates; the cells
 finished before it stay in the cell folder for a resume.
 """
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel
+from threadpoolctl import threadpool_limits
 
 from prhsim.experiments.sweeps._cells import SweepCell, CellStore, compute_cell, reduce_cells, settings_document, sweep_cells
 
@@ -109,16 +114,18 @@ def run_sweep(sweep: Any, settings: BaseModel, store: CellStore | None = None, *
             _on_ray(sweep, settings, missing, finished, workers, address)
         elif workers > 1 and len(missing) > 1:
             _on_processes(sweep, settings, missing, finished, workers)
-        elif threads > 1 and len(missing) > 1:
-            _on_threads(sweep, module, settings, missing, finished, threads)
         else:
-            for cell in missing:
-                say(f"{cell.describe()} ({len(records) + 1} of {total})")
-                try:
-                    record = compute_cell(module, settings, cell, say if total == 1 else None)
-                except Exception as exc:  # noqa: BLE001 - named in one line; finished cells stay
-                    raise _cell_error(sweep, cell, exc) from exc
-                finished(cell, record)
+            with threadpool_limits(limits=1):  # one BLAS thread, as in every worker: the sums are the same
+                if threads > 1 and len(missing) > 1:
+                    _on_threads(sweep, module, settings, missing, finished, threads)
+                else:
+                    for cell in missing:
+                        say(f"{cell.describe()} ({len(records) + 1} of {total})")
+                        try:
+                            record = compute_cell(module, settings, cell, say if total == 1 else None)
+                        except Exception as exc:  # noqa: BLE001 - named in one line; finished cells stay
+                            raise _cell_error(sweep, cell, exc) from exc
+                        finished(cell, record)
     ordered = [records[cell.index] for cell in cells]
     return SweepRun(reduce_cells(module, settings, ordered), cells, ordered, reused)
 
@@ -146,7 +153,8 @@ def cell_task(module: str, settings_model: str, settings: dict[str, Any], index:
         jax.config.update("jax_enable_x64", True)
     sweep_module = importlib.import_module(module)
     model = getattr(sweep_module, settings_model).model_validate(settings)
-    return compute_cell(sweep_module, model, SweepCell(index, coordinates))
+    with threadpool_limits(limits=1):
+        return compute_cell(sweep_module, model, SweepCell(index, coordinates))
 
 
 @contextlib.contextmanager

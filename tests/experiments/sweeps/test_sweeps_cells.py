@@ -98,3 +98,28 @@ def test_the_tidy_table_has_one_row_per_cell_with_its_coordinates():
     assert rows[0]["modalities.symbolic.observed_kz"] == run.result.modalities[2].observed_kz[0]
     text = csv_text(rows).splitlines()
     assert len(text) == 4 and text[0].startswith("cell,eps,")
+
+
+def test_cells_compute_with_one_blas_thread_whatever_this_process_uses(monkeypatch):
+    """In this process under two BLAS threads, the cells give the numbers two one-thread workers give (a product split
+    over threads sums in another order: without the one-thread rule, kernel-mismatch at n = 400 differs in its last
+    bits)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    sweep = SWEEPS["kernel-mismatch"]
+    settings = sweep.settings_model().model_validate({"n": 400, "worlds": 2, "perturbations": [0.01, 0.1]})
+    with threadpool_limits(limits=2):
+        seen = []
+        module = sweep.module_object()
+        real = module.cell
+
+        def watched(s, coordinates):
+            seen.append({info["num_threads"] for info in threadpool_info()})
+            return real(s, coordinates)
+
+        monkeypatch.setattr(module, "cell", watched)
+        here = run_sweep(sweep, settings)
+        monkeypatch.undo()
+    assert seen == [{1}, {1}]
+    there = run_sweep(sweep, settings, workers=2)
+    assert _untimed(here.result.model_dump(mode="json")) == _untimed(there.result.model_dump(mode="json"))
