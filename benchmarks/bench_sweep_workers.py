@@ -1,4 +1,4 @@
-"""Sweeps on local workers and on Ray against the same sweep in one process (the numbers must be equal; the time is not).
+"""Sweeps on local workers and on Ray against the same sweep in one process (equal numbers; the time is not).
 
 For each sweep below, ``prhsim sweep NAME`` in this process (the baseline) and with ``--workers 2`` (two spawned
 worker processes, one BLAS thread and JAX on one core each), through the library's executor
@@ -61,7 +61,8 @@ def main() -> None:
         settings = resolve_settings(SWEEPS[name].settings_model(), {}, sets)
         here, result_here, cells = _timed(name, settings)
         there, result_there, _ = _timed(name, settings, workers=2)
-        print(f"{label:<58s} {cells:5d} {here:10.2f}s {there:9.2f}s {here / there:8.2f}x  {result_here == result_there}")
+        equal = result_here == result_there
+        print(f"{label:<58s} {cells:5d} {here:10.2f}s {there:9.2f}s {here / there:8.2f}x  {equal}")
     try:
         import ray  # noqa: F401
     except ImportError:

@@ -4,10 +4,13 @@ Every sweep follows one pattern: its settings model resolved from defaults <- ``
 <- ``--set`` <- its shorthand flags, the output folder checked, the sweep's own notes (its
 cost; a refusal before any work, under ``--memory-limit``; ``this sweep may take minutes: …``
 where its time class, estimated from its settings, is minutes or hours), then
-:func:`prhsim.cli._driver.drive`: the sweep run with progress (its grid counted in work units,
-with an ETA), ``results.json``, ``config.json`` and the figure written into a folder renamed
-whole into place, and its summary printed (or the results document with ``--json``). Usage
-errors are one line and exit 2.
+:func:`prhsim.cli._driver.drive`: the sweep's cells run with progress (counted in cells, with an
+ETA; in this process, on ``--workers N`` processes or on Ray with ``--executor ray``:
+:func:`prhsim.experiments.sweeps.run_sweep`), each finished cell kept in ``DIR.cells`` until the
+folder is written (``--resume DIR``, or the same ``--out``, computes only the missing ones);
+``results.json``, ``config.json``, ``cells.csv``, ``cells.parquet`` and the figure written into a
+folder renamed whole into place, and its summary printed (or the results document with
+``--json``). Usage errors are one line and exit 2.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from prhsim._extras import missing, require
 from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
-from prhsim._extras import missing, require
 from prhsim.cli._options import git_revision, memory_limit_option, parse_out, read_own_config
 from prhsim.config import ConfigError, format_validation_error, resolve_settings
 from prhsim.io import OutputError, check_out_folder, json_text, save_png
@@ -173,6 +176,8 @@ def _command(sweep: Any) -> click.Command:
 
         def kept():
             count = store.count()
+            if not count:  # stopped before its first cell: nothing to keep
+                store.remove()
             return (f"its {count} computed cell(s) stay in {store.folder}: the same command (or --resume {out_dir}) "
                     "computes only the others") if count else None
 

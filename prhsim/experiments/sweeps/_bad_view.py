@@ -281,12 +281,13 @@ def cells(s: BadViewSweepSettings) -> list[dict[str, float]]:
 
 
 def cell(s: BadViewSweepSettings, coordinates: dict[str, float]) -> dict[str, Any]:
-    """The cell at ``coordinates["eps"]``, its ties broken by the cell's own stream (the seed and ε), with its seconds."""
+    """The cell at ``coordinates["eps"]`` (its ties broken by the cell's own stream: the seed and ε), with its seconds."""
     start = time.perf_counter()
     setup = _setup(s)
     base_opt, base_values = _base(setup.base, s.k)
     eps = float(coordinates["eps"])
-    record = bad_view_cell(setup.base, setup.modalities, base_values, base_opt.k, eps, cell_stream(s.seed, {"eps": eps}))
+    stream = cell_stream(s.seed, {"eps": eps})
+    record = bad_view_cell(setup.base, setup.modalities, base_values, base_opt.k, eps, stream)
     return {**record, "seconds": time.perf_counter() - start}
 
 

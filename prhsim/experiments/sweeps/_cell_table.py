@@ -1,4 +1,4 @@
-"""A sweep's tidy table: one row per cell, its coordinates and its numbers as columns (``cells.csv``, ``cells.parquet``).
+"""A sweep's tidy table: one row per cell, its coordinates and numbers as columns (``cells.csv``, ``cells.parquet``).
 
 A row is the cell's index, its coordinates, and its record flattened: nested mappings become
 dotted column names (``pairs.0.rho_p`` is not made: a list is one column holding its JSON text).

@@ -114,7 +114,7 @@ class CellStore:
         return self.folder / f"{cell_key(self.sweep, self.settings, cell)}.json"
 
     def load(self, cell: SweepCell) -> dict[str, Any] | None:
-        """The cell's record when a file with its key holds it whole; None otherwise (missing, cut short, another key)."""
+        """The cell's record when a file with its key holds it whole; None when missing, cut short or of another key."""
         path = self.path(cell)
         try:
             document = json.loads(path.read_text())

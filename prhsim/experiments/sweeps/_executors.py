@@ -33,7 +33,14 @@ from typing import Any, Callable, Iterator, Literal
 from pydantic import BaseModel
 from threadpoolctl import threadpool_limits
 
-from prhsim.experiments.sweeps._cells import SweepCell, CellStore, compute_cell, reduce_cells, settings_document, sweep_cells
+from prhsim.experiments.sweeps._cells import (
+    CellStore,
+    SweepCell,
+    compute_cell,
+    reduce_cells,
+    settings_document,
+    sweep_cells,
+)
 
 Executor = Literal["local", "ray"]
 #: The executors ``prhsim sweep --executor`` offers.
