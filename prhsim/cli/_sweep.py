@@ -146,7 +146,7 @@ def _command(sweep: Any) -> click.Command:
             raise UsageProblem(str(exc).splitlines()[0]) from None
         print_notes(notes, quiet=quiet)
         revision = git_revision()
-        store = CellStore.beside(out_dir, sweep.name, settings_document(settings))
+        store = CellStore.beside(out_dir, sweep.name, settings_document(settings), revision)
 
         def compute(say):
             say("computing")

@@ -99,13 +99,14 @@ def test_a_killed_sweep_resumes_computing_only_its_missing_cells(tmp_path):
 def test_the_same_out_reuses_the_stopped_cells_and_other_settings_reuse_none(tmp_path):
     """Cells left under o.cells (as a killed sweep leaves them) are read by the same command; with another seed their
     keys differ and none is read."""
+    from prhsim.cli._options import git_revision
     from prhsim.experiments.sweeps import CellStore, run_sweep, settings_document
 
     sweep, smoke = SWEEPS["bad-view"], [*SWEEPS["bad-view"].smoke, "--no-figures"]
     settings = sweep.settings_model().model_validate({"eps_grid": [0.1, 0.5, 1.0]})
 
     def leave_cells(out):
-        store = CellStore.beside(out, "bad-view", settings_document(settings))
+        store = CellStore.beside(out, "bad-view", settings_document(settings), git_revision())  # as the command keys
         store.start()
         run_sweep(sweep, settings, store)
 

@@ -13,7 +13,7 @@ A sweep that declares none is one cell, whose record is its whole result.
 
 Each finished cell is written as it finishes, atomically, into the sweep's *cell folder*
 (``DIR.cells`` beside the output folder ``DIR``), named by its key: the hash of the sweep's name,
-its settings, the cell's coordinates and prhsim's version. A later run with the same ``--out``
+its settings, the cell's coordinates, prhsim's version and the git revision of its source when known. A later run with the same ``--out``
 (or ``--resume DIR``) reads every cell whose key matches and computes only the others; a file
 that does not parse, or whose key differs, is never read as a result.
 """
@@ -82,27 +82,30 @@ def reduce_cells(module: Any, settings: BaseModel, records: Sequence[Mapping[str
         return module.reduce(settings, list(records))
     (record,) = records
     module_name, _, name = record["result_type"].partition(":")
+    if not module_name.startswith("prhsim."):
+        raise ValueError(f"a cell's record names a result type outside prhsim: {record['result_type']!r}")
     return getattr(importlib.import_module(module_name), name).model_validate(record["result"])
 
 
-def cell_key(sweep: str, settings: Mapping[str, Any], cell: SweepCell) -> str:
-    """The cell's key: a hash of the sweep's name, its settings, the cell's coordinates and prhsim's version."""
-    text = json.dumps({"sweep": sweep, "settings": settings, "cell": dict(cell.coordinates), "version": __version__},
-                      sort_keys=True, allow_nan=True)
+def cell_key(sweep: str, settings: Mapping[str, Any], cell: SweepCell, revision: str | None = None) -> str:
+    """The cell's key: a hash of the sweep's name, its settings, the cell's coordinates, prhsim's version and the
+    source's git revision when known (a development checkout keeps one version across changes of its code)."""
+    text = json.dumps({"sweep": sweep, "settings": settings, "cell": dict(cell.coordinates), "version": __version__,
+                       "revision": revision}, sort_keys=True, allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 class CellStore:
     """A sweep's cell folder: one JSON file per finished cell, named by its key and written atomically."""
 
-    def __init__(self, folder: Path, sweep: str, settings: Mapping[str, Any]) -> None:
-        self.folder, self.sweep, self.settings = Path(folder), sweep, dict(settings)
+    def __init__(self, folder: Path, sweep: str, settings: Mapping[str, Any], revision: str | None = None) -> None:
+        self.folder, self.sweep, self.settings, self.revision = Path(folder), sweep, dict(settings), revision
 
     @classmethod
-    def beside(cls, out: Path, sweep: str, settings: Mapping[str, Any]) -> "CellStore":
+    def beside(cls, out: Path, sweep: str, settings: Mapping[str, Any], revision: str | None = None) -> "CellStore":
         """The cell folder of the output folder ``out``: ``out.cells`` beside it."""
         out = Path(out).resolve()
-        return cls(out.with_name(out.name + CELL_FOLDER_SUFFIX), sweep, settings)
+        return cls(out.with_name(out.name + CELL_FOLDER_SUFFIX), sweep, settings, revision)
 
     def start(self) -> None:
         """Create the cell folder and record the sweep's settings in it (what ``--resume`` reads back)."""
@@ -111,7 +114,7 @@ class CellStore:
                                                                   indent=2, allow_nan=True))
 
     def path(self, cell: SweepCell) -> Path:
-        return self.folder / f"{cell_key(self.sweep, self.settings, cell)}.json"
+        return self.folder / f"{cell_key(self.sweep, self.settings, cell, self.revision)}.json"
 
     def load(self, cell: SweepCell) -> dict[str, Any] | None:
         """The cell's record when a file with its key holds it whole; None when missing, cut short or of another key."""

@@ -28,6 +28,7 @@ def test_a_cell_key_changes_with_the_settings_the_cell_and_nothing_else():
     assert key != cell_key("bad-view", s, SweepCell(0, {"eps": 0.5}))
     assert key != cell_key("bad-view", {**s, "seed": 1}, SweepCell(0, {"eps": 0.2}))
     assert key != cell_key("kernel-mismatch", s, SweepCell(0, {"eps": 0.2}))
+    assert key != cell_key("bad-view", s, SweepCell(0, {"eps": 0.2}), revision="abc123")  # another commit
 
 
 def test_the_cells_reduce_to_the_library_s_result_and_reuse_what_the_folder_holds(tmp_path):
