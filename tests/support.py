@@ -70,3 +70,12 @@ def assert_one_line_refusal(result, peak: float, names: list[str]) -> None:
     for name in names:
         assert name in lines[0], lines[0]
     assert peak < REFUSAL_PEAK_BYTES, f"the refusal allocated {peak / 1e6:.0f} MB first"
+
+
+def untimed(value):
+    """A results document without its wall-clock entries ("seconds" at any depth): what two runs of one sweep share."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k != "seconds"}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value

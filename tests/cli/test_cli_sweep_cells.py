@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from prhsim.cli import main
+from support import untimed
 from prhsim.experiments.sweeps import SWEEPS
 
 #: The sweeps that declare their cells (the others are one cell each: a worker would compute the same one).
@@ -24,17 +25,8 @@ SLOW = ["kernel-mismatch", "--set", "n=900", "--set", "perturbations=[0.01, 0.1]
         "--no-figures"]
 
 
-def _untimed(value):
-    """A results document without its wall-clock entries ("seconds" at any depth)."""
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if k != "seconds"}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
-
-
 def _results(folder):
-    return _untimed(json.loads((folder / "results.json").read_text()))
+    return untimed(json.loads((folder / "results.json").read_text()))
 
 
 def _sweep(*args):

@@ -8,19 +8,11 @@ import pytest
 from click.testing import CliRunner
 
 from prhsim.cli import main
+from support import untimed
 from prhsim.experiments.sweeps import SWEEPS
 
 #: Every sweep's tiny setting, from its registry record.
 SMALL = {name: list(sweep.smoke) for name, sweep in SWEEPS.items()}
-
-
-def _untimed(value):
-    """A results document without its wall-clock entries ("seconds" at any depth)."""
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if k != "seconds"}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
 
 
 def test_every_sweep_of_the_registry_is_a_command_and_is_tested():
@@ -47,7 +39,7 @@ def test_each_sweep_writes_its_folder_and_matches_the_library(tmp_path, name):
     again = sweep.run(settings, lambda message: None).model_dump(mode="json")
     for key in again:
         if key != "seconds":  # deterministic but for timings: the folder holds what the library computes
-            assert _untimed(doc[key]) == _untimed(again[key]), key
+            assert untimed(doc[key]) == untimed(again[key]), key
     assert (out / sweep.png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"wrote {out}" in result.output.replace("\n", "")
 

@@ -179,10 +179,26 @@ def _worker_environment() -> Iterator[None]:
                 os.environ[name] = value
 
 
+def _collect(sweep: Any, pending: dict[Any, SweepCell], finished: Callable[..., None]) -> None:
+    """Hand each cell's record to ``finished`` as its future completes (``pending`` maps futures to cells and is
+    emptied as they complete); a cell that raised stops the collection with one line naming it."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    while pending:
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for future in done:
+            cell = pending.pop(future)
+            try:
+                record = future.result()
+            except Exception as exc:  # noqa: BLE001 - named in one line; finished cells stay
+                raise _cell_error(sweep, cell, exc) from exc
+            finished(cell, record)
+
+
 def _on_processes(sweep: Any, settings: BaseModel, cells: list[SweepCell], finished: Callable[..., None],
                   workers: int) -> None:
     import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import ProcessPoolExecutor
 
     document = settings_document(settings)
     with _worker_environment():
@@ -191,35 +207,19 @@ def _on_processes(sweep: Any, settings: BaseModel, cells: list[SweepCell], finis
         pending = {pool.submit(cell_task, sweep.module, sweep.settings, document, cell.index,
                                dict(cell.coordinates), jax_x64()): cell for cell in cells}
     try:
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                cell = pending.pop(future)
-                try:
-                    record = future.result()
-                except Exception as exc:  # noqa: BLE001 - named in one line; finished cells stay
-                    raise _cell_error(sweep, cell, exc) from exc
-                finished(cell, record)
+        _collect(sweep, pending, finished)
     finally:
         pool.shutdown(wait=not pending, cancel_futures=True)
 
 
 def _on_threads(sweep: Any, module: Any, settings: BaseModel, cells: list[SweepCell], finished: Callable[..., None],
                 threads: int) -> None:
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=min(threads, len(cells))) as pool:
         pending = {pool.submit(compute_cell, module, settings, cell): cell for cell in cells}
         try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    cell = pending.pop(future)
-                    try:
-                        record = future.result()
-                    except Exception as exc:  # noqa: BLE001 - named in one line; finished cells stay
-                        raise _cell_error(sweep, cell, exc) from exc
-                    finished(cell, record)
+            _collect(sweep, pending, finished)
         finally:
             for future in pending:
                 future.cancel()

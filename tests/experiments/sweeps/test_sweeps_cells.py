@@ -7,7 +7,17 @@ import json
 
 import pytest
 
-from prhsim.experiments.sweeps import SWEEPS, SweepCell, CellError, CellStore, cell_rows, csv_text, run_sweep, settings_document
+from support import untimed
+from prhsim.experiments.sweeps import (
+    SWEEPS,
+    CellError,
+    CellStore,
+    SweepCell,
+    cell_rows,
+    csv_text,
+    run_sweep,
+    settings_document,
+)
 from prhsim.experiments.sweeps._cells import cell_key, sweep_cells
 
 BAD_VIEW = SWEEPS["bad-view"]
@@ -15,10 +25,6 @@ BAD_VIEW = SWEEPS["bad-view"]
 
 def _settings(**values):
     return BAD_VIEW.settings_model().model_validate({"eps_grid": [0.2, 0.5, 1.0], **values})
-
-
-def _untimed(document):
-    return {k: v for k, v in document.items() if k != "seconds"}
 
 
 def test_a_cell_key_changes_with_the_settings_the_cell_and_nothing_else():
@@ -36,8 +42,8 @@ def test_the_cells_reduce_to_the_library_s_result_and_reuse_what_the_folder_hold
     library = BAD_VIEW.run(settings).model_dump(mode="json")
     store = CellStore(tmp_path / "cells", "bad-view", settings_document(settings))
     first = run_sweep(BAD_VIEW, settings, store)
-    assert first.reused == 0 and len(first.cells) == 3 and _untimed(first.result.model_dump(mode="json")) == \
-        _untimed(library)
+    assert first.reused == 0 and len(first.cells) == 3 and untimed(first.result.model_dump(mode="json")) == \
+        untimed(library)
     files = sorted(store.folder.glob("*.json"))
     assert len(files) == 3
     again = run_sweep(BAD_VIEW, settings, store)
@@ -47,8 +53,8 @@ def test_the_cells_reduce_to_the_library_s_result_and_reuse_what_the_folder_hold
     cut.write_text(cut.read_text()[:40])
     assert store.load(first.cells[1]) is None
     third = run_sweep(BAD_VIEW, settings, store)
-    assert third.reused == 2 and _untimed(third.result.model_dump(mode="json")) == _untimed(library)
-    assert _untimed(json.loads(cut.read_text())["record"]) == _untimed(first.records[1])
+    assert third.reused == 2 and untimed(third.result.model_dump(mode="json")) == untimed(library)
+    assert untimed(json.loads(cut.read_text())["record"]) == untimed(first.records[1])
     # another seed: another key for every cell, nothing reused
     other = _settings(seed=1)
     assert run_sweep(BAD_VIEW, other, CellStore(store.folder, "bad-view", settings_document(other))).reused == 0
@@ -123,4 +129,4 @@ def test_cells_compute_with_one_blas_thread_whatever_this_process_uses(monkeypat
         monkeypatch.undo()
     assert seen == [{1}, {1}]
     there = run_sweep(sweep, settings, workers=2)
-    assert _untimed(here.result.model_dump(mode="json")) == _untimed(there.result.model_dump(mode="json"))
+    assert untimed(here.result.model_dump(mode="json")) == untimed(there.result.model_dump(mode="json"))
