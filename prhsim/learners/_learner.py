@@ -74,7 +74,10 @@ class Representation:
             raise ValueError("a representation needs its features either as a table or in factor space (one of them)")
         count = 1
         if features is not None:
-            table = np.array(features, dtype=np.float64)
+            # a write-protected float64 array (a training result's) is kept as is; anything else is copied, so the
+            # caller's array is never protected behind its back
+            frozen = isinstance(features, np.ndarray) and not features.flags.writeable
+            table = np.asarray(features, dtype=np.float64) if frozen else np.array(features, dtype=np.float64)
             if table.ndim == 2:
                 table = table[None]
             if table.ndim != 3:

@@ -252,3 +252,15 @@ def test_rotation_uniqueness_refuses_several_seeds_from_one_call():
     base = path(9)
     with pytest.raises(ValueError, match="learner 'two' returned 2 seeds for one call without seeds"):
         rotation_uniqueness(base, _modalities(base)[:1], [good()], 2, learner=TwoSeeds())
+
+
+def test_a_representation_shares_a_write_protected_table_and_copies_a_writable_one():
+    frozen = np.arange(12.0).reshape(2, 3, 2)
+    frozen.setflags(write=False)
+    shared = Representation("x", frozen, seeds=(0, 1))
+    assert np.shares_memory(shared.features, frozen)  # a training result's features are not held twice
+    writable = np.arange(6.0).reshape(3, 2)
+    copied = Representation("x", writable)
+    assert not np.shares_memory(copied.features, writable) and writable.flags.writeable
+    writable[0, 0] = 99.0
+    assert copied.features[0, 0, 0] == 0.0
