@@ -44,9 +44,12 @@ def _untimed(value):
 
 
 def _timed(name, settings, **executor):
-    start = time.perf_counter()
+    """Wall seconds, the result without timings, the cells, and the cores this process kept busy (its CPU seconds,
+    every thread's, over the wall seconds: above 1 where JAX's or the BLAS's threads already share the work)."""
+    start, cpu = time.perf_counter(), time.process_time()
     run = run_sweep(SWEEPS[name], settings, **executor)
-    return time.perf_counter() - start, _untimed(run.result.model_dump(mode="json")), len(run.cells)
+    wall = time.perf_counter() - start
+    return wall, _untimed(run.result.model_dump(mode="json")), len(run.cells), (time.process_time() - cpu) / wall
 
 
 def main() -> None:
@@ -55,23 +58,26 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="also the default sample-efficiency sweep")
     args = parser.parse_args()
     cases = {**CASES, **(FULL if args.full else {})}
-    print(f"{'sweep':<58s} {'cells':>5s} {'in-process':>11s} {'2 workers':>10s} {'speed-up':>9s}  equal")
+    print(f"{'sweep':<58s} {'cells':>5s} {'in-process':>11s} {'cores':>6s} {'2 workers':>10s} {'speed-up':>9s}  equal")
     for label, (name, sets) in cases.items():
         sets = [*sets, *(QUICK.get(name, []) if args.quick else [])]
         settings = resolve_settings(SWEEPS[name].settings_model(), {}, sets)
-        here, result_here, cells = _timed(name, settings)
-        there, result_there, _ = _timed(name, settings, workers=2)
+        here, result_here, cells, cores = _timed(name, settings)
+        there, result_there, _, _ = _timed(name, settings, workers=2)
         equal = result_here == result_there
-        print(f"{label:<58s} {cells:5d} {here:10.2f}s {there:9.2f}s {here / there:8.2f}x  {equal}")
+        print(f"{label:<58s} {cells:5d} {here:10.2f}s {cores:6.2f} {there:9.2f}s {here / there:8.2f}x  {equal}")
+    print("cores: the in-process run's CPU seconds over its wall seconds (its JAX and BLAS threads); the speed-up "
+          "of 2 workers on 2 cores is about 2 / cores at best")
     try:
         import ray  # noqa: F401
     except ImportError:
         print("Ray: not installed (pip install 'prhsim[ray]')")
         return
     settings = resolve_settings(SWEEPS["bad-view"].settings_model(), {}, ["eps_grid=[0.1, 0.5, 1.0]"])
-    here, result_here, _ = _timed("bad-view", settings)
-    there, result_there, _ = _timed("bad-view", settings, executor="ray", workers=2)
-    print(f"{'bad-view, 3 cells: in-process vs a local Ray started for it':<58s} {3:5d} {here:10.2f}s {there:9.2f}s "
+    here, result_here, _, cores = _timed("bad-view", settings)
+    there, result_there, _, _ = _timed("bad-view", settings, executor="ray", workers=2)
+    print(f"{'bad-view, 3 cells: in-process vs a local Ray started for it':<58s} {3:5d} {here:10.2f}s {cores:6.2f} "
+          f"{there:9.2f}s "
           f"{here / there:8.2f}x  {result_here == result_there}   (Ray's start-up: {there - here:.1f} s)")
 
 

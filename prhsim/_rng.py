@@ -69,7 +69,8 @@ CAPTION_RECORDS = 1
 #: The learner confirmation (sample-ratio) and the predicted curves' draws (sample-efficiency):
 #: ``[seed, CAPTION_CHECK, task index, ...]``.
 CAPTION_CHECK = 7
-#: The captioning sweep's decoder: ``[seed, CAPTIONING_DECODER]``; each of its seeds s draws ``[s, CAPTIONING_SEED]``.
+#: The captioning sweep's decoder: ``[seed, CAPTIONING_DECODER]``; each of its seeds s draws its split, held-out
+#: images and chance from ``[s, CAPTIONING_SEED]`` (its fitted maps from :func:`cell_stream`).
 CAPTIONING_DECODER, CAPTIONING_SEED = 1, 7
 #: The calibration sweep's families: ``[seed, family, ..., draw]``.
 CALIBRATION_NULL, CALIBRATION_VIEWS, CALIBRATION_WIDTH, CALIBRATION_DEPTH = 0, 1, 2, 3
@@ -78,6 +79,12 @@ CALIBRATION_NULL, CALIBRATION_VIEWS, CALIBRATION_WIDTH, CALIBRATION_DEPTH = 0, 1
 # ``[seed, t]`` (prhsim.objectives.draw_directions; at steps 1 and 2 its seed lists equal SGD_PAIRS' and
 # RENDER_STANDARDISE's for the same seed), a learned representation's bootstrap over m sampled states, ``[seed, m]``,
 # and the pair-free sweep's ``[base seed, seed]``.
+
+
+def spawned_stream(seed: int, index: int) -> np.random.Generator:
+    """The ``index``-th child of the seed's generator (``check_rng(seed).spawn(count)[index]`` for any ``count`` above
+    it): a sweep cell indexed by a whole number (a world) draws from it, the same wherever and in whatever order."""
+    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(int(index),)))
 
 
 def cell_stream(seed: int, coordinates: dict) -> np.random.Generator:

@@ -265,7 +265,8 @@ def test_a_run_imports_no_sweep_and_the_face_still_gives_every_sweep_name(tmp_pa
              "import sys\nprint(sorted(m for m in sys.modules if m.startswith('prhsim.experiments.sweeps.')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     loaded = set(ast.literal_eval(out.stdout.strip().splitlines()[-1]))
-    machinery = {f"prhsim.experiments.sweeps.{name}" for name in ("_registry", "_cells", "_executors", "_cell_table")}
+    machinery = {f"prhsim.experiments.sweeps.{name}"
+                 for name in ("_registry", "_cells", "_cost", "_executors", "_cell_table")}
     assert loaded <= machinery, out.stdout
     import prhsim.experiments as experiments
     from prhsim.experiments.sweeps._bad_view import bad_view_sweep

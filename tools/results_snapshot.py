@@ -79,7 +79,7 @@ NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 def commands() -> dict[str, list[str]]:
     """Each snapshot's name and its CLI arguments."""
-    sys.path.insert(0, str(ROOT / "tests" / "cli"))
+    sys.path[:0] = [str(ROOT / "tests" / "cli"), str(ROOT / "tests")]  # the CLI tests import tests/support.py
     from test_cli_sweeps import SMALL  # the CLI tests' small settings, one entry per registered sweep
 
     runs = {"run-default": ["run"], "run-all-learners-ring-16": ["run", "--learner", "all", "--world", "ring",

@@ -19,13 +19,10 @@ from prhsim._budget import LONG_CLASSES, ResourceError
 from prhsim._extras import JAX_MODULES, require
 from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
-from prhsim.cli._options import git_revision, parse_k, parse_out, parse_shape, read_own_config
-from prhsim.config import LEARNER_CHOICES, WORLD_KINDS, ConfigError, RunConfig, resolve_run_config
+from prhsim.cli._options import git_revision, parse_out, read_own_config
+from prhsim.cli._run_flags import RUN_FLAGS, flag_of, run_flag_options, run_flag_values
+from prhsim.config import LEARNER_CHOICES, ConfigError, RunConfig, resolve_run_config
 from prhsim.io import OutputError, check_out_folder
-
-#: The world settings that have a flag of their own, and the flag's name.
-WORLD_FLAGS = {"size": "--size", "objects": "--objects", "n": "--n", "shape": "--shape"}
-
 
 def _default_out(config: RunConfig) -> Path:
     views = "mixed" if config.modality_views else config.views
@@ -36,49 +33,28 @@ def _default_out(config: RunConfig) -> Path:
     return out
 
 
-def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_flags: dict,
-             sets: tuple[str, ...], notes: list[str], file_data: dict | None = None) -> RunConfig:
-    """Defaults <- ``file_data`` (default: read from ``config_file``) <- ``sets`` <- flags, with world-flag errors named."""
+def _resolve(config_file: Path | None, flags: dict, sets: tuple[str, ...], notes: list[str],
+             file_data: dict | None = None) -> RunConfig:
+    """Defaults <- ``file_data`` (default: read from ``config_file``) <- ``sets`` <- flags (settings by key), with a
+    world option that does not apply to the world named."""
     if file_data is None:
         file_data = read_own_config(config_file, flags.get("out"), notes)
-    world_sets = {f"world.{key}": value for key, value in world_flags.items() if value is not None}
-    training_sets = {f"training.{key}": value for key, value in training_flags.items() if value is not None}
     try:
-        return resolve_run_config(file_data, {**flags, **world_sets, **training_sets}, sets, notes)
+        return resolve_run_config(file_data, flags, sets, notes)
     except ConfigError as exc:
-        for key, value in world_flags.items():
-            if value is not None and f"world.{key}" in exc.unknown_keys:
-                raise ConfigError(f"{WORLD_FLAGS[key]} does not apply to this world ({exc}); "
+        for key, value in flags.items():
+            if value is not None and key.startswith("world.") and key in exc.unknown_keys:
+                raise ConfigError(f"{flag_of(key)} does not apply to this world ({exc}); "
                                   "`prhsim worlds` lists each world's settings") from None
         raise
 
 
 @click.command()
-@click.option("--world", type=click.Choice(WORLD_KINDS), default=None,
-              help="World over Z (default gridscene); `prhsim worlds` lists each kind's settings.")
-@click.option("--modalities", type=int, default=None, help="Number of modalities (default 3).")
-@click.option("--views", type=click.Choice(["good", "bad"]), default=None,
-              help="good: nuisance resampled across the pair; bad: nuisance kept w.p. 1-eps.")
-@click.option("--eps", type=float, default=None, help="Bad view's resampling probability (default 0.1; bad views only).")
-@click.option("--k", "k", callback=parse_k, default=None, metavar="N|auto",
-              help="Number of features, or auto: the largest relative gap of K_Z in 1..32 (default).")
+@run_flag_options(RUN_FLAGS, RunConfig())
 @click.option("--uncentred", is_flag=True, default=False, help="Keep the constant eigenfunction (uncentred objective).")
-@click.option("--seed", type=int, default=None, help="Seed for every random choice (default 0).")
-@click.option("--size", type=int, default=None, help="gridscene: grid side (world.size).")
-@click.option("--objects", type=int, default=None, help="gridscene: number of objects (world.objects).")
-@click.option("--n", "n_states", type=int, default=None, help="ring, random: number of states (world.n).")
-@click.option("--shape", callback=parse_shape, default=None, metavar="A,B,..",
-              help="torus, grid: size per axis (world.shape).")
 @click.option("--learner", type=click.Choice(LEARNER_CHOICES), default=None,
               help="closed: the closed form only (default); whiten, sigreg, all: also train by SGD and "
                    "compare with it (training.* settings; see docs/learning.md).")
-@click.option("--steps", type=int, default=None,
-              help="SGD budget: at most this many steps per learner and modality; a seed stops once converged "
-                   "(training.steps, default 1000).")
-@click.option("--seeds", type=int, default=None, help="SGD seeds per learner and modality (training.n_seeds, default 2).")
-@click.option("--encoder", type=click.Choice(["auto", "tabular", "mlp"]), default=None,
-              help="SGD encoder: one vector per state, or an MLP on the observation; auto (default): a table "
-                   "unless a modal world exceeds 5,000,000 states (training.encoder).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Any setting, e.g. --set world.laziness=0.3 (values as in TOML; repeatable).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -86,8 +62,6 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_
 @click.option("--out", callback=parse_out, default=None, metavar="DIR",
               help="Output folder (default runs/<time>-<world>-<views>); must be new or empty.")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out run folder (one holding results.json) whole.")
-@click.option("--memory-limit", "memory_gb", type=float, default=None, metavar="GB",
-              help="Refuse a run whose estimated peak memory exceeds GB (default: half of this machine's).")
 @click.option("--no-figures", is_flag=True, default=False, help="Skip the PNG figures.")
 @click.option("--tables", is_flag=True, default=False,
               help="Compute the closed form's checks from full tables over every modal state (slow; small worlds).")
@@ -97,9 +71,8 @@ def _resolve(config_file: Path | None, flags: dict, world_flags: dict, training_
               help="Print the results document to stdout instead of the report.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 if any check disagrees with the theory.")
-def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_states, shape, learner, steps, seeds,
-        encoder, sets, config_file, out, overwrite, memory_gb, no_figures, tables, permutations, as_json, quiet,
-        strict) -> None:
+def run(uncentred, learner, sets, config_file, out, overwrite, no_figures, tables, permutations, as_json, quiet,
+        strict, **run_flags) -> None:
     """Solve every modality in closed form and check the theorem's predictions.
 
     \b
@@ -123,14 +96,11 @@ def run(world, modalities, views, eps, k, uncentred, seed, size, objects, n_stat
     from prhsim.optima import TieWarning
 
     notes: list[str] = []
-    flags = {"world": world, "modalities": modalities, "views": views, "eps": eps, "k": k, "seed": seed,
-             "out": out, "centred": False if uncentred else None, "figures": False if no_figures else None,
-             "memory_limit_gb": memory_gb, "learner": learner, "tables": True if tables else None,
+    flags = {**run_flag_values(RUN_FLAGS, run_flags), "out": out, "centred": False if uncentred else None,
+             "figures": False if no_figures else None, "learner": learner, "tables": True if tables else None,
              "calibrate": permutations}
-    training_flags = {"steps": steps, "n_seeds": seeds, "encoder": encoder}
-    world_flags = {"size": size, "objects": objects, "n": n_states, "shape": shape}
     try:
-        config = _resolve(config_file, flags, world_flags, training_flags, sets, notes)
+        config = _resolve(config_file, flags, sets, notes)
         if config.sgd_learners:
             require(f"prhsim run --learner {config.learner}", JAX_MODULES, "jax")
         plan = plan_run(config)

@@ -2,8 +2,9 @@
 
 Every sweep follows one pattern: its settings model resolved from defaults <- ``--config``
 <- ``--set`` <- its shorthand flags, the output folder checked, the sweep's own notes (its
-cost; a refusal before any work, under ``--memory-limit``; ``this sweep may take minutes: …``
-where its time class, estimated from its settings, is minutes or hours), then
+cost on its ``--workers``, each running cell under its share of ``--memory-limit``; a refusal before any
+work; ``this sweep may take minutes: …`` where its time class, estimated from its settings, is minutes or
+hours), then
 :func:`prhsim.cli._driver.drive`: the sweep's cells run with progress (counted in cells, with an
 ETA; in this process, on ``--workers N`` processes or on Ray with ``--executor ray``:
 :func:`prhsim.experiments.sweeps.run_sweep`), each finished cell kept in ``DIR.cells`` until the
@@ -28,6 +29,7 @@ from prhsim._extras import missing, require
 from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
 from prhsim.cli._options import git_revision, memory_limit_option, parse_out, read_own_config
+from prhsim.cli._run_flags import run_flag_options, run_flag_values
 from prhsim.config import ConfigError, format_validation_error, resolve_settings
 from prhsim.io import OutputError, check_out_folder, json_text, save_png
 
@@ -139,9 +141,10 @@ def _command(sweep: Any) -> click.Command:
             file_data = read_own_config(config_file, None, notes)
             if resume is not None:  # the stopped sweep's settings, under --config and --set
                 file_data = {**resumed_settings(resume, sweep.name), **(file_data or {})}
-            settings = resolve_settings(model, file_data, [*sets, *_shorthand(sweep, flags)])
+            settings = resolve_settings(model, file_data, [*sets, *_shorthand(sweep, flags)],
+                                        run_flag_values(sweep.run_flags, flags), notes)
             check_out_folder(out_dir, overwrite=overwrite)
-            notes += sweep.notes(settings)
+            notes += sweep.notes(settings, 1 if address is not None else workers)  # a cluster's machines: its own
         except (ConfigError, OutputError, ValueError) as exc:
             raise UsageProblem(str(exc).splitlines()[0]) from None
         print_notes(notes, quiet=quiet)
@@ -185,8 +188,9 @@ def _command(sweep: Any) -> click.Command:
               compute=compute, write=write, report=report, errors=(ConfigError, ValueError, CellError), kept=kept)
         store.remove()  # the folder is written whole: its cells are in results.json and cells.csv
 
-    if not any(flag.name == "memory-limit" for flag in sweep.flags):  # a sweep with its own flag sets it in its settings
+    if "memory-limit" not in sweep.run_flags:  # a sweep over the run's settings sets it in its settings
         command = memory_limit_option(command)
+    command = run_flag_options(sweep.run_flags, model() if sweep.run_flags else None)(command)
     for flag in reversed(sweep.flags):
         command = click.option(f"--{flag.name}", flag.name.replace("-", "_"), type=flag.type, default=None,
                                metavar=flag.metavar, help=f"{flag.help} Shorthand for --set {flag.key}=….")(command)

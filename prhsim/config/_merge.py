@@ -47,6 +47,26 @@ def _assign(data: dict[str, Any], path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
+def _set_world_kind(data: dict[str, Any], kind: str | None, notes: list[str] | None) -> None:
+    """The ``world`` flag: the kind of a world table that has none, or a new world replacing one of another kind (the
+    replaced settings named in ``notes``)."""
+    if kind is None:
+        return
+    current = data.get("world")
+    if isinstance(current, str):
+        current = {"kind": current}
+    if not isinstance(current, dict) or "kind" not in current:
+        data["world"] = {**(current if isinstance(current, dict) else {}), "kind": kind}
+    elif current["kind"] != kind:
+        dropped = ", ".join(f"{k}={v!r}" for k, v in current.items() if k != "kind")
+        if notes is not None:
+            notes.append(f"--world {kind} replaces the configured {current['kind']!r} world"
+                         + (f" (its settings {dropped} are not used)" if dropped else ""))
+        data["world"] = {"kind": kind}
+    else:
+        data["world"] = current
+
+
 def _key(loc: tuple) -> str:
     """A validation error's location as a user writes the key: ``world.colour_change[0]``."""
     loc = list(loc)
@@ -93,17 +113,7 @@ def resolve_run_config(
         _assign(data, *parse_assignment(text))
     if isinstance(data.get("world"), str):
         data["world"] = {"kind": data["world"]}
-    world_flag = flags.pop("world", None)
-    if world_flag is not None:
-        current = data.get("world")
-        if not isinstance(current, dict) or "kind" not in current:
-            data["world"] = {**(current if isinstance(current, dict) else {}), "kind": world_flag}
-        elif current["kind"] != world_flag:
-            dropped = ", ".join(f"{k}={v!r}" for k, v in current.items() if k != "kind")
-            if notes is not None:
-                notes.append(f"--world {world_flag} replaces the configured {current['kind']!r} world"
-                             + (f" (its settings {dropped} are not used)" if dropped else ""))
-            data["world"] = {"kind": world_flag}
+    _set_world_kind(data, flags.pop("world", None), notes)
     for key, value in flags.items():
         _assign(data, key.split("."), value)
     world = data.get("world")
@@ -120,8 +130,10 @@ def resolve_run_config(
         raise ConfigError(message, unknown) from None
 
 
-def resolve_settings(model: type[BaseModel], file_data: dict[str, Any] | None = None, sets: Iterable[str] = ()) -> Any:
-    """Defaults <- file <- ``sets`` for any settings model (the sweeps'); errors as :func:`resolve_run_config`'s.
+def resolve_settings(model: type[BaseModel], file_data: dict[str, Any] | None = None, sets: Iterable[str] = (),
+                     flags: dict[str, Any] | None = None, notes: list[str] | None = None) -> Any:
+    """Defaults <- file <- ``sets`` <- ``flags`` (dotted keys; None values are not given) for any settings model (the
+    sweeps'); errors, and a ``world`` flag (a kind), as :func:`resolve_run_config`'s.
 
     A ``world`` table without a kind adjusts the model's default world (``--set world.size=3``
     keeps the default's kind and other settings).
@@ -132,6 +144,10 @@ def resolve_settings(model: type[BaseModel], file_data: dict[str, Any] | None = 
     data: dict[str, Any] = copy.deepcopy(dict(file_data or {}))
     for text in sets:
         _assign(data, *parse_assignment(text))
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    _set_world_kind(data, flags.pop("world", None), notes)
+    for key, value in flags.items():
+        _assign(data, key.split("."), value)
     if isinstance(data.get("world"), str):
         data["world"] = {"kind": data["world"]}
     if isinstance(data.get("world"), dict) and "kind" not in data["world"] and "world" in model.model_fields:

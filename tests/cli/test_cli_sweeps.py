@@ -20,17 +20,17 @@ def test_every_sweep_of_the_registry_is_a_command_and_is_tested():
     assert result.exit_code == 0
     assert all(name in result.output for name in SWEEPS)
     assert all(SMALL.values())
+    assert all(hasattr(sweep.module_object(), f) for sweep in SWEEPS.values() for f in ("cells", "cell", "reduce"))
 
 
 @pytest.mark.parametrize("name", sorted(SWEEPS))
 def test_each_sweep_writes_its_folder_and_matches_the_library(tmp_path, name):
-    """The command's folder holds what the library computes in this process; a sweep that declares its cells is run
-    by the command on two worker processes, so the check is also that its cells give the same numbers anywhere."""
+    """The command's folder holds what the library computes in this process; the command runs the sweep's cells on
+    two worker processes, so the check is also that its cells give the same numbers anywhere."""
     for module in SWEEPS[name].requires:  # without one, the sweep refuses first (tests/cli/test_cli_extras.py)
         pytest.importorskip(module)
     out = tmp_path / name
-    workers = ["--workers", "2"] if hasattr(SWEEPS[name].module_object(), "cells") else []
-    result = CliRunner().invoke(main, ["sweep", name, *SMALL[name], *workers, "--out", str(out)])
+    result = CliRunner().invoke(main, ["sweep", name, *SMALL[name], "--workers", "2", "--out", str(out)])
     assert result.exit_code == 0, result.output
     doc = json.loads((out / "results.json").read_text())
     sweep = SWEEPS[name]
@@ -68,7 +68,8 @@ def test_a_config_file_and_json_output(tmp_path):
     ("pair-free", ["--set", "n_states=50"], "the key 'n_states' is now 'n'"),
     ("ntp-ca", ["--set", "d=2"], "the key 'd' is now 'k'"),
     ("sigreg-weight", ["--set", "training.seeds=2"], "the key 'seeds' is now 'n_seeds'"),
-    ("sigreg-weight", ["--shape", "3y4"], "--shape: expected sizes like 8,12 or 8x12, got '3y4'"),
+    ("sigreg-weight", ["--shape", "3y4"],
+     "Invalid value for '--shape': expected sizes like 8,12 or 8x12, got '3y4'"),  # as prhsim run says it
     ("sigreg-weight", ["--lam", "x"], "--lam: expected numbers like 1e-3,0.01,0.1"),
     ("restricted-encoder", ["--set", "inputs=\"pixels\""], "inputs: Input should be 'raw', 'onehot' or 'state'"),
 ])

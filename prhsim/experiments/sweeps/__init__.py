@@ -12,7 +12,8 @@ not sweeps.
 
 A sweep runs as cells (:mod:`._cells`: one cell for a sweep that declares none) on an executor
 (:mod:`._executors`: this process, local worker processes, or Ray), each finished cell kept in the
-cell folder for a resume; :mod:`._cell_table` writes one row per cell (``cells.csv``, ``cells.parquet``).
+cell folder for a resume, under the cost plan of :mod:`._cost` (each running cell's share of the memory
+limit); :mod:`._cell_table` writes one row per cell (``cells.csv``, ``cells.parquet``).
 """
 
 from prhsim._extras import JAX_MODULES
@@ -21,7 +22,6 @@ from prhsim.experiments.sweeps._registry import (
     Flag as Flag,
     Sweep as Sweep,
     comma_list,
-    shape_list,
 )
 from prhsim.experiments.sweeps._cells import (
     SweepCell as SweepCell,
@@ -33,6 +33,10 @@ from prhsim.experiments.sweeps._cell_table import (
     cell_rows as cell_rows,
     csv_text as csv_text,
     write_parquet as write_parquet,
+)
+from prhsim.experiments.sweeps._cost import (
+    SweepPlan as SweepPlan,
+    plan_sweep as plan_sweep,
 )
 from prhsim.experiments.sweeps._executors import (
     EXECUTORS as EXECUTORS,
@@ -62,7 +66,7 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
           "Alignment error against the spectral gap; solvers disagree only at a tie.",
           smoke=('--set', 'gaps=[0.0, 0.01]'),
           exports=('GapSensitivity', 'gap_sensitivity'),
-          long=('n=60', 'gaps=[0.0, 0.001]')),
+          long=('n=60', 'gaps=[0.0, 0.0005]')),
     Sweep("restricted-encoder", _S + "_restricted_encoder", "RestrictedEncoderSettings",
           _S + "_restricted_encoder_figure:restricted_figure",
           "Encoders linear in each rendering: how much Platonic alignment survives.",
@@ -88,27 +92,9 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
           "setting of prhsim run (world, modalities, views, training) applies; the default world is the "
           "30-state random world with two modalities and k = 2.",
           flags=(Flag("lam", "lams", "Weights lam to train at (default: 9 log-spaced from 1e-4 to 0.5).", comma_list,
-                      "A,B,.."),
-                 Flag("world", "world.kind", "World kind over Z (default random with 30 states); --set world.… "
-                      "keys apply to it.", lambda value: f'"{value}"', metavar="KIND"),
-                 Flag("modalities", "modalities", "Number of modalities (default 2 on a random world, else 3).",
-                      metavar="M", type=int),
-                 Flag("views", "views", "good or bad views (default good).", metavar="good|bad"),
-                 Flag("eps", "eps", "Bad view's resampling probability (bad views only).", metavar="EPS",
-                      type=float),
-                 Flag("k", "k", "Number of features (default 2 on a random world, else auto).", metavar="K",
-                      type=int),
-                 Flag("seed", "seed", "Seed for every random choice (default 0).", metavar="SEED", type=int),
-                 Flag("size", "world.size", "gridscene: grid side.", metavar="SIZE", type=int),
-                 Flag("objects", "world.objects", "gridscene: number of objects.", metavar="N", type=int),
-                 Flag("n", "world.n", "ring, random: number of states.", metavar="N", type=int),
-                 Flag("shape", "world.shape", "torus, grid: size per axis.", shape_list, "A,B,.."),
-                 Flag("steps", "training.steps", "SGD steps per lam and modality (default 1000).", metavar="STEPS",
-                      type=int),
-                 Flag("seeds", "training.n_seeds", "Seeds per lam and modality (default 2).", metavar="S", type=int),
-                 Flag("encoder", "training.encoder", "auto, tabular or mlp.", metavar="ENCODER"),
-                 Flag("memory-limit", "memory_limit_gb", "Refuse a sweep whose estimated peak memory exceeds GB.",
-                      metavar="GB", type=float)),
+                      "A,B,.."),),
+          run_flags=("world", "modalities", "views", "eps", "k", "seed", "size", "objects", "n", "shape", "steps",
+                     "seeds", "encoder", "memory-limit"),
           figure_file="sigreg_weight.png",
           requires=JAX_MODULES, extra="jax",
           smoke=('--lam', '0.01,0.1', '--steps', '50', '--seeds', '1', '--n', '12'),
@@ -166,5 +152,5 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
           long=('n_seeds=100', 'decoder_steps=20000')),
 )}
 
-__all__ = ["SWEEPS", "CellError", "CellStore", "EXECUTORS", "Estimate", "Flag", "Sweep", "SweepCell", "SweepRun",
-           "cell_rows", "csv_text", "resumed_settings", "run_sweep", "settings_document", "write_parquet"]
+__all__ = ["SWEEPS", "CellError", "CellStore", "EXECUTORS", "Estimate", "Flag", "Sweep", "SweepCell", "SweepPlan",
+           "SweepRun", "cell_rows", "csv_text", "plan_sweep", "resumed_settings", "run_sweep", "settings_document", "write_parquet"]

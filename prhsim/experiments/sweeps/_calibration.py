@@ -35,10 +35,14 @@ what that removes, on four families where the truth is known:
 
 Every draw i of a family seeds its own generator ``default_rng([seed, family, …, i])``, so a grid
 can grow without moving the other cells; the K permutations of a draw are shared by its metrics.
+A cell (:func:`cells`) is one family or grid point: the null, the views, one width or one depth,
+with all its draws; its record depends on the settings and its coordinates alone, never on where
+or in what order the cells run, and :func:`calibration_sweep` reduces the same cells in order.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import Annotated, Any, Literal
@@ -274,6 +278,9 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
                       progress: Progress | None = None) -> CalibrationSweep:
     """Raw and permutation-calibrated scores on the null, good and bad views, and against width and depth.
 
+    Runs :func:`calibration_cell` on every cell of :func:`cells` in order and reduces them as :func:`reduce` does:
+    the command's result, wherever the command runs its cells.
+
     Args:
         samples: N, the rows of every pair of representations.
         permutations: K, the permutations of B's rows per calibration (shared by a draw's metrics).
@@ -288,8 +295,8 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
         depth_width: the width of every noise layer of the depth family.
         signal_cka: the embedded signal's population linear CKA at every width, in (0, 1].
         seed: seeds every draw (module docstring).
-        progress: ``progress(message, done, total)`` at each stage and at the end, counted in work units
-            (:func:`draw_units`).
+        progress: ``progress(message, done, total)`` at each cell, at each quarter of its draws and at the end,
+            counted in work units (:func:`draw_units`).
 
     Raises:
         ValueError: on a bad argument (one line).
@@ -300,116 +307,163 @@ def calibration_sweep(*, samples: int = 256, permutations: int = 199, alpha: flo
     _check(samples, permutations, alpha, knn_k, metrics, eps, {"widths": widths, "depths": depths},
            {"n_seeds": n_seeds, "n_seeds_views": n_seeds_views, "n_seeds_confounders": n_seeds_confounders},
            signal_cka, depth_width)
-    level = exact_level(alpha, permutations)
-
-    def cal(metric: str, a: Any, b: Any, perms: np.ndarray, aggregate: Literal["max"] | None = None) -> Any:
-        return calibrate(metric, a, b, permutations=perms, alpha=alpha, aggregate=aggregate, knn_k=knn_k)
-
-    plan = work_plan(len(metrics), n_seeds, n_seeds_views, n_seeds_confounders, widths, depths)
-    total, done = sum(draws * units for _, draws, units in plan), 0
+    # the library's own checks passed: the settings are built unvalidated, so its wider ranges stay accepted
+    s = CalibrationSettings.model_construct(
+        samples=int(samples), permutations=int(permutations), alpha=float(alpha), knn_k=int(knn_k),
+        metrics=list(metrics), eps=float(eps), n_seeds=int(n_seeds), n_seeds_views=int(n_seeds_views),
+        n_seeds_confounders=int(n_seeds_confounders), widths=list(widths), depths=list(depths),
+        depth_width=int(depth_width), signal_cka=float(signal_cka), seed=int(seed))
     say(f"closed forms of {MODALITIES[0]} (good and bad({eps:g}) views) and {MODALITIES[1]} on {WORLD}")
     scene = Scene(eps)
-    k = scene.k
+    plan = [(c, _cell_units(s, c)) for c in cells(s)]
+    total, done, records = sum(draws * units for _, (draws, units) in plan), 0, []
+    for coordinates, (draws, units) in plan:
+        where = _describe(coordinates)
+        quarter = max(1, draws // 4)
 
-    # the null: independent states on the two sides
-    per: dict[str, list[Any]] = {m: [] for m in metrics}
-    for i in range(n_seeds):
-        if i % max(1, n_seeds // 4) == 0:
-            say(f"null: draw {i + 1} of {n_seeds}", done=done, total=total)
-        A, B, perms = null_draw(scene, seed, i, samples, permutations)
-        for metric in metrics:
-            per[metric].append(cal(metric, A, B, perms))
-        done += draw_units("null", len(metrics))
-    null = []
-    for metric, cals in per.items():
-        p_values = [c.p_value for c in cals]
-        calibrated = [c.calibrated for c in cals]
-        ks_d, ks_p = _ks(p_values)
-        rate, se = _rate(calibrated)
-        null.append(NullScores(metric=metric, raw=[c.raw for c in cals], p_values=p_values, tau=[c.tau for c in cals],
-                               calibrated=calibrated, raw_mean=float(np.mean([c.raw for c in cals])),
-                               calibrated_mean=float(np.mean(calibrated)), ks_statistic=ks_d, ks_p_value=ks_p,
-                               rejection_rate=rate, rejection_se=se))
+        def tick(i: int, where: str = where, draws: int = draws, units: int = units, done: int = done,
+                 quarter: int = quarter) -> None:
+            if i % quarter == 0:
+                say(f"{where}: draw {i + 1} of {draws}", done=done + i * units, total=total)
 
-    # good and bad views: the same states on both sides
-    say(f"good and bad({eps:g}) views: {n_seeds_views} draws", done=done, total=total)
-    views_per: dict[tuple[str, str], list[Any]] = {(v, m): [] for v in ("good", "bad") for m in metrics}
-    for i in range(n_seeds_views):
-        good_a, bad_a, B, perms = view_draw(scene, seed, i, samples, permutations)
-        A = {"good": good_a, "bad": bad_a}
-        for (view, metric), cals in views_per.items():
-            cals.append(cal(metric, A[view], B, perms))
-        done += draw_units("views", len(metrics))
-    kz = scene.nuisance_free
-    views = []
-    for (view, metric), cals in views_per.items():
-        population = None
-        if metric == "linear_cka":
-            population = 1.0 if view == "good" else (None if kz is None else kz / k)
-        views.append(ViewScores(view=view, metric=metric, raw=[c.raw for c in cals], p_values=[c.p_value for c in cals],
-                                tau=[c.tau for c in cals], calibrated=[c.calibrated for c in cals],
-                                raw_mean=float(np.mean([c.raw for c in cals])),
-                                calibrated_mean=float(np.mean([c.calibrated for c in cals])),
-                                p_value_max=float(max(c.p_value for c in cals)), population=population))
+        records.append(calibration_cell(s, None if coordinates["family"] == "depth" else scene, coordinates, tick))
+        done += draws * units
+    say("every family done", done=done, total=total)
+    return _reduce(s, records, time.perf_counter() - start)
 
-    # width: isotropic noise, and a fixed signal embedded with noise, at every width
-    width_cells = []
-    for d in widths:
-        say(f"width d = {d}: {n_seeds_confounders} draws", done=done, total=total)
-        v = signal_noise_variance(d, signal_cka)
-        cells: dict[tuple[str, str], list[Any]] = {(kind, m): [] for kind in ("null", "signal") for m in metrics}
-        for i in range(n_seeds_confounders):
-            noise, signal, perms = width_draw(scene, seed, d, i, samples, permutations, signal_cka)
-            for (kind, metric), cals in cells.items():
-                cals.append(cal(metric, *(noise if kind == "null" else signal), perms))
-            done += draw_units("width", len(metrics), d)
-        for (kind, metric), cals in cells.items():
-            calibrated = [c.calibrated for c in cals]
-            rate, se = _rate(calibrated)
-            population = (0.0 if kind == "null" else signal_cka) if metric == "linear_cka" else None
-            width_cells.append(WidthScores(width=d, kind=kind, metric=metric, noise_variance=1.0 if kind == "null" else v,
-                                           population=population, raw=[c.raw for c in cals], calibrated=calibrated,
-                                           p_values=[c.p_value for c in cals],
-                                           raw_mean=float(np.mean([c.raw for c in cals])),
-                                           calibrated_mean=float(np.mean(calibrated)), rejection_rate=rate,
-                                           rejection_se=se))
 
-    # depth: the best of L x L pairs of independent noise layers
-    depth_cells = []
-    for L in depths:
-        say(f"depth L = {L} ({L * L} layer pairs): {n_seeds_confounders} draws", done=done, total=total)
-        maxed: dict[str, list[Any]] = {m: [] for m in metrics}
-        naive: dict[str, list[Any]] = {m: [] for m in metrics}
-        for i in range(n_seeds_confounders):
-            As, Bs, perms = depth_draw(seed, L, i, samples, permutations, depth_width)
+def _describe(coordinates: dict[str, Any]) -> str:
+    family = coordinates["family"]
+    if family == "width":
+        return f"width d = {coordinates['width']}"
+    if family == "depth":
+        return f"depth L = {coordinates['depth']} ({coordinates['depth'] ** 2} layer pairs)"
+    return "null" if family == "null" else "good and bad views"
+
+
+def _scores(cals: list[Any], *fields: str) -> dict[str, list[float]]:
+    """Per field (``raw``, ``p_value``, ``tau``, ``calibrated``) the draws' values as floats (JSON values)."""
+    return {field: [float(getattr(c, field)) for c in cals] for field in fields}
+
+
+def calibration_cell(s: "CalibrationSettings", scene: Scene | None, coordinates: dict[str, Any],
+                     tick: Any = None) -> dict[str, Any]:
+    """One cell's record (JSON values): every draw of one family (null, views), width or depth, each from its own
+    generator ``[seed, family, ..., draw]`` (module docstring), scored by every metric; ``scene`` (None for depth)
+    holds the closed forms, and ``tick(i)`` is called before draw i."""
+    tick = tick or (lambda i: None)
+    metrics, samples, permutations = list(s.metrics), s.samples, s.permutations
+
+    def cal(metric: str, a: Any, b: Any, perms: np.ndarray, aggregate: Literal["max"] | None = None) -> Any:
+        return calibrate(metric, a, b, permutations=perms, alpha=s.alpha, aggregate=aggregate, knn_k=s.knn_k)
+
+    family = coordinates["family"]
+    fields = ("raw", "p_value", "tau", "calibrated")
+    if family == "null":
+        per: dict[str, list[Any]] = {m: [] for m in metrics}
+        for i in range(s.n_seeds):
+            tick(i)
+            A, B, perms = null_draw(scene, s.seed, i, samples, permutations)
             for metric in metrics:
-                table = pair_table(metric, As, Bs, knn_k)
-                best_a, best_b = np.unravel_index(int(np.argmax(table)), table.shape)
-                maxed[metric].append(cal(metric, As, Bs, perms, aggregate="max"))
-                naive[metric].append(cal(metric, As[best_a], Bs[best_b], perms))
-            done += draw_units("depth", len(metrics), L)
+                per[metric].append(cal(metric, A, B, perms))
+        return {"family": family, "scores": {m: _scores(c, *fields) for m, c in per.items()}}
+    if family == "views":
+        views: dict[str, dict[str, list[Any]]] = {v: {m: [] for m in metrics} for v in ("good", "bad")}
+        for i in range(s.n_seeds_views):
+            tick(i)
+            good_a, bad_a, B, perms = view_draw(scene, s.seed, i, samples, permutations)
+            for view, A in (("good", good_a), ("bad", bad_a)):
+                for metric in metrics:
+                    views[view][metric].append(cal(metric, A, B, perms))
+        kz = scene.nuisance_free
+        return {"family": family, "k": int(scene.k), "nuisance_free": None if kz is None else int(kz),
+                "scores": {v: {m: _scores(c, *fields) for m, c in per_view.items()} for v, per_view in views.items()}}
+    if family == "width":
+        d = int(coordinates["width"])
+        kinds: dict[str, dict[str, list[Any]]] = {kind: {m: [] for m in metrics} for kind in ("null", "signal")}
+        for i in range(s.n_seeds_confounders):
+            tick(i)
+            noise, signal, perms = width_draw(scene, s.seed, d, i, samples, permutations, s.signal_cka)
+            for kind, (A, B) in (("null", noise), ("signal", signal)):
+                for metric in metrics:
+                    kinds[kind][metric].append(cal(metric, A, B, perms))
+        return {"family": family, "width": d,
+                "scores": {kind: {m: _scores(c, *fields) for m, c in per_kind.items()} for kind, per_kind in kinds.items()}}
+    L = int(coordinates["depth"])
+    maxed: dict[str, list[Any]] = {m: [] for m in metrics}
+    naive: dict[str, list[Any]] = {m: [] for m in metrics}
+    for i in range(s.n_seeds_confounders):
+        tick(i)
+        As, Bs, perms = depth_draw(s.seed, L, i, samples, permutations, s.depth_width)
         for metric in metrics:
-            calibrated = [c.calibrated for c in maxed[metric]]
-            naive_calibrated = [c.calibrated for c in naive[metric]]
-            rate, se = _rate(calibrated)
-            naive_rate, naive_se = _rate(naive_calibrated)
-            depth_cells.append(DepthScores(depth=L, pairs=L * L, metric=metric, raw=[c.raw for c in maxed[metric]],
-                                           calibrated=calibrated, p_values=[c.p_value for c in maxed[metric]],
-                                           naive_calibrated=naive_calibrated,
-                                           naive_p_values=[c.p_value for c in naive[metric]],
-                                           raw_mean=float(np.mean([c.raw for c in maxed[metric]])),
-                                           calibrated_mean=float(np.mean(calibrated)), rejection_rate=rate,
+            table = pair_table(metric, As, Bs, s.knn_k)
+            best_a, best_b = np.unravel_index(int(np.argmax(table)), table.shape)
+            maxed[metric].append(cal(metric, As, Bs, perms, aggregate="max"))
+            naive[metric].append(cal(metric, As[best_a], Bs[best_b], perms))
+    return {"family": family, "depth": L, "scores": {m: _scores(c, *fields) for m, c in maxed.items()},
+            "naive": {m: _scores(c, "p_value", "calibrated") for m, c in naive.items()}}
+
+
+def _reduce(s: "CalibrationSettings", records: list[dict[str, Any]], seconds: float) -> CalibrationSweep:
+    """The sweep's record from its cells' records (in the order of :func:`cells`)."""
+    level = exact_level(s.alpha, s.permutations)
+    by = {family: [r for r in records if r["family"] == family] for family in ("null", "views", "width", "depth")}
+    null = []
+    for metric, c in by["null"][0]["scores"].items():
+        ks_d, ks_p = _ks(c["p_value"])
+        rate, se = _rate(c["calibrated"])
+        null.append(NullScores(metric=metric, raw=c["raw"], p_values=c["p_value"], tau=c["tau"],
+                               calibrated=c["calibrated"], raw_mean=float(np.mean(c["raw"])),
+                               calibrated_mean=float(np.mean(c["calibrated"])), ks_statistic=ks_d, ks_p_value=ks_p,
+                               rejection_rate=rate, rejection_se=se))
+    views_record = by["views"][0]
+    k, kz = int(views_record["k"]), views_record["nuisance_free"]
+    views = []
+    for view, per_view in views_record["scores"].items():
+        for metric, c in per_view.items():
+            population = None
+            if metric == "linear_cka":
+                population = 1.0 if view == "good" else (None if kz is None else kz / k)
+            views.append(ViewScores(view=view, metric=metric, raw=c["raw"], p_values=c["p_value"], tau=c["tau"],
+                                    calibrated=c["calibrated"], raw_mean=float(np.mean(c["raw"])),
+                                    calibrated_mean=float(np.mean(c["calibrated"])),
+                                    p_value_max=float(max(c["p_value"])), population=population))
+    width_cells = []
+    for r in by["width"]:
+        d = int(r["width"])
+        v = signal_noise_variance(d, s.signal_cka)
+        for kind, per_kind in r["scores"].items():
+            for metric, c in per_kind.items():
+                rate, se = _rate(c["calibrated"])
+                population = (0.0 if kind == "null" else s.signal_cka) if metric == "linear_cka" else None
+                width_cells.append(WidthScores(width=d, kind=kind, metric=metric,
+                                               noise_variance=1.0 if kind == "null" else v, population=population,
+                                               raw=c["raw"], calibrated=c["calibrated"], p_values=c["p_value"],
+                                               raw_mean=float(np.mean(c["raw"])),
+                                               calibrated_mean=float(np.mean(c["calibrated"])), rejection_rate=rate,
+                                               rejection_se=se))
+    depth_cells = []
+    for r in by["depth"]:
+        L = int(r["depth"])
+        for metric, c in r["scores"].items():
+            naive = r["naive"][metric]
+            rate, se = _rate(c["calibrated"])
+            naive_rate, naive_se = _rate(naive["calibrated"])
+            depth_cells.append(DepthScores(depth=L, pairs=L * L, metric=metric, raw=c["raw"], calibrated=c["calibrated"],
+                                           p_values=c["p_value"], naive_calibrated=naive["calibrated"],
+                                           naive_p_values=naive["p_value"], raw_mean=float(np.mean(c["raw"])),
+                                           calibrated_mean=float(np.mean(c["calibrated"])), rejection_rate=rate,
                                            rejection_se=se, naive_rejection_rate=naive_rate,
                                            naive_rejection_se=naive_se,
                                            naive_predicted=float(1.0 - (1.0 - level) ** (L * L))))
-    say("every family done", done=done, total=total)
     return CalibrationSweep(prhsim_version=__version__, world=WORLD, modalities=list(MODALITIES), k=k,
-                            samples=int(samples), permutations=int(permutations), alpha=float(alpha), level=level,
-                            p_floor=1.0 / (permutations + 1), knn_k=int(knn_k), metrics=list(metrics), eps=float(eps),
-                            nuisance_free=kz, n_seeds=int(n_seeds), n_seeds_views=int(n_seeds_views),
-                            n_seeds_confounders=int(n_seeds_confounders), signal_rank=SIGNAL_RANK,
-                            signal_cka=float(signal_cka), depth_width=int(depth_width), seed=int(seed), null=null,
-                            views=views, widths=width_cells, depths=depth_cells, seconds=time.perf_counter() - start)
+                            samples=int(s.samples), permutations=int(s.permutations), alpha=float(s.alpha),
+                            level=level, p_floor=1.0 / (s.permutations + 1), knn_k=int(s.knn_k),
+                            metrics=list(s.metrics), eps=float(s.eps), nuisance_free=kz, n_seeds=int(s.n_seeds),
+                            n_seeds_views=int(s.n_seeds_views), n_seeds_confounders=int(s.n_seeds_confounders),
+                            signal_rank=SIGNAL_RANK, signal_cka=float(s.signal_cka), depth_width=int(s.depth_width),
+                            seed=int(s.seed), null=null, views=views, widths=width_cells, depths=depth_cells,
+                            seconds=seconds)
 
 
 # --------------------------------------------------------------------------------------
@@ -520,6 +574,43 @@ def run(s: CalibrationSettings, say: Progress | None = None) -> Any:
                              metrics=tuple(s.metrics), eps=s.eps, n_seeds=s.n_seeds, n_seeds_views=s.n_seeds_views,
                              n_seeds_confounders=s.n_seeds_confounders, widths=tuple(s.widths), depths=tuple(s.depths),
                              depth_width=s.depth_width, signal_cka=s.signal_cka, seed=s.seed, progress=say)
+
+
+def cells(s: CalibrationSettings) -> list[dict[str, Any]]:
+    """One cell per family and grid point: the null, the views, each width, each depth (in the result's order)."""
+    return [{"family": "null"}, {"family": "views"}, *({"family": "width", "width": int(d)} for d in s.widths),
+            *({"family": "depth", "depth": int(L)} for L in s.depths)]
+
+
+def cell(s: CalibrationSettings, coordinates: dict[str, Any]) -> dict[str, Any]:
+    """The cell at ``coordinates`` (:func:`calibration_cell`: its draws' streams are keyed by the seed, the family,
+    the width or depth and the draw), with its seconds."""
+    start = time.perf_counter()
+    scene = None if coordinates["family"] == "depth" else _scene(float(s.eps))
+    return {**calibration_cell(s, scene, dict(coordinates)), "seconds": time.perf_counter() - start}
+
+
+def reduce(s: CalibrationSettings, records: list[dict[str, Any]]) -> CalibrationSweep:
+    """The sweep's result from its cells' records (the same record as :func:`run`'s, seconds summed over the cells)."""
+    return _reduce(s, records, sum(r["seconds"] for r in records))
+
+
+@functools.lru_cache(maxsize=2)
+def _scene(eps: float) -> Scene:
+    """The closed forms, built once per process for the cells that run there."""
+    return Scene(eps)
+
+
+def _cell_units(s: CalibrationSettings, coordinates: dict[str, Any]) -> tuple[int, int]:
+    """(draws, :func:`draw_units` per draw) of a cell."""
+    family, n = coordinates["family"], len(s.metrics)
+    if family == "null":
+        return s.n_seeds, draw_units("null", n)
+    if family == "views":
+        return s.n_seeds_views, draw_units("views", n)
+    if family == "width":
+        return s.n_seeds_confounders, draw_units("width", n, int(coordinates["width"]))
+    return s.n_seeds_confounders, draw_units("depth", n, int(coordinates["depth"]))
 
 
 def summary(r: Any) -> list[str]:

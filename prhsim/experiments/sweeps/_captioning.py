@@ -27,14 +27,25 @@ The pieces:
   accuracy, grammaticality, BLEU-4 and CIDEr-D, beside the chance level of a caption of a random
   state ``z' ~ p`` independent of the image.
 
-:func:`captioning_curve` runs the map fits over N_fit values and seeds. Each seed draws the
-held-in / held-out split of the states, the lighting of each evaluated image, the N_fit pairs
-(states ~ p among the held-in, lighting ~ q, wording ~ q) and the noise; the decoder is trained
-once per curve (seed ``rng``), since it never sees an image.
+:func:`captioning_curve` runs the map fits over N_fit values and seeds, as cells:
+
+* the **decoder** cell: the decoder's summary (trained once per curve, seed ``rng``, since it never
+  sees an image; its own decodes draw one wording per state from ``[rng, CAPTIONING_DECODER]``);
+* a **levels** cell per seed s: the true map's and chance's scores on the seed's held-out images;
+* a **map** cell per seed s and N_fit (0: the pair-free map, fitted on its pair-free sample).
+
+Seed s's stream ``[s, CAPTIONING_SEED]`` draws the held-in / held-out split of the states, the lighting
+of each evaluated image and its noise, then the chance captions; each cell that needs them draws
+them again, so they are the same in every cell. A map cell draws its N_fit pairs (states ~ p among
+the held-in, lighting ~ q, wording ~ q, and the noise), or its pair-free sample, from its own
+stream ``cell_stream(rng, {"part": "map", "seed": s, "n_fit": N_fit})``: the same wherever and in
+whatever order the cells run, and in any grid of N_fit. Every cell computes the same setup (the
+closed forms and the decoder); a process builds it once for all the cells it computes.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal, NamedTuple, Sequence, Union
@@ -44,7 +55,7 @@ from pydantic import Field, model_validator
 
 from prhsim import __version__
 from prhsim._budget import ensure_fits
-from prhsim._rng import CAPTIONING_DECODER, CAPTIONING_SEED, RngLike, check_rng
+from prhsim._rng import CAPTIONING_DECODER, CAPTIONING_SEED, RngLike, cell_stream, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import GridSceneWorld, Settings, WorldConfig
 from prhsim.experiments._record import Record
@@ -326,7 +337,7 @@ def curve_summary(curve: CaptioningCurve, metric: Metric = "exact") -> dict[str,
             "chance": float(np.mean([_metric(s, metric) for s in curve.chance]))}
 
 
-def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | None = None, n_seeds: int = 3,
+def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | None = None, n_seeds: int = 10,
                      k: int | Literal["auto"] = "auto", text: Literal["spans", "view"] | np.ndarray = "spans",
                      pair_free: MapEstimate | None = None, pair_free_samples: int = 2000, noise: float = 0.0,
                      held_in: float = 0.5, images: int = 1000, decoder: DecoderConfig | None = None,
@@ -346,7 +357,8 @@ def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | 
         held_in: the fraction of states whose images may be paired (the rest are captioned).
         images: at most this many held-out images are captioned per seed (one per state).
         setup: a prebuilt :class:`CaptioningSetup` (its scene is used).
-        rng: the seed of the decoder, of the span closed form and of the draws.
+        rng: the seed of the decoder, of the span closed form and of the draws (module docstring: each cell's
+            stream).
         progress: ``progress(message, done, total)``: the setup (uncounted), then once per seed and at the end,
             counted in maps (the true map and one per N_fit, each seed).
 
@@ -372,76 +384,165 @@ def captioning_curve(scene: GridScene | None = None, *, n_fits: Sequence[int] | 
         scene = gridscene(DEFAULT_SIZE, DEFAULT_OBJECTS) if scene is None else scene
         say("closed forms, then the caption decoder trained on captions alone")
         setup = captioning_setup(scene, k=k, text=text, decoder=decoder, seed=int(rng))
-    scene, law, K = setup.scene, setup.law, setup.k
+    fits = _fit_grid(n_fits, pair_free is not None, setup.k)
+    check_draws(max(fits), pair_free_samples if 0 in fits else 0, setup.k)
+    n_in = _held_in(held_in, setup.law.n_states)
+    seed_list = _seeds(int(rng), int(n_seeds))
+    decoder_record = captioning_decoder_cell(setup, int(rng))
+    levels, points = [], []
+    per_seed = len(fits) + 1
+    total = per_seed * len(seed_list)
+    for i, seed in enumerate(seed_list):
+        say(f"seed {i + 1} of {len(seed_list)}: the true map and {len(fits)} fitted", done=i * per_seed, total=total)
+        draws = seed_draws(setup, seed, n_in, images, noise)
+        score = _scorer(setup.scene, draws.out_states)  # one per seed: equal decodes score once
+        levels.append(captioning_levels_cell(setup, draws, score))
+        for n in fits:
+            stream = cell_stream(int(rng), map_coordinates(seed, n))
+            points.append(captioning_map_cell(setup, draws, n, pair_free, pair_free_samples, noise, stream, score))
+    say(f"{len(seed_list)} seeds done", done=total, total=total)
+    return _reduce(decoder_record, levels, points, fits, seed_list, noise, n_in, name, time.perf_counter() - start)
+
+
+def _fit_grid(n_fits: Sequence[int] | None, pair_free: bool, k: int) -> list[int]:
+    """The N_fit values, ascending (0: the pair-free map): ``n_fits``, or :func:`default_n_fits` (0 first with a
+    pair-free map)."""
     if n_fits is None:
-        fits = ([0] if pair_free is not None else []) + default_n_fits(K)
+        fits = ([0] if pair_free else []) + default_n_fits(k)
     else:
         fits = list(n_fits)
         if not fits or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in fits):
             raise ValueError(f"n_fits must be non-negative integers, got {list(n_fits)!r}")
         fits = sorted({int(n) for n in fits})
-    if 0 in fits and pair_free is None:
+    if 0 in fits and not pair_free:
         raise ValueError("N_fit = 0 needs a pair-free map (pair_free=...)")
-    check_draws(max(fits), pair_free_samples if 0 in fits else 0, K)
-    n_z = law.n_states
+    return fits
+
+
+def _held_in(held_in: float, n_z: int) -> int:
+    """The number of held-in states (at least one, and two held out)."""
     n_in = int(round(held_in * n_z))
     if not 1 <= n_in <= n_z - 2:
         raise ValueError(f"held_in = {held_in} leaves {n_in} of {n_z} states held in: need at least one held in "
                          "and two held out")
-    seed_list = [int(rng) * 1000 + s for s in range(int(n_seeds))]
-    n_n = law.modality.n_nuisance
+    return n_in
+
+
+def _seeds(rng: int, n_seeds: int) -> list[int]:
+    """The seeds of the draws: ``1000·rng + s`` for s < n_seeds."""
+    return [rng * 1000 + s for s in range(n_seeds)]
+
+
+def map_coordinates(seed: int, n_fit: int) -> dict[str, Any]:
+    """The coordinates of the map cell at seed ``seed`` and ``n_fit`` (its stream's key)."""
+    return {"part": "map", "seed": int(seed), "n_fit": int(n_fit)}
+
+
+class SeedDraws(NamedTuple):
+    """What seed s draws from ``[s, CAPTIONING_SEED]``: the split, the held-out images (their features, noise
+    added), and the generator after them (the chance captions come next)."""
+
+    seed: int
+    gen: np.random.Generator
+    fit_states: np.ndarray
+    out_states: np.ndarray
+    p_in: np.ndarray
+    x_out: np.ndarray
+
+
+def seed_draws(setup: CaptioningSetup, seed: int, n_in: int, images: int, noise: float) -> SeedDraws:
+    """Seed ``seed``'s held-in states, its held-out images (at most ``images``, one per state) and their features."""
+    law = setup.law
+    gen = np.random.default_rng([seed, CAPTIONING_SEED])
+    order = gen.permutation(law.n_states)
+    fit_states, out_states = order[:n_in], order[n_in:]
+    out_states = np.sort(out_states[:images])
+    p_in = law.p[fit_states] / law.p[fit_states].sum()
+    x_out = setup.image_features(out_states, gen.choice(setup.image_q.size, size=out_states.size, p=setup.image_q))
+    if noise:
+        x_out = x_out + noise * gen.standard_normal(x_out.shape)
+    return SeedDraws(int(seed), gen, fit_states, out_states, p_in, x_out)
+
+
+def _scorer(scene: GridScene, states: np.ndarray,
+            memo: dict[tuple[bytes, bytes], CaptionScores] | None = None) -> Callable[[np.ndarray], CaptionScores]:
+    """:func:`caption_scores` of the images of ``states``, remembered in ``memo`` by the states and the decoded
+    tokens (equal decodes, as every map at N_fit >= k without noise gives, score once)."""
+    memo = {} if memo is None else memo
+    states = np.asarray(states, dtype=np.int64)
+
+    def score(tokens: np.ndarray) -> CaptionScores:
+        key = (states.tobytes(), np.asarray(tokens).tobytes())
+        if key not in memo:
+            memo[key] = caption_scores(scene, states, tokens)
+        return memo[key]
+
+    return score
+
+
+def captioning_decoder_cell(setup: CaptioningSetup, rng: int) -> dict[str, Any]:
+    """The decoder cell (JSON values): the world, k, the true map's residual and the decoder's summary, its own
+    accuracy from one wording per state drawn from ``[rng, CAPTIONING_DECODER]``."""
+    law, scene = setup.law, setup.scene
+    n_z, n_n = law.n_states, law.modality.n_nuisance
     dec_gen = np.random.default_rng([int(rng), CAPTIONING_DECODER])
     own = decode_captions(setup.decoder, setup.caption_features(np.arange(n_z), dec_gen.choice(n_n, size=n_z, p=law.q)))
     cfg = setup.decoder.config
-    q_entropy = _caption_entropy(law)
-    dsum = DecoderSummary(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, hidden=list(cfg.hidden),
-                          final_loss=float(setup.decoder.loss[-1]), loss_floor=q_entropy / law.length,
-                          exact=accuracies(scene, np.arange(n_z), own)[0], seconds=setup.decoder.seconds)
-    true_scores, chance, points = [], [], []
-    n_eval = 0
-    per_seed = len(fits) + 1
-    total = per_seed * len(seed_list)
-    for i, seed in enumerate(seed_list):
-        say(f"seed {i + 1} of {len(seed_list)}: the true map and {len(fits)} fitted", done=i * per_seed, total=total)
-        gen = np.random.default_rng([seed, CAPTIONING_SEED])
-        order = gen.permutation(n_z)
-        fit_states, out_states = order[:n_in], order[n_in:]
-        out_states = np.sort(out_states[:images])
-        n_eval = out_states.size
-        p_in = law.p[fit_states] / law.p[fit_states].sum()
-        x_out = setup.image_features(out_states, gen.choice(setup.image_q.size, size=n_eval, p=setup.image_q))
+    summary = DecoderSummary(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, hidden=list(cfg.hidden),
+                             final_loss=float(setup.decoder.loss[-1]), loss_floor=_caption_entropy(law) / law.length,
+                             exact=accuracies(scene, np.arange(n_z), own)[0], seconds=setup.decoder.seconds)
+    return {"n_states": n_z, "size": scene.size, "n_objects": scene.n_objects, "k": setup.k, "text": setup.text,
+            "injective": setup.injective, "true_residual": setup.true_residual,
+            "decoder": summary.model_dump(mode="json")}
+
+
+def captioning_levels_cell(setup: CaptioningSetup, draws: SeedDraws,
+                           score: Callable[[np.ndarray], CaptionScores] | None = None) -> dict[str, Any]:
+    """A levels cell (JSON values): the true map's and chance's scores on the seed's held-out images (chance draws
+    its captions from ``draws.gen``, after the images)."""
+    score = score or _scorer(setup.scene, draws.out_states)
+    true = score(caption_images(setup, draws.x_out, setup.true_map))
+    chance = chance_scores(setup.scene, draws.out_states, draws.gen)
+    return {"images": int(draws.out_states.size), "true_map": true.model_dump(mode="json"),
+            "chance": chance.model_dump(mode="json")}
+
+
+def captioning_map_cell(setup: CaptioningSetup, draws: SeedDraws, n_fit: int, pair_free: MapEstimate | None,
+                        pair_free_samples: int, noise: float, rng: np.random.Generator,
+                        score: Callable[[np.ndarray], CaptionScores] | None = None) -> dict[str, Any]:
+    """A map cell (JSON values): the map fitted on ``n_fit`` pairs drawn from ``rng`` (0: ``pair_free`` on a
+    sample drawn from ``rng``), its distance to the true map and its scores on the seed's held-out images."""
+    law = setup.law
+    if n_fit == 0:
+        M, kind = resolve_pair_free(setup, pair_free, pair_free_samples, rng, noise), "pair_free"
+    else:
+        fit_states = draws.fit_states
+        z = rng.choice(fit_states, size=n_fit, p=draws.p_in, replace=n_fit > fit_states.size)  # distinct while they last
+        x = setup.image_features(z, rng.choice(setup.image_q.size, size=n_fit, p=setup.image_q))
         if noise:
-            x_out = x_out + noise * gen.standard_normal(x_out.shape)
-        memo: dict[bytes, CaptionScores] = {}  # equal decodes (every map at N_fit >= k without noise) score once
+            x = x + noise * rng.standard_normal(x.shape)
+        c = setup.caption_features(z, rng.choice(law.modality.n_nuisance, size=n_fit, p=law.q))
+        M, kind = fit_map(x, c), "pairs"
+    score = score or _scorer(setup.scene, draws.out_states)
+    point = CaptioningPoint(n_fit=int(n_fit), seed=draws.seed, map=kind,
+                            map_distance=float(np.linalg.norm(M - setup.true_map) / np.sqrt(setup.k)),
+                            scores=score(caption_images(setup, draws.x_out, M)))
+    return {"point": point.model_dump(mode="json")}
 
-        def score(tokens: np.ndarray) -> CaptionScores:
-            key = tokens.tobytes()
-            if key not in memo:
-                memo[key] = caption_scores(scene, out_states, tokens)
-            return memo[key]
 
-        true_scores.append(score(caption_images(setup, x_out, setup.true_map)))
-        chance.append(chance_scores(scene, out_states, gen))
-        for n in fits:
-            if n == 0:
-                M, kind = resolve_pair_free(setup, pair_free, pair_free_samples, gen, noise), "pair_free"
-            else:
-                z = gen.choice(fit_states, size=n, p=p_in, replace=n > fit_states.size)  # distinct while they last
-                x = setup.image_features(z, gen.choice(setup.image_q.size, size=n, p=setup.image_q))
-                if noise:
-                    x = x + noise * gen.standard_normal(x.shape)
-                c = setup.caption_features(z, gen.choice(n_n, size=n, p=law.q))
-                M, kind = fit_map(x, c), "pairs"
-            scores = score(caption_images(setup, x_out, M))
-            points.append(CaptioningPoint(n_fit=n, seed=seed, map=kind,
-                                          map_distance=float(np.linalg.norm(M - setup.true_map) / np.sqrt(K)),
-                                          scores=scores))
-    say(f"{len(seed_list)} seeds done", done=total, total=total)
+def _reduce(decoder: dict[str, Any], levels: Sequence[dict[str, Any]], points: Sequence[dict[str, Any]],
+            fits: list[int], seeds: list[int], noise: float, n_in: int, name: str, seconds: float) -> CaptioningCurve:
+    """The curve from its cells' records: the decoder cell's, the levels cells' (one per seed) and the map cells'
+    (seed by seed, N_fit ascending)."""
     return CaptioningCurve(
-        prhsim_version=__version__, world=name, n_states=n_z, size=scene.size, n_objects=scene.n_objects, k=K,
-        text=setup.text, noise=float(noise), injective=setup.injective, true_residual=setup.true_residual,
-        held_in=n_in, images=n_eval, n_fits=fits, seeds=seed_list, decoder=dsum, true_map=true_scores,
-        chance=chance, points=points, seconds=time.perf_counter() - start)
+        prhsim_version=__version__, world=name, n_states=decoder["n_states"], size=decoder["size"],
+        n_objects=decoder["n_objects"], k=decoder["k"], text=decoder["text"], noise=float(noise),
+        injective=decoder["injective"], true_residual=decoder["true_residual"], held_in=n_in,
+        images=levels[-1]["images"], n_fits=list(fits), seeds=list(seeds),
+        decoder=DecoderSummary.model_validate(decoder["decoder"]),
+        true_map=[CaptionScores.model_validate(r["true_map"]) for r in levels],
+        chance=[CaptionScores.model_validate(r["chance"]) for r in levels],
+        points=[CaptioningPoint.model_validate(r["point"]) for r in points], seconds=seconds)
 
 
 def _caption_entropy(law: CaptionLaw) -> float:
@@ -541,22 +642,93 @@ def estimate(s: CaptioningSettings) -> Any:
                     f"({s.n_seeds} seeds x {fits + 1})")
 
 
-def run(s: CaptioningSettings, say: Progress | None = None) -> Any:
-    """``prhsim sweep captioning`` from its settings; ``say`` reports progress (counted in maps)."""
+def _pair_free(s: CaptioningSettings) -> Callable[[PairFreeSample], np.ndarray] | None:
+    """The settings' pair-free map: a callable of a :class:`PairFreeSample`, or None."""
 
     def linear(result):  # the estimate acts on each sample's whitened coordinates; x ↦ x M reads raw features
         return result.whitening_a.whitener @ result.map @ result.whitening_b.colourer
 
-    pair_free = {"iterative": lambda sample: linear(iterative_match(sample.image, sample.caption, rng=s.seed)),
-                 "spectral": lambda sample: linear(spectral_match(sample.image, sample.image_pairs, sample.caption,
-                                                                  sample.caption_pairs)),
-                 "none": None}[s.pair_free]
-    n_fits = None if s.n_fits is None else ([0] if pair_free is not None else []) + list(s.n_fits)
-    return captioning_curve(s.world.build_scene(), n_fits=n_fits, n_seeds=s.n_seeds, k=s.k, text=s.text,
-                            pair_free=pair_free, pair_free_samples=s.pair_free_samples, noise=s.noise,
+    return {"iterative": lambda sample: linear(iterative_match(sample.image, sample.caption, rng=s.seed)),
+            "spectral": lambda sample: linear(spectral_match(sample.image, sample.image_pairs, sample.caption,
+                                                             sample.caption_pairs)),
+            "none": None}[s.pair_free]
+
+
+def _n_fits(s: CaptioningSettings) -> list[int] | None:
+    """The settings' N_fit values as :func:`captioning_curve` reads them (0 added for a pair-free map)."""
+    return None if s.n_fits is None else ([0] if s.pair_free != "none" else []) + list(s.n_fits)
+
+
+def run(s: CaptioningSettings, say: Progress | None = None) -> Any:
+    """``prhsim sweep captioning`` from its settings; ``say`` reports progress (counted in maps)."""
+    return captioning_curve(s.world.build_scene(), n_fits=_n_fits(s), n_seeds=s.n_seeds, k=s.k, text=s.text,
+                            pair_free=_pair_free(s), pair_free_samples=s.pair_free_samples, noise=s.noise,
                             held_in=s.held_in, images=s.images,
                             decoder=DecoderConfig(steps=s.decoder_steps, batch_size=s.decoder_batch),
                             name=s.world.describe(), rng=s.seed, progress=say)
+
+
+def cells(s: CaptioningSettings) -> list[dict[str, Any]]:
+    """The decoder cell, then per seed its levels cell and one map cell per N_fit, ascending (0: pair-free)."""
+    scene = s.world.build_scene()
+    k = closed_form(view_world(scene.world, pixels(scene), good()), s.k).k  # the setup's k, without its decoder
+    fits = _fit_grid(_n_fits(s), s.pair_free != "none", k)
+    _held_in(s.held_in, scene.n)
+    return [{"part": "decoder"}] + [c for seed in _seeds(s.seed, s.n_seeds)
+                                    for c in [{"part": "levels", "seed": seed}, *(map_coordinates(seed, n) for n in fits)]]
+
+
+#: The setup of the cells this process computes last, by its key (:func:`_setup`), and the scores its cells have
+#: computed (by held-out states and decoded tokens: a function of the setup's scene alone).
+_SETUPS: dict[tuple, tuple[CaptioningSetup, dict[tuple[bytes, bytes], CaptionScores]]] = {}
+
+
+def _setup(s: CaptioningSettings) -> tuple[CaptioningSetup, dict[tuple[bytes, bytes], CaptionScores]]:
+    """The settings' :class:`CaptioningSetup` and its scores so far, built once per process for all its cells. The
+    key is what the setup is a function of: the settings it reads, JAX's precision and the functions that build it
+    (a stand-in set by a test is never served to a later call)."""
+    import jax
+
+    key = (json.dumps({"world": s.world.model_dump(mode="json"), "k": s.k, "text": s.text, "steps": s.decoder_steps,
+                       "batch": s.decoder_batch, "seed": s.seed}, sort_keys=True),
+           bool(jax.config.jax_enable_x64), train_caption_decoder, span_optimum, closed_form)
+    if key not in _SETUPS:
+        _SETUPS.clear()
+        _SETUPS[key] = (captioning_setup(s.world.build_scene(), k=s.k, text=s.text, seed=s.seed,
+                                         decoder=DecoderConfig(steps=s.decoder_steps, batch_size=s.decoder_batch)), {})
+    return _SETUPS[key]
+
+
+def cell(s: CaptioningSettings, coordinates: dict[str, Any]) -> dict[str, Any]:
+    """One cell (module docstring): the decoder's, a seed's levels, or a map's (its draws from its own stream,
+    ``cell_stream(seed, coordinates)``), with its seconds."""
+    start = time.perf_counter()
+    setup, memo = _setup(s)
+    part = coordinates["part"]
+    if part == "decoder":
+        record = captioning_decoder_cell(setup, s.seed)
+    else:
+        draws = seed_draws(setup, int(coordinates["seed"]), _held_in(s.held_in, setup.law.n_states), s.images, s.noise)
+        score = _scorer(setup.scene, draws.out_states, memo)
+        if part == "levels":
+            record = captioning_levels_cell(setup, draws, score)
+        else:
+            n = int(coordinates["n_fit"])
+            stream = cell_stream(s.seed, map_coordinates(draws.seed, n))
+            record = captioning_map_cell(setup, draws, n, _pair_free(s), s.pair_free_samples, s.noise, stream, score)
+    return {**record, "seconds": time.perf_counter() - start}
+
+
+def reduce(s: CaptioningSettings, records: list[dict[str, Any]]) -> CaptioningCurve:
+    """The curve from its cells (the same record as :func:`run`'s, seconds summed over the cells)."""
+    coordinates = cells(s)
+    decoder = next(r for c, r in zip(coordinates, records) if c["part"] == "decoder")
+    levels = [r for c, r in zip(coordinates, records) if c["part"] == "levels"]
+    points = [r for c, r in zip(coordinates, records) if c["part"] == "map"]
+    fits = [c["n_fit"] for c in coordinates if c["part"] == "map" and c["seed"] == coordinates[1]["seed"]]
+    seeds = [c["seed"] for c in coordinates if c["part"] == "levels"]
+    return _reduce(decoder, levels, points, fits, seeds, s.noise, _held_in(s.held_in, decoder["n_states"]),
+                   s.world.describe(), sum(r["seconds"] for r in records))
 
 
 def summary(r: Any) -> list[str]:

@@ -17,6 +17,10 @@ Every cell computes with one BLAS thread, whatever runs it: a matrix product spl
 another order, and its last bits would depend on the executor (measured: kernel-mismatch at n = 600 differed
 between this process with the default threads and two one-thread workers). Parallel work comes from cells.
 
+Each running cell computes under its share of the memory limit (:mod:`prhsim.experiments.sweeps._cost`: the
+limit over the cells that run at once), in this process, its threads and every worker; on a running Ray cluster
+(``address``) each cell has its own machine's default limit.
+
 A cell that raises stops the sweep with one line naming the cell and its coordinates; the cells
 finished before it stay in the cell folder for a resume.
 """
@@ -33,6 +37,8 @@ from typing import Any, Callable, Iterator, Literal
 from pydantic import BaseModel
 from threadpoolctl import threadpool_limits
 
+from prhsim._budget import memory_limit
+
 from prhsim.experiments.sweeps._cells import (
     CellStore,
     SweepCell,
@@ -41,6 +47,7 @@ from prhsim.experiments.sweeps._cells import (
     settings_document,
     sweep_cells,
 )
+from prhsim.experiments.sweeps._cost import settings_limit
 
 Executor = Literal["local", "ray"]
 #: The executors ``prhsim sweep --executor`` offers.
@@ -67,11 +74,12 @@ class SweepRun:
 def run_sweep(sweep: Any, settings: BaseModel, store: CellStore | None = None, *, workers: int = 1,
               executor: Executor = "local", address: str | None = None, threads: int = 1,
               say: Callable[..., None] | None = None) -> SweepRun:
-    """Every cell of ``sweep`` (a :class:`prhsim.experiments.sweeps.Sweep`) for ``settings``, reduced (module docstring).
+    """Every cell of ``sweep`` for ``settings``, reduced (module docstring): the library's road from a sweep's settings,
+    the command's own, e.g. ``run_sweep(SWEEPS["bad-view"], settings, workers=2).result``.
 
     Args:
-        sweep: the registry record of the sweep.
-        settings: its settings model.
+        sweep: the sweep's record in :data:`prhsim.experiments.sweeps.SWEEPS`.
+        settings: its settings model (``SWEEPS[name].settings_model()(...)``).
         store: the cell folder to read finished cells from and write new ones to (None: keep nothing).
         workers: worker processes (local), or the CPUs of the Ray started for the sweep; at least 1.
         executor: "local" or "ray".
@@ -117,14 +125,16 @@ def run_sweep(sweep: Any, settings: BaseModel, store: CellStore | None = None, *
         say(f"{cell.describe()} done ({len(records)} of {total})", done=len(records), total=total)
 
     if missing:
+        at_once = min(workers if executor == "ray" or workers > 1 else threads, len(missing))
+        share = None if address is not None else settings_limit(settings) // at_once
         if executor == "ray":
-            _on_ray(sweep, settings, missing, finished, workers, address)
+            _on_ray(sweep, settings, missing, finished, workers, address, share)
         elif workers > 1 and len(missing) > 1:
-            _on_processes(sweep, settings, missing, finished, workers)
+            _on_processes(sweep, settings, missing, finished, workers, share)
         else:
-            with threadpool_limits(limits=1):  # one BLAS thread, as in every worker: the sums are the same
+            with threadpool_limits(limits=1), memory_limit(share):  # one BLAS thread, as in every worker
                 if threads > 1 and len(missing) > 1:
-                    _on_threads(sweep, module, settings, missing, finished, threads)
+                    _on_threads(sweep, module, settings, missing, finished, threads, share)
                 else:
                     for cell in missing:
                         say(f"{cell.describe()} ({len(records) + 1} of {total})")
@@ -150,17 +160,17 @@ def jax_x64() -> bool | None:
 
 
 def cell_task(module: str, settings_model: str, settings: dict[str, Any], index: int,
-              coordinates: dict[str, Any], x64: bool | None = None) -> dict[str, Any]:
+              coordinates: dict[str, Any], x64: bool | None = None, share: int | None = None) -> dict[str, Any]:
     """One cell computed from plain values (what a worker process or a Ray task receives): the sweep's module and
-    the name of its settings model, the settings as JSON values, the cell, and the caller's :func:`jax_x64`.
-    Returns the cell's record."""
+    the name of its settings model, the settings as JSON values, the cell, the caller's :func:`jax_x64`, and the
+    cell's memory share in bytes (None: the worker's default limit). Returns the cell's record."""
     if x64:
         import jax
 
         jax.config.update("jax_enable_x64", True)
     sweep_module = importlib.import_module(module)
     model = getattr(sweep_module, settings_model).model_validate(settings)
-    with threadpool_limits(limits=1):
+    with threadpool_limits(limits=1), (memory_limit(share) if share else contextlib.nullcontext()):
         return compute_cell(sweep_module, model, SweepCell(index, coordinates))
 
 
@@ -196,7 +206,7 @@ def _collect(sweep: Any, pending: dict[Any, SweepCell], finished: Callable[..., 
 
 
 def _on_processes(sweep: Any, settings: BaseModel, cells: list[SweepCell], finished: Callable[..., None],
-                  workers: int) -> None:
+                  workers: int, share: int | None) -> None:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -205,7 +215,7 @@ def _on_processes(sweep: Any, settings: BaseModel, cells: list[SweepCell], finis
         pool = ProcessPoolExecutor(max_workers=min(workers, len(cells)),
                                    mp_context=multiprocessing.get_context("spawn"))
         pending = {pool.submit(cell_task, sweep.module, sweep.settings, document, cell.index,
-                               dict(cell.coordinates), jax_x64()): cell for cell in cells}
+                               dict(cell.coordinates), jax_x64(), share): cell for cell in cells}
     try:
         _collect(sweep, pending, finished)
     finally:
@@ -213,11 +223,15 @@ def _on_processes(sweep: Any, settings: BaseModel, cells: list[SweepCell], finis
 
 
 def _on_threads(sweep: Any, module: Any, settings: BaseModel, cells: list[SweepCell], finished: Callable[..., None],
-                threads: int) -> None:
+                threads: int, share: int | None) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
+    def compute(cell: SweepCell) -> dict[str, Any]:  # a thread does not inherit the caller's limit: set it
+        with memory_limit(share) if share else contextlib.nullcontext():
+            return compute_cell(module, settings, cell)
+
     with ThreadPoolExecutor(max_workers=min(threads, len(cells))) as pool:
-        pending = {pool.submit(compute_cell, module, settings, cell): cell for cell in cells}
+        pending = {pool.submit(compute, cell): cell for cell in cells}
         try:
             _collect(sweep, pending, finished)
         finally:
@@ -226,7 +240,7 @@ def _on_threads(sweep: Any, module: Any, settings: BaseModel, cells: list[SweepC
 
 
 def _on_ray(sweep: Any, settings: BaseModel, cells: list[SweepCell], finished: Callable[..., None], workers: int,
-            address: str | None) -> None:
+            address: str | None, share: int | None) -> None:
     import ray
 
     started = not ray.is_initialized()
@@ -244,7 +258,7 @@ def _on_ray(sweep: Any, settings: BaseModel, cells: list[SweepCell], finished: C
         task = ray.remote(num_cpus=1, max_retries=3)(cell_task)
         document = settings_document(settings)
         pending = {task.remote(sweep.module, sweep.settings, document, cell.index, dict(cell.coordinates),
-                               jax_x64()): cell for cell in cells}
+                               jax_x64(), share): cell for cell in cells}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:

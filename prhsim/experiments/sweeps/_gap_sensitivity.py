@@ -24,6 +24,10 @@ At a gap the solvers agree to rounding, and their disagreement grows like
 ``rounding/δ``; at the tie they return different subspaces (``s_Θ`` of order 1), which is
 a property of the solvers, not of the theorem (the record flags the tie).
 
+Cells: one per gap δ (:func:`cells`, :func:`cell`, :func:`reduce`). Π' comes from the seed's first spawned
+child (every cell draws the same), the two Lanczos starts from the cell's own stream
+``cell_stream(seed, {"gap": δ})``, so a gap's numbers depend on the seed and δ alone.
+
 Default (n = 6, 15 gaps from 0 to 0.05): about 0.12 s (2-core CPU, one BLAS thread).
 """
 
@@ -36,7 +40,7 @@ import numpy as np
 from pydantic import Field
 
 from prhsim import __version__
-from prhsim._rng import RngLike, check_rng
+from prhsim._rng import RngLike, cell_stream, check_rng, spawned_stream
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
 from prhsim.experiments._mismatch import kernel_mismatch
@@ -109,13 +113,32 @@ def gap_sensitivity(
         perturbation: the perturbation's t in (0, 1].
         n: states per path (the world has n² states), at least 3.
         move: the first path's step probability, in (0, 1].
-        rng: seeds Π' (drawn once) and, one stream per gap, the Lanczos start vectors.
+        rng: seeds Π' (the seed's first spawned child, drawn once) and the Lanczos start vectors of every gap: an
+            int seed gives the gap δ the stream ``cell_stream(seed, {"gap": δ})`` (:func:`prhsim._rng.cell_stream`:
+            the same wherever and in whatever order the gaps run); a Generator spawns one stream per gap instead.
         progress: ``progress(message, done, total)`` once per gap and at the end, counted in gaps.
 
     Raises:
         ValueError: on bad arguments.
     """
     start = time.perf_counter()
+    values = _check(gaps, perturbation, n, move)
+    n = int(n)
+    seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
+    streams = check_rng(rng).spawn(len(values) + 1)
+    other = _other(n, streams[0])
+    records = []
+    say = as_progress(progress)
+    for i, g in enumerate(values):
+        say(f"gap {g:.3g} ({i + 1} of {len(values)})", done=i, total=len(values))
+        stream = cell_stream(seed, {"gap": g}) if seed is not None else streams[1 + i]
+        records.append(gap_cell(n, move, perturbation, other, g, stream))
+    say(f"{len(values)} gaps done", done=len(values), total=len(values))
+    return _reduce(records, n, move, perturbation, values, seed, time.perf_counter() - start)
+
+
+def _check(gaps: Sequence[float], perturbation: float, n: int, move: float) -> tuple[float, ...]:
+    """The gaps, checked and sorted (a one-line ValueError on a bad argument)."""
     if isinstance(n, bool) or int(n) != n or n < 3:
         raise ValueError(f"n must be an integer >= 3, got {n}")
     n = int(n)
@@ -132,34 +155,42 @@ def gap_sensitivity(
         raise ValueError(f"every gap must lie in [0, {top:.4g}) for n = {n}, move = {move}, got {out[0]}")
     if len(set(values)) != len(values):
         raise ValueError(f"gaps must be distinct, got {list(values)}")
-    values = tuple(sorted(values))
-    seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
-    streams = check_rng(rng).spawn(len(values) + 1)
-    c = 1.0 - np.cos(np.pi / n)
+    return tuple(sorted(values))
+
+
+def _other(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Π': one Sinkhorn world on the uniform p of n² states, from ``rng``."""
     p = np.full(n * n, 1.0 / (n * n))
-    affinity = streams[0].uniform(size=(n * n, n * n))
+    affinity = rng.uniform(size=(n * n, n * n))
     affinity = (affinity + affinity.T) / 2
     np.fill_diagonal(affinity, 0.0)
-    other = sinkhorn_world(affinity, p).Pi
-    cells = []
-    say = as_progress(progress)
-    for i, (g, stream) in enumerate(zip(values, streams[1:])):
-        say(f"gap {g:.3g} ({i + 1} of {len(values)})", done=i, total=len(values))
-        world = grid((n, n), move=(move, move - g / c)).to_finite()
-        km = kernel_mismatch(world, FiniteWorld(world.p, (1.0 - perturbation) * world.Pi + perturbation * other), K)
-        dense = top_eigenpairs(world, K + 1, backend="dense")
-        first, second = (top_eigenpairs(world, K + 1, backend="sparse", rng=s) for s in stream.spawn(2))
-        observed_gap = float(dense.values[K - 1] - dense.values[K])
-        tie = observed_gap <= GAP_TOL  # a rounding-level δ would give a finite but meaningless bound
-        cells.append(GapCell(
-            gap=g, observed_gap=observed_gap, tie=tie, e_op=km.e_op, e_fro=km.e_fro,
-            perturbed_s_theta=km.sin_theta / np.sqrt(K), solver_s_theta=_s_theta(dense, first, world.p),
-            start_s_theta=_s_theta(first, second, world.p),
-            yws_bound=None if tie else _finite(km.yws_sin / np.sqrt(K)),
-            dk_bound=None if tie else _finite(km.dk_sin / np.sqrt(K))))
-    say(f"{len(values)} gaps done", done=len(values), total=len(values))
+    return sinkhorn_world(affinity, p).Pi
+
+
+def gap_cell(n: int, move: float, perturbation: float, other: np.ndarray, g: float,
+             rng: np.random.Generator) -> dict[str, Any]:
+    """The gap ``g``'s :class:`GapCell` as JSON values; ``rng`` spawns the two Lanczos start streams."""
+    c = 1.0 - np.cos(np.pi / n)
+    world = grid((n, n), move=(move, move - g / c)).to_finite()
+    km = kernel_mismatch(world, FiniteWorld(world.p, (1.0 - perturbation) * world.Pi + perturbation * other), K)
+    dense = top_eigenpairs(world, K + 1, backend="dense")
+    first, second = (top_eigenpairs(world, K + 1, backend="sparse", rng=s) for s in rng.spawn(2))
+    observed_gap = float(dense.values[K - 1] - dense.values[K])
+    tie = observed_gap <= GAP_TOL  # a rounding-level δ would give a finite but meaningless bound
+    return GapCell(
+        gap=g, observed_gap=observed_gap, tie=tie, e_op=km.e_op, e_fro=km.e_fro,
+        perturbed_s_theta=km.sin_theta / np.sqrt(K), solver_s_theta=_s_theta(dense, first, world.p),
+        start_s_theta=_s_theta(first, second, world.p),
+        yws_bound=None if tie else _finite(km.yws_sin / np.sqrt(K)),
+        dk_bound=None if tie else _finite(km.dk_sin / np.sqrt(K))).model_dump(mode="json")
+
+
+def _reduce(records: Sequence[dict[str, Any]], n: int, move: float, perturbation: float, gaps: Sequence[float],
+            seed: int | None, seconds: float) -> GapSensitivity:
+    """The sweep's record from the gaps' cells (in the order of ``gaps``)."""
+    cells = [GapCell.model_validate({k: v for k, v in r.items() if k != "seconds"}) for r in records]
     return GapSensitivity(prhsim_version=__version__, n=n, move=float(move), perturbation=float(perturbation), k=K,
-                          gaps=list(values), seed=seed, cells=cells, seconds=time.perf_counter() - start)
+                          gaps=list(gaps), seed=seed, cells=cells, seconds=seconds)
 
 
 # --------------------------------------------------------------------------------------
@@ -199,6 +230,27 @@ def run(s: GapSensitivitySettings, say: Progress | None = None) -> Any:
     """``prhsim sweep gap-sensitivity`` from its settings; ``say`` reports progress (counted in gaps)."""
     return gap_sensitivity(gaps=s.gaps, perturbation=s.perturbation, n=s.n, move=s.move, rng=s.seed,
                            progress=say)
+
+
+def cells(s: GapSensitivitySettings) -> list[dict[str, float]]:
+    """One cell per gap δ (sorted)."""
+    return [{"gap": g} for g in _check(s.gaps, s.perturbation, s.n, s.move)]
+
+
+def cell(s: GapSensitivitySettings, coordinates: dict[str, float]) -> dict[str, Any]:
+    """The cell at ``coordinates["gap"]``: Π' from the seed's first spawned child, the Lanczos starts from the cell's
+    own stream (``cell_stream(seed, {"gap": δ})``), with its seconds."""
+    start = time.perf_counter()
+    g = float(coordinates["gap"])
+    other = _other(s.n, spawned_stream(s.seed, 0))
+    record = gap_cell(s.n, s.move, s.perturbation, other, g, cell_stream(s.seed, {"gap": g}))
+    return {**record, "seconds": time.perf_counter() - start}
+
+
+def reduce(s: GapSensitivitySettings, records: list[dict[str, Any]]) -> GapSensitivity:
+    """The sweep's result from its cells (the same record as :func:`run`'s, seconds summed over the cells)."""
+    return _reduce(records, s.n, s.move, s.perturbation, _check(s.gaps, s.perturbation, s.n, s.move), s.seed,
+                   sum(r["seconds"] for r in records))
 
 
 def summary(r: Any) -> list[str]:

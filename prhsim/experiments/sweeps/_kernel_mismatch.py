@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import Field
 
 from prhsim import __version__
-from prhsim._rng import RngLike, check_rng
+from prhsim._rng import RngLike, check_rng, spawned_stream
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
 from prhsim.experiments._mismatch import ROUNDING, kernel_mismatch
@@ -152,12 +152,6 @@ def kernel_mismatch_sweep(
     return _reduce(rows, n, k, perturbations, seed, time.perf_counter() - start)
 
 
-def world_stream(seed: int, world: int) -> np.random.Generator:
-    """World ``world``'s generator: the ``world``-th child of the seed's (``check_rng(seed).spawn(worlds)[world]``
-    for any ``worlds`` above it), so a world's draws depend on the seed and its index alone."""
-    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(int(world),)))
-
-
 def mismatch_row(n: int, perturbations: Sequence[float], k: int, w: int, rng: np.random.Generator) -> list[MismatchCell]:
     """World ``w`` (a random world and a second pair law on its p, from ``rng``) at every perturbation."""
     world = random_world(n, rng=rng)
@@ -245,11 +239,11 @@ def cells(s: KernelMismatchSweepSettings) -> list[dict[str, int]]:
 
 
 def cell(s: KernelMismatchSweepSettings, coordinates: dict[str, int]) -> dict[str, Any]:
-    """World ``coordinates["world"]`` at every perturbation, from its own stream (:func:`world_stream`)."""
+    """World ``coordinates["world"]`` at every perturbation, from its own stream (:func:`prhsim._rng.spawned_stream`)."""
     start = time.perf_counter()
     w = int(coordinates["world"])
     row = mismatch_row(s.n, _check_perturbations(s.perturbations), s.k, w,
-                       world_stream(s.seed, w))
+                       spawned_stream(s.seed, w))
     return {"row": [c.model_dump(mode="json") for c in row], "seconds": time.perf_counter() - start}
 
 

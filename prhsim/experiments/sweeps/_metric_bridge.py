@@ -20,10 +20,16 @@ Families, each a path from "the same representation up to rotation" to "unrelate
 
 The summary answers "what does a mutual k-NN of x mean in ρ_P": per family, ρ_P
 interpolated at a few mutual k-NN values (None outside the family's range).
+
+A cell (:func:`cells`) is one level of one family. A family's draws (its rows, retrieval split,
+rotation, noise and Π') come from the stream ``cell_stream(seed, {"family": family})``, shared
+by its levels so each family stays one path; a cell draws nothing else, so its record does not
+depend on where or in what order the cells run.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from typing import Any, Callable, Literal
@@ -32,7 +38,7 @@ import numpy as np
 from pydantic import Field
 
 from prhsim import __version__
-from prhsim._rng import RngLike, check_rng
+from prhsim._rng import RngLike, cell_stream, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import GridSceneWorld, Settings
 from prhsim.experiments._record import Record
@@ -108,14 +114,18 @@ def metric_bridge(size: int = 4, objects: int = 1, *, levels: int = 16, samples:
                   progress: Callable[..., None] | None = None) -> MetricBridge:
     """Score the three families of misaligned pairs by ρ_P, s_Θ and the PRH sample metrics (module docstring).
 
+    Runs :func:`bridge_cell` on every (family, level) in order and reduces them as :func:`reduce` does.
+
     Args:
         size, objects: the gridscene (default 4x4, one object: 144 states; pixels: 576 modal states).
         levels: points per family (at least 3; the first is the aligned pair).
         samples: N, states drawn per pair (capped at the world's size).
         knn_k: the k of mutual k-NN and CKNNA.
         k: number of features, or "auto".
-        rng: seeds the rotations, noise, Π', the drawn states and the retrieval split.
-        progress: ``progress(message, done, total)`` once per family and at the end, counted in cells (family x level).
+        rng: seeds each family's draws (the rotation, noise, Π', the drawn states and the retrieval split, shared by
+            its levels): an int seed gives family f the stream ``cell_stream(seed, {"family": f})``
+            (:func:`prhsim._rng.cell_stream`); a Generator spawns one stream per family instead.
+        progress: ``progress(message, done, total)`` once per cell (family x level) and at the end, counted in cells.
 
     Raises:
         ValueError: on a bad argument.
@@ -128,59 +138,106 @@ def metric_bridge(size: int = 4, objects: int = 1, *, levels: int = 16, samples:
 def _metric_bridge(size: int, objects: int, levels: int, samples: int, knn_k: int, k: int | Literal["auto"],
                    rng: RngLike, say: Progress) -> MetricBridge:
     start = time.perf_counter()
-    records = [metric_record(name) for name in bridge_metrics()]
     if int(levels) != levels or levels < 3:
         raise ValueError(f"levels must be an integer >= 3, got {levels}")
     if int(samples) != samples or samples < 4:
         raise ValueError(f"samples must be an integer >= 4, got {samples}")
-    scene = gridscene(size, objects=objects)
-    base = scene.world.to_finite()
     gen = check_rng(rng)
     seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
-    opt = closed_form(base, k)
-    k_used = opt.k
-    pixels = scene.modalities(rng=gen.spawn(1)[0])[0]
-    cells: list[BridgeCell] = []
-    rows_used: dict[str, int] = {}
-    total = sum(len(_levels(family, levels)) for family in FAMILIES)
-    for family, stream in zip(FAMILIES, gen.spawn(len(FAMILIES))):
-        say(f"{family}: {len(_levels(family, levels))} levels", done=len(cells), total=total)
-        world: World = base if family != "bad-view" else view_world(scene.world, pixels, good())
-        reference = closed_form(world, k_used).features()
+    scene = _Scene(size, objects, k)
+    for family in FAMILIES:
+        _check_rows(scene, family, samples, knn_k)
+    streams = dict(zip(FAMILIES, gen.spawn(len(FAMILIES)))) if seed is None else {}
+    plan = [(family, float(level)) for family in FAMILIES for level in _levels(family, levels)]
+    records = []
+    for i, (family, level) in enumerate(plan):
+        if i == 0 or plan[i - 1][0] != family:
+            path = _Path(scene, family, samples, streams[family] if seed is None else family_stream(seed, family))
+        say(f"{family}: level {level:.3g} ({i + 1} of {len(plan)})", done=i, total=len(plan))
+        records.append(bridge_cell(path, level, knn_k))
+    say(f"{len(FAMILIES)} families done", done=len(plan), total=len(plan))
+    return _reduce(records, size, objects, samples, knn_k, seed, time.perf_counter() - start)
+
+
+def family_stream(seed: int, family: str) -> np.random.Generator:
+    """Family f's stream at an int seed: ``cell_stream(seed, {"family": f})`` (shared by its levels)."""
+    return cell_stream(seed, {"family": family})
+
+
+class _Scene:
+    """The gridscene, its base world, the base closed form's k and the pixels modality (which draws nothing)."""
+
+    def __init__(self, size: int, objects: int, k: int | Literal["auto"]) -> None:
+        self.scene = gridscene(size, objects=objects)
+        self.base = self.scene.world.to_finite()
+        self.k = closed_form(self.base, k).k
+        self.pixels = self.scene.modalities(rng=0)[0]  # the rng seeds only the symbolic modality's maps
+
+    def world(self, family: Family) -> World:
+        return self.base if family != "bad-view" else view_world(self.scene.world, self.pixels, good())
+
+
+def _check_rows(scene: _Scene, family: Family, samples: int, knn_k: int) -> None:
+    n = scene.world(family).n
+    if not 2 * knn_k < min(samples, n):
+        raise ValueError(f"knn_k = {knn_k} needs more than {2 * knn_k} samples; the {family} world has {n} states "
+                         f"and samples = {samples}")
+
+
+class _Path:
+    """One family's path: its world, the aligned reference, the drawn rows and retrieval split, and what its levels
+    share (the rotation and noise of ``noise``, Π' of ``kernel``), all drawn from the family's ``stream``."""
+
+    def __init__(self, scene: _Scene, family: Family, samples: int, stream: np.random.Generator) -> None:
+        self.scene, self.family = scene, family
+        self.world = world = scene.world(family)
+        self.reference = closed_form(world, scene.k).features()
         n = world.n
-        if not 2 * knn_k < min(samples, n):
-            raise ValueError(f"knn_k = {knn_k} needs more than {2 * knn_k} samples; the {family} world has {n} states "
-                             f"and samples = {samples}")
-        rows = np.sort(stream.choice(n, size=min(samples, n), replace=False, p=world.p))
-        rows_used[family] = int(rows.size)
-        fit = np.zeros(rows.size, dtype=bool)
-        fit[stream.permutation(rows.size)[: rows.size // 2]] = True
-        other = None
+        self.rows = np.sort(stream.choice(n, size=min(samples, n), replace=False, p=world.p))
+        self.fit = np.zeros(self.rows.size, dtype=bool)
+        self.fit[stream.permutation(self.rows.size)[: self.rows.size // 2]] = True
+        self.other = None
         if family == "kernel":
             affinity = stream.uniform(size=(n, n))
-            affinity = (affinity + affinity.T) / 2
-            other = sinkhorn_world(affinity, world.p).Pi
-        Q, _ = np.linalg.qr(stream.standard_normal((k_used, k_used)))
-        noise = stream.standard_normal((n, k_used))
-        for level in _levels(family, levels):
-            if family == "noise":
-                B = whiten(reference @ Q + level * noise, world.p)
-            elif family == "kernel":
-                B = closed_form(FiniteWorld(world.p, (1.0 - level) * world.Pi + level * other), k_used).features()
-            else:
-                bad_world = view_world(scene.world, pixels, good() if level >= 1.0 else bad(float(level)))
-                B = closed_form(bad_world, k_used).features()
-            scores = {m.name: float(m(reference[rows], B[rows], knn_k=knn_k, fit=fit)) for m in records}
-            cells.append(BridgeCell(family=family, level=float(level), rho_p=float(procrustes(B, reference, world.p).rho),
-                                    s_theta=float(principal_angles(B, reference, world.p).s_theta), metrics=scores))
-    say(f"{len(FAMILIES)} families done", done=total, total=total)
-    return MetricBridge(prhsim_version=__version__, world=f"gridscene({size}, objects={objects})", k=k_used,
-                        samples=int(samples), knn_k=int(knn_k), metrics=[m.name for m in records], rows=rows_used,
-                        chance={f: {m.name: m.chance_level(r, knn_k) for m in records if m.chance is not None}
+            self.other = sinkhorn_world((affinity + affinity.T) / 2, world.p).Pi
+        self.Q, _ = np.linalg.qr(stream.standard_normal((scene.k, scene.k)))
+        self.noise = stream.standard_normal((n, scene.k))
+
+
+def bridge_cell(path: _Path, level: float, knn_k: int) -> dict[str, Any]:
+    """One cell (JSON values): the pair at ``level`` of ``path``'s family, scored by ρ_P, s_Θ and the sample metrics,
+    with the family's rows drawn and the base's k. It draws nothing: its randomness is the path's."""
+    scene, world, reference, k = path.scene, path.world, path.reference, path.scene.k
+    if path.family == "noise":
+        B = whiten(reference @ path.Q + level * path.noise, world.p)
+    elif path.family == "kernel":
+        B = closed_form(FiniteWorld(world.p, (1.0 - level) * world.Pi + level * path.other), k).features()
+    else:
+        view = good() if level >= 1.0 else bad(float(level))
+        B = closed_form(view_world(scene.scene.world, scene.pixels, view), k).features()
+    rows = path.rows
+    scores = {m.name: float(m(reference[rows], B[rows], knn_k=knn_k, fit=path.fit))
+              for m in (metric_record(name) for name in bridge_metrics())}
+    return {"family": path.family, "level": float(level), "rho_p": float(procrustes(B, reference, world.p).rho),
+            "s_theta": float(principal_angles(B, reference, world.p).s_theta), "metrics": scores,
+            "rows": int(rows.size), "k": int(k)}
+
+
+def _reduce(records: list[dict[str, Any]], size: int, objects: int, samples: int, knn_k: int, seed: int | None,
+            seconds: float) -> MetricBridge:
+    """The sweep's record from its cells' records (in the order of :func:`cells`)."""
+    metrics = [metric_record(name) for name in bridge_metrics()]
+    cells = [BridgeCell(**{key: r[key] for key in ("family", "level", "rho_p", "s_theta", "metrics")})
+             for r in records]
+    rows_used = {r["family"]: int(r["rows"]) for r in records}
+    return MetricBridge(prhsim_version=__version__, world=f"gridscene({size}, objects={objects})",
+                        k=int(records[0]["k"]), samples=int(samples), knn_k=int(knn_k),
+                        metrics=[m.name for m in metrics], rows=rows_used,
+                        chance={f: {m.name: m.chance_level(r, knn_k) for m in metrics if m.chance is not None}
                                 for f, r in rows_used.items()}, seed=seed,
                         cells=cells, rho_at_mutual_knn={f: _read_off([c for c in cells if c.family == f])
                                                         for f in FAMILIES},
-                        seconds=time.perf_counter() - start)
+                        seconds=seconds)
 
 
 def _read_off(cells: list[BridgeCell]) -> dict[str, float | None]:
@@ -238,6 +295,40 @@ def run(s: MetricBridgeSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep metric-bridge`` from its settings; ``say`` reports progress (counted in cells)."""
     return metric_bridge(s.size, s.objects, levels=s.levels, samples=s.samples, knn_k=s.knn_k, k=s.k, rng=s.seed,
                          progress=say)
+
+
+def cells(s: MetricBridgeSettings) -> list[dict[str, Any]]:
+    """One cell per family and level, in the result's order."""
+    return [{"family": family, "level": float(level)} for family in FAMILIES for level in _levels(family, s.levels)]
+
+
+@functools.lru_cache(maxsize=1)
+def _scene(size: int, objects: int, k: int | str) -> _Scene:
+    return _Scene(size, objects, k)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=len(FAMILIES))
+def _path(size: int, objects: int, k: int | str, family: Family, samples: int, knn_k: int, seed: int) -> _Path:
+    """A family's path, built once per process for the cells that run there."""
+    scene = _scene(size, objects, k)
+    _check_rows(scene, family, samples, knn_k)
+    return _Path(scene, family, samples, family_stream(seed, family))
+
+
+def cell(s: MetricBridgeSettings, coordinates: dict[str, Any]) -> dict[str, Any]:
+    """The cell at ``coordinates`` (:func:`bridge_cell`; the family's draws from :func:`family_stream`: the seed and
+    the family), with its seconds."""
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TieWarning)
+        path = _path(s.size, s.objects, s.k, coordinates["family"], s.samples, s.knn_k, s.seed)
+        record = bridge_cell(path, float(coordinates["level"]), s.knn_k)
+    return {**record, "seconds": time.perf_counter() - start}
+
+
+def reduce(s: MetricBridgeSettings, records: list[dict[str, Any]]) -> MetricBridge:
+    """The sweep's result from its cells (the same record as :func:`run`'s, seconds summed over the cells)."""
+    return _reduce(records, s.size, s.objects, s.samples, s.knn_k, s.seed, sum(r["seconds"] for r in records))
 
 
 def summary(r: Any) -> list[str]:

@@ -23,6 +23,11 @@ Measured with the defaults (12 strengths from 0.02 to 1, 3 worlds, k = 2, 3 rest
 0.41; the largest ``s_Θ`` is 0.32). The PMI proxy is as far from CA as the fit is (``s_Θ/σ_1`` 0.60 at
 small σ_1) but 4.6 to 17 times closer to the fit than CA (``s_Θ`` to the fit ≈ 0.08 σ_1), except at
 a = 1 on the third world (0.36 to the fit, 0.32 for CA).
+
+Cells: one per world (:func:`cells`, :func:`cell`, :func:`reduce`), every strength of it in the cell. World w's
+stream is the seed's w-th spawned child (``spawned_stream(seed, w)``): it spawns the emission table's stream and the
+fits' (one child per strength, in the order of the sorted strengths), so a world's numbers depend on the seed, w and
+the strengths alone.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import numpy as np
 from pydantic import Field
 
 from prhsim import __version__
-from prhsim._rng import RngLike, check_rng
+from prhsim._rng import RngLike, check_rng, spawned_stream
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
 from prhsim.experiments._record import Record
@@ -136,13 +141,30 @@ def ntp_ca_sweep(strengths: Sequence[float] = DEFAULT_STRENGTHS, *, k: int = 2, 
             initialisations of its fits).
         restarts: initialisations per fit, the lowest loss kept (the rank-k problem has spurious
             local minima at strong dependence).
-        rng: seed or Generator.
+        rng: an int seed gives world w the stream ``spawned_stream(seed, w)`` (the seed's w-th spawned child, the same
+            wherever and in whatever order the worlds run); a Generator spawns one stream per world.
         progress: ``progress(message, done, total)`` once per world and at the end, counted in cells (world x a).
 
     Raises:
         ValueError: on bad arguments.
     """
     start = time.perf_counter()
+    values = _check(strengths, k, worlds, restarts)
+    k, worlds, restarts = int(k), int(worlds), int(restarts)
+    seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
+    streams = check_rng(rng).spawn(worlds) if seed is None else None
+    records = []
+    say, total = as_progress(progress), worlds * len(values)
+    for w in range(worlds):
+        say(f"world {w + 1} of {worlds}", done=w * len(values), total=total)
+        records.append({"row": ntp_ca_row(values, k, restarts, w,
+                                          spawned_stream(seed, w) if seed is not None else streams[w])})
+    say(f"{worlds} worlds done", done=total, total=total)
+    return _reduce(records, k, worlds, restarts, values, seed, time.perf_counter() - start)
+
+
+def _check(strengths: Sequence[float], k: int, worlds: int, restarts: int) -> tuple[float, ...]:
+    """The strengths, checked and sorted, after checking k, worlds and restarts (one-line ValueErrors)."""
     values = _check_strengths(strengths)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= VOCAB - 1:
         raise ValueError(f"k must be an integer in 1..{VOCAB - 1}, got {k!r}")
@@ -150,31 +172,37 @@ def ntp_ca_sweep(strengths: Sequence[float] = DEFAULT_STRENGTHS, *, k: int = 2, 
         raise ValueError(f"worlds must be a positive integer, got {worlds!r}")
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 1:
         raise ValueError(f"restarts must be a positive integer, got {restarts!r}")
-    k, worlds, restarts = int(k), int(worlds), int(restarts)
-    seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
-    cells: list[list[NtpCaCell]] = []
-    say, total = as_progress(progress), worlds * len(values)
-    for w, stream in enumerate(check_rng(rng).spawn(worlds)):
-        say(f"world {w + 1} of {worlds}", done=w * len(values), total=total)
-        table_rng, init_rng = stream.spawn(2)
-        row = []
-        for a, init in zip(values, init_rng.spawn(len(values))):
-            world = emission_world(a, n_states=N_STATES, vocab=VOCAB, context=CONTEXT, rng=copy.deepcopy(table_rng))
-            ca = correspondence_analysis(world.joint, k)
-            fit = fit_log_bilinear(world.joint, k, rng=init, restarts=restarts)
-            proxy = pmi_proxy(world.joint, k)
-            s_theta = whitened_deviation(fit.h, ca)
-            pmi_s_theta = whitened_deviation(proxy, ca)
-            pmi_fit = principal_angles(fit.h - ca.p_c @ fit.h, proxy, ca.p_c).s_theta  # h centred under p_c
-            sigma = ca.strength
-            row.append(NtpCaCell(
-                world=w, strength=a, sigma_1=sigma, sigma_d=float(ca.values[-1]), gap=ca.gap, s_theta=s_theta,
-                ratio=s_theta / sigma if sigma > 0 else math.inf, pmi_s_theta=pmi_s_theta,
-                pmi_ratio=pmi_s_theta / sigma if sigma > 0 else math.inf, pmi_fit_s_theta=float(pmi_fit),
-                loss=fit.loss, entropy=fit.entropy, kl=fit.kl, information=fit.information,
-                iterations=fit.iterations, converged=fit.converged))
-        cells.append(row)
-    say(f"{worlds} worlds done", done=total, total=total)
+    return values
+
+
+def ntp_ca_row(values: Sequence[float], k: int, restarts: int, w: int,
+               rng: np.random.Generator) -> list[dict[str, Any]]:
+    """World ``w`` at every strength of ``values``, as JSON values (:class:`NtpCaCell`). ``rng`` spawns the table's
+    stream (one T for every strength) and the initialisations' (one child per strength, in the order of ``values``)."""
+    table_rng, init_rng = rng.spawn(2)
+    row = []
+    for a, init in zip(values, init_rng.spawn(len(values))):
+        world = emission_world(a, n_states=N_STATES, vocab=VOCAB, context=CONTEXT, rng=copy.deepcopy(table_rng))
+        ca = correspondence_analysis(world.joint, k)
+        fit = fit_log_bilinear(world.joint, k, rng=init, restarts=restarts)
+        proxy = pmi_proxy(world.joint, k)
+        s_theta = whitened_deviation(fit.h, ca)
+        pmi_s_theta = whitened_deviation(proxy, ca)
+        pmi_fit = principal_angles(fit.h - ca.p_c @ fit.h, proxy, ca.p_c).s_theta  # h centred under p_c
+        sigma = ca.strength
+        row.append(NtpCaCell(
+            world=w, strength=a, sigma_1=sigma, sigma_d=float(ca.values[-1]), gap=ca.gap, s_theta=s_theta,
+            ratio=s_theta / sigma if sigma > 0 else math.inf, pmi_s_theta=pmi_s_theta,
+            pmi_ratio=pmi_s_theta / sigma if sigma > 0 else math.inf, pmi_fit_s_theta=float(pmi_fit),
+            loss=fit.loss, entropy=fit.entropy, kl=fit.kl, information=fit.information,
+            iterations=fit.iterations, converged=fit.converged).model_dump(mode="json"))
+    return row
+
+
+def _reduce(records: Sequence[dict[str, Any]], k: int, worlds: int, restarts: int, values: Sequence[float],
+            seed: int | None, seconds: float) -> NtpCaResult:
+    """The sweep's record from every world's row (in world order) and the summary over all cells."""
+    cells = [[NtpCaCell.model_validate(c) for c in r["row"]] for r in records]
     flat = sorted((c for row in cells for c in row), key=lambda c: c.sigma_1)
     small = flat[:max(1, math.ceil(SMALL_FRACTION * len(flat)))]
     worst = max(flat, key=lambda c: c.s_theta)
@@ -186,7 +214,7 @@ def ntp_ca_sweep(strengths: Sequence[float] = DEFAULT_STRENGTHS, *, k: int = 2, 
         median_small_pmi_fit_ratio=float(np.median([c.pmi_fit_s_theta / c.sigma_1 for c in small])),
         max_s_theta=worst.s_theta, max_sigma_1=worst.sigma_1,
         max_pmi_s_theta=max(c.pmi_s_theta for c in flat), max_pmi_fit_s_theta=max(c.pmi_fit_s_theta for c in flat),
-        all_converged=all(c.converged for c in flat), seconds=time.perf_counter() - start)
+        all_converged=all(c.converged for c in flat), seconds=seconds)
 
 
 # --------------------------------------------------------------------------------------
@@ -231,6 +259,27 @@ def run(s: NtpCaSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep ntp-ca`` from its settings; ``say`` reports progress (counted in cells)."""
     return ntp_ca_sweep(s.strengths, k=s.k, worlds=s.worlds, restarts=s.restarts, rng=s.seed,
                         progress=say)
+
+
+def cells(s: NtpCaSettings) -> list[dict[str, int]]:
+    """One cell per world (its strengths share the world's emission table)."""
+    _check(s.strengths, s.k, s.worlds, s.restarts)
+    return [{"world": w} for w in range(s.worlds)]
+
+
+def cell(s: NtpCaSettings, coordinates: dict[str, int]) -> dict[str, Any]:
+    """World ``coordinates["world"]`` at every strength, from its own stream (``spawned_stream(seed, w)``), with its
+    seconds."""
+    start = time.perf_counter()
+    w = int(coordinates["world"])
+    row = ntp_ca_row(_check(s.strengths, s.k, s.worlds, s.restarts), s.k, s.restarts, w, spawned_stream(s.seed, w))
+    return {"row": row, "seconds": time.perf_counter() - start}
+
+
+def reduce(s: NtpCaSettings, records: list[dict[str, Any]]) -> NtpCaResult:
+    """The sweep's result from its worlds' rows (the same record as :func:`run`'s, seconds summed over the cells)."""
+    return _reduce(records, s.k, s.worlds, s.restarts, _check(s.strengths, s.k, s.worlds, s.restarts), s.seed,
+                   sum(r["seconds"] for r in records))
 
 
 def summary(r: Any) -> list[str]:

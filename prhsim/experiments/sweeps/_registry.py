@@ -21,14 +21,6 @@ def comma_list(value: str) -> str:
     return "[" + ",".join(parts) + "]"
 
 
-def shape_list(value: str) -> str:
-    """``"8,12"`` or ``"8x12"`` as the TOML list ``[8,12]`` of grid sizes, or a one-line ValueError."""
-    parts = [part.strip() for part in value.replace("x", ",").split(",") if part.strip()]
-    if not parts or not all(part.isdigit() for part in parts):
-        raise ValueError(f"expected sizes like 8,12 or 8x12, got {value!r}")
-    return "[" + ",".join(parts) + "]"
-
-
 @dataclass(frozen=True)
 class Estimate:
     """A sweep's rough time from its settings alone (before any work): ``seconds`` and what they count (``why``).
@@ -78,7 +70,9 @@ class Sweep:
         settings: the name of the settings model in ``module``.
         figure: ``"module:function"`` drawing the result (imported only when drawing).
         help: one paragraph for ``--help``.
-        flags: shorthand options.
+        flags: shorthand options of this sweep's own settings.
+        run_flags: for a sweep over ``prhsim run``'s settings, the names of ``prhsim run``'s options it takes too
+            (one table of them, in the command line: ``prhsim.cli._run_flags.RUN_FLAGS``).
         figure_file: the figure's file name, when not ``NAME.png``.
         requires, extra: the optional modules the sweep needs and the extra that installs them: without them
             :meth:`run` raises a one-line ValueError, and the command refuses before any work
@@ -96,6 +90,7 @@ class Sweep:
     figure: str
     help: str
     flags: tuple[Flag, ...] = ()
+    run_flags: tuple[str, ...] = ()
     figure_file: str | None = None
     requires: tuple[str, ...] = ()
     extra: str = ""
@@ -129,10 +124,16 @@ class Sweep:
         """The sweep's rough time from its settings (no work done)."""
         return self.module_object().estimate(settings)
 
-    def notes(self, settings: BaseModel) -> list[str]:
-        """The module's notes (its refusals first), then the time class where it is minutes or hours."""
-        notes = getattr(self.module_object(), "notes", None)
-        return ([] if notes is None else notes(settings)) + self.estimate(settings).notes()
+    def plan(self, settings: BaseModel, workers: int = 1) -> Any:
+        """The sweep's cost plan on ``workers`` (:func:`prhsim.experiments.sweeps._cost.plan_sweep`: each running
+        cell's memory share, refusals before any work, the wall time's class)."""
+        from prhsim.experiments.sweeps._cost import plan_sweep
+
+        return plan_sweep(self, settings, workers)
+
+    def notes(self, settings: BaseModel, workers: int = 1) -> list[str]:
+        """The module's notes (its refusals first), then the time class where it is minutes or hours, on ``workers``."""
+        return list(self.plan(settings, workers).notes)
 
     def draw(self, result: Any) -> Any:
         module, _, function = self.figure.partition(":")

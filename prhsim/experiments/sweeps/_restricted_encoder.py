@@ -29,6 +29,12 @@ Inputs φ: ``"raw"`` the rendered observation, flattened and standardised
 coordinate of the observation one-hot over its values (a categorical reading: a caption's
 tokens); ``"state"`` the one-hot of the modal state.
 
+Cells: one per modality (pixels, caption, symbolic, in that order). Modality m's cell holds m's restricted
+optimum against its closed form and the pairs (m, m') for every m' after it, recomputing those modalities'
+optima (the later ones are the cheaper: the pixel SVD is most of the work). Each modality's closed form breaks
+its ties with its own stream, ``cell_stream(seed, {"modality": name})``, wherever it is computed; the symbolic
+modality's maps are drawn from the seed as before.
+
 Default (``gridscene(3, objects=1)``, good views, k = 3, raw inputs): about 0.05 s (2-core CPU, one BLAS
 thread). The SVD of the 324 x 432 pixel table dominates; with two BLAS threads contending on a busy
 machine the same run took up to 4 s.
@@ -39,7 +45,6 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
-from itertools import combinations
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
@@ -47,11 +52,11 @@ from pydantic import Field
 
 from prhsim import __version__
 from prhsim._budget import FLOAT, ensure_fits
-from prhsim._rng import RngLike, check_rng
+from prhsim._rng import RngLike, cell_stream, check_rng
 from prhsim._types import Progress, as_progress
 from prhsim.config import ConfigError, GridSceneWorld, Settings
 from prhsim.experiments._record import Record
-from prhsim.experiments._rotation import rotation_uniqueness
+from prhsim.experiments._rotation import ModalityOutcome, pair_outcome, rotation_uniqueness
 from prhsim.learners import observation_inputs
 from prhsim.metrics import (
     coupled_comparison,
@@ -60,7 +65,7 @@ from prhsim.metrics import (
     procrustes,
 )
 from prhsim.optima import TieWarning
-from prhsim.worlds import GridScene, ModalWorld, View, World, bad, good, gridscene, view_world
+from prhsim.worlds import GridScene, Modality, ModalWorld, View, World, bad, good, gridscene, view_world
 
 Inputs = Literal["raw", "onehot", "state"]
 INPUTS = ("raw", "onehot", "state")
@@ -187,9 +192,10 @@ def restricted_encoder(
         k: number of features, or "auto" (K_Z's k).
         views: one view per modality (pixels, caption, symbolic); None: good views.
         inputs: "raw", "onehot" or "state" for every modality, or a mapping name -> kind.
-        rng: seeds the symbolic modality's maps and the comparisons' checks.
-        progress: ``progress(message, done, total)`` at the closed forms, once per modality and at the end
-            (counted in modalities).
+        rng: seeds the symbolic modality's maps and each modality's closed form: an int seed gives modality m the
+            stream ``cell_stream(seed, {"modality": m})`` (the same in whichever cell it is computed); a Generator
+            spawns one stream per modality instead.
+        progress: ``progress(message, done, total)`` once per modality (cell) and at the end (counted in modalities).
 
     Raises:
         ValueError: on bad arguments, or a class too small for k whitened features.
@@ -200,7 +206,7 @@ def restricted_encoder(
         raise ValueError(f"scene must be a GridScene, got {type(scene).__name__}")
     seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
     streams = check_rng(rng).spawn(2)
-    modalities = scene.modalities(rng=streams[0])
+    modalities = tuple(scene.modalities(rng=streams[0]))
     names = [m.name for m in modalities]
     kinds = dict.fromkeys(names, inputs) if isinstance(inputs, str) else dict(inputs)
     if set(kinds) != set(names):
@@ -211,45 +217,98 @@ def restricted_encoder(
     views = tuple(good() for _ in modalities) if views is None else tuple(views)
     if len(views) != len(modalities):
         raise ValueError(f"need one view per modality ({len(modalities)}), got {len(views)}")
+    if seed is not None:
+        def stream(name: str) -> np.random.Generator:
+            return cell_stream(seed, {"modality": name})
+    else:
+        children = dict(zip(names, streams[1].bit_generator.seed_seq.spawn(len(names))))
+
+        def stream(name: str) -> np.random.Generator:  # a fresh generator at each call: the same draws in any cell
+            return np.random.default_rng(children[name])
     say = as_progress(progress)
-    say("closed forms of every modality")
+    known: dict[str, Any] = {}  # each modality's part computed once here (a cell recomputes the ones it needs)
+    records = []
+    for i, name in enumerate(names):
+        say(f"restricted optimum of {name} and its pairs", done=i, total=len(names))
+        records.append(restricted_cell(scene, modalities, views, kinds, k, name, stream, known))
+    say(f"{len(names)} modalities done", done=len(names), total=len(names))
+    return _reduce(records, scene, k, seed, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One modality's closed form (its outcome) and restricted optimum, in the modal world of its view."""
+
+    outcome: ModalityOutcome
+    world: ModalWorld
+    optimum: RestrictedOptimum
+    n_inputs: int
+    k: int
+
+
+def _part(scene: GridScene, modality: Modality, view: View, kind: Inputs, k: int | Literal["auto"],
+          rng: np.random.Generator) -> _Part:
+    """The modality's closed form (ties broken by ``rng``) and its restricted optimum at the closed form's k."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TieWarning)
-        outcome = rotation_uniqueness(scene.world, modalities, views, k, rng=streams[1])
-    k_used = outcome.k
-    records, features = [], {}
-    for i, m in enumerate(outcome.modalities):
-        say(f"restricted optimum of {m.name}", done=i, total=len(outcome.modalities))
-        world = view_world(scene.world, m.world.modality, m.view)
-        phi = encoder_inputs(world, kinds[m.name])
-        opt = restricted_optimum(world, phi, k_used)
-        mu = np.asarray(m.optimum.eigenvalues)
-        nu = opt.values[: k_used + 1]
-        features[m.name] = opt.features
-        records.append(RestrictedModality(
-            name=m.name, view=m.view.label, inputs=kinds[m.name], n_states=world.n, n_inputs=phi.shape[1],
-            rank=opt.rank, eigenvalues=[float(v) for v in nu], optimum_eigenvalues=[float(v) for v in mu],
-            value=2.0 * float(np.sum(1.0 - nu[:k_used])), optimum_value=float(m.optimum.value),
-            ky_fan_fraction=float(nu[:k_used].sum() / mu[:k_used].sum()) if mu[:k_used].sum() > 0 else None,
-            gap=float(nu[k_used - 1] - nu[k_used]) if nu.size > k_used else None, unique=bool(m.unique),
-            s_theta=principal_angles(opt.features, m.features, world.p).s_theta,
-            rho_p=procrustes(opt.features, m.features, world.p).rho,
-            nuisance_free=nuisance_free_dimension(opt.features, m.world.modality.nuisance, scene.world.p)))
-    say(f"{len(records)} modalities done; comparing the pairs", done=len(records), total=len(records))
-    by_name = {m.name: m for m in outcome.modalities}
+        outcome = rotation_uniqueness(scene.world, [modality], [view], k, rng=rng)
+    world = view_world(scene.world, modality, view)
+    phi = encoder_inputs(world, kind)
+    return _Part(outcome.modalities[0], world, restricted_optimum(world, phi, outcome.k), phi.shape[1], outcome.k)
+
+
+def restricted_cell(scene: GridScene, modalities: Sequence[Modality], views: Sequence[View],
+                    kinds: Mapping[str, Inputs], k: int | Literal["auto"], name: str,
+                    stream: Callable[[str], np.random.Generator], known: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One cell: modality ``name``'s restricted optimum against its closed form, and its pairs with every modality
+    after it (JSON values). ``stream(m)`` is modality m's closed-form stream, a fresh generator at each call;
+    ``known`` keeps the parts already computed (the same numbers: each part is a function of its modality alone)."""
+    known = {} if known is None else known
+    names = [m.name for m in modalities]
+    first = names.index(name)
+
+    def part(i: int) -> _Part:
+        m = modalities[i]
+        if m.name not in known:
+            known[m.name] = _part(scene, m, views[i], kinds[m.name], k, stream(m.name))
+        return known[m.name]
+
+    own = part(first)
+    m, world, opt, k_used = own.outcome, own.world, own.optimum, own.k
+    mu = np.asarray(m.optimum.eigenvalues)
+    nu = opt.values[: k_used + 1]
+    record = RestrictedModality(
+        name=m.name, view=m.view.label, inputs=kinds[m.name], n_states=world.n, n_inputs=own.n_inputs,
+        rank=opt.rank, eigenvalues=[float(v) for v in nu], optimum_eigenvalues=[float(v) for v in mu],
+        value=2.0 * float(np.sum(1.0 - nu[:k_used])), optimum_value=float(m.optimum.value),
+        ky_fan_fraction=float(nu[:k_used].sum() / mu[:k_used].sum()) if mu[:k_used].sum() > 0 else None,
+        gap=float(nu[k_used - 1] - nu[k_used]) if nu.size > k_used else None, unique=bool(m.unique),
+        s_theta=principal_angles(opt.features, m.features, world.p).s_theta,
+        rho_p=procrustes(opt.features, m.features, world.p).rho,
+        nuisance_free=nuisance_free_dimension(opt.features, m.world.modality.nuisance, scene.world.p))
     pairs = []
-    for a, b in combinations(names, 2):
-        closed = next(p for p in outcome.pairs if (p.a, p.b) == (a, b))
-        comp = coupled_comparison(features[a], by_name[a].world.modality.nuisance, features[b],
-                                  by_name[b].world.modality.nuisance, scene.world.p)
-        pairs.append(RestrictedPair(a=a, b=b, rho_p=comp.rho_p, s_theta=comp.s_theta,
+    for j in range(first + 1, len(modalities)):
+        other = part(j)
+        b = other.outcome
+        closed = pair_outcome(m, b, k_used, scene.world.p)
+        comp = coupled_comparison(opt.features, m.world.modality.nuisance, other.optimum.features,
+                                  b.world.modality.nuisance, scene.world.p)
+        pairs.append(RestrictedPair(a=m.name, b=b.name, rho_p=comp.rho_p, s_theta=comp.s_theta,
                                     unrestricted_rho_p=closed.comparison.rho_p,
                                     unrestricted_s_theta=closed.comparison.s_theta,
                                     predicted_rho_p=closed.predicted_rho))
+    return {"modality": record.model_dump(mode="json"), "k": k_used,
+            "pairs": [p.model_dump(mode="json") for p in pairs]}
+
+
+def _reduce(records: Sequence[Mapping[str, Any]], scene: GridScene, k: int | Literal["auto"], seed: int | None,
+            seconds: float) -> RestrictedEncoder:
+    """The sweep's record from its cells' (in the order of the modalities)."""
     return RestrictedEncoder(
         prhsim_version=__version__, world=f"gridscene({scene.size}, objects={scene.n_objects})",
-        n_states=scene.n, k=k_used, k_auto=k == "auto", seed=seed, modalities=records, pairs=pairs,
-        seconds=time.perf_counter() - start)
+        n_states=scene.n, k=records[0]["k"], k_auto=k == "auto", seed=seed,
+        modalities=[RestrictedModality.model_validate(r["modality"]) for r in records],
+        pairs=[RestrictedPair.model_validate(p) for r in records for p in r["pairs"]], seconds=seconds)
 
 
 # --------------------------------------------------------------------------------------
@@ -283,15 +342,39 @@ def estimate(s: RestrictedEncoderSettings) -> Any:
                     f"3 modalities of gridscene({s.size}, objects={s.objects}), {modal:,} modal states")
 
 
-def run(s: RestrictedEncoderSettings, say: Progress | None = None) -> Any:
-    """``prhsim sweep restricted-encoder`` from its settings; ``say`` reports progress (counted in modalities)."""
-
+def _scene(s: RestrictedEncoderSettings) -> GridScene:
     try:
-        scene = gridscene(s.size, objects=s.objects)
+        return gridscene(s.size, objects=s.objects)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def run(s: RestrictedEncoderSettings, say: Progress | None = None) -> Any:
+    """``prhsim sweep restricted-encoder`` from its settings; ``say`` reports progress (counted in modalities)."""
     view = good() if s.views == "good" else bad(s.eps)
-    return restricted_encoder(scene, s.k, views=[view] * 3, inputs=s.inputs, rng=s.seed, progress=say)
+    return restricted_encoder(_scene(s), s.k, views=[view] * 3, inputs=s.inputs, rng=s.seed, progress=say)
+
+
+def cells(s: RestrictedEncoderSettings) -> list[dict[str, str]]:
+    """One cell per modality (pixels, caption, symbolic): its optimum and its pairs with the modalities after it."""
+    return [{"modality": m.name} for m in _scene(s).modalities(rng=check_rng(s.seed).spawn(2)[0])]
+
+
+def cell(s: RestrictedEncoderSettings, coordinates: dict[str, str]) -> dict[str, Any]:
+    """The cell of ``coordinates["modality"]`` (each closed form's ties broken by its modality's own stream), with
+    its seconds."""
+    start = time.perf_counter()
+    scene = _scene(s)
+    modalities = scene.modalities(rng=check_rng(s.seed).spawn(2)[0])  # the symbolic maps, as the library draws them
+    view = good() if s.views == "good" else bad(s.eps)
+    record = restricted_cell(scene, modalities, [view] * len(modalities), {m.name: s.inputs for m in modalities},
+                             s.k, coordinates["modality"], lambda name: cell_stream(s.seed, {"modality": name}))
+    return {**record, "seconds": time.perf_counter() - start}
+
+
+def reduce(s: RestrictedEncoderSettings, records: list[dict[str, Any]]) -> RestrictedEncoder:
+    """The sweep's result from its cells (the same record as :func:`run`'s, seconds summed over the cells)."""
+    return _reduce(records, _scene(s), s.k, s.seed, sum(r["seconds"] for r in records))
 
 
 def summary(r: Any) -> list[str]:

@@ -14,11 +14,16 @@ universal encoder with unlimited data) and the ratio of its alignment to good vi
 
 ``confirm`` names cells where the learners run as well (a sample-efficiency sweep of that cell,
 with its learner settings), so the figure shows whether SGD follows the prediction there.
+
+As a sweep of cells (:mod:`prhsim.experiments.sweeps._cells`): one cell per point (x, y), then one
+per confirmed point's learners; a cell's streams are keyed by the seed and its own coordinates (a
+task, a draw), the same seed lists at every point (:class:`_Map`).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal
 
 import numpy as np
@@ -124,71 +129,132 @@ def _cell_settings(world: GridSceneWorld, captions: CaptionConfig, axis: str, va
 
 def sample_ratio_map(world: GridSceneWorld, captions: CaptionConfig, *, x: str = "dependence",
                      x_values=DEFAULT_X, y: str = "redundancy", y_values=DEFAULT_Y, budgets=DEFAULT_BUDGETS,
-                     n_draws: int = 5, k: int = 12, min_span: int = 9, target_fraction: float = 1.0,
-                     ridge: float = 0.0, closed_forms: bool = True, confirm=(), learner: dict[str, Any] | None = None,
+                     n_draws: int = 5, k: int = 10, min_span: int = 9, target_fraction: float = 1.0,
+                     ridge: float = 0.0, closed_forms: bool = False, confirm=(), learner: dict[str, Any] | None = None,
                      rng: int = 0, progress: Callable[..., None] | None = None) -> SampleRatioMap:
-    """The map (module docstring). ``learner``: the sample-efficiency settings of a confirmed cell's learners.
+    """The map (module docstring): each cell of :meth:`_Map.coordinates` by :meth:`_Map.cell`, in order, then
+    :meth:`_Map.reduce` (what the command's cells compute, wherever they run). ``learner``: the sample-efficiency
+    settings of a confirmed point's learners. ``progress(message, done, total)`` once per cell and at the end.
 
     Raises:
         ValueError: on a bad argument (the message names it).
     """
     start = time.perf_counter()
-    if x == y or x not in AXES or y not in AXES:
-        raise ValueError(f"x and y must be two different properties among {AXES}, got {x!r} and {y!r}")
-    budgets = sorted({int(b) for b in budgets})
+    plan = _Map.of(world, captions, x=x, x_values=x_values, y=y, y_values=y_values, budgets=budgets,
+                   n_draws=n_draws, k=k, min_span=min_span, target_fraction=target_fraction, ridge=ridge,
+                   closed_forms=closed_forms, confirm=confirm, learner=learner, rng=rng)
     say = as_progress(progress)
-    spans = SpanLaw(int(min_span))
-    grid = [(a, b) for b in y_values for a in x_values]
-    confirm = {(float(a), float(b)) for a, b in confirm}
-    missing = confirm - {(float(a), float(b)) for a, b in grid}
-    if missing:
-        raise ValueError(f"confirm names cells that are not on the grid: {sorted(missing)}")
-    def one_cell(a: float, b: float) -> tuple[MapCell, dict[str, float], float, float]:
-        w, c = _cell_settings(world, captions, x, a)
-        w, c = _cell_settings(w, c, y, b)
+    coordinates = plan.coordinates()
+    records = []
+    for i, where in enumerate(coordinates):
+        what = "learners at " if where["part"] == "confirm" else ""
+        say(f"{what}{x} {where['x']:g}, {y} {where['y']:g} ({i}/{len(coordinates)} cells done)",
+            done=i, total=len(coordinates))
+        records.append(plan.cell(where))
+    say(f"{len(coordinates)} cells done", done=len(coordinates), total=len(coordinates))
+    return plan.reduce(records, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class _Map:
+    """The map's checked arguments and its three pieces of work: its cells' coordinates, one cell, and the result.
+
+    A cell is one point ``{"part": "map", "x": a, "y": b}`` (the three tasks' draws, ratios, limits and closed forms)
+    or one confirmed point's learners ``{"part": "confirm", "x": a, "y": b}``. A cell's streams are keyed by the seed
+    and its own coordinates (a task, a draw), never by its place in the grid: the target ``[rng, CAPTION_TARGET]``,
+    draw d of task t ``[rng, CAPTION_RECORDS + t, d]``, the bootstrap of task t ``[rng, CAPTION_CHECK, t]``, and the
+    learners' :func:`sample_efficiency`'s with the same seed. Every point draws from the same seed lists (common
+    random numbers across the map), and a confirmation is scored against its point's very target.
+    """
+
+    world: GridSceneWorld
+    captions: CaptionConfig
+    args: dict[str, Any]
+    budgets: list[int]
+    grid: list[tuple[float, float]]
+    confirm: frozenset[tuple[float, float]]
+
+    @classmethod
+    def of(cls, world: GridSceneWorld, captions: CaptionConfig, **args: Any) -> "_Map":
+        x, y = args["x"], args["y"]
+        if x == y or x not in AXES or y not in AXES:
+            raise ValueError(f"x and y must be two different properties among {AXES}, got {x!r} and {y!r}")
+        grid = [(float(a), float(b)) for b in args["y_values"] for a in args["x_values"]]
+        confirm = frozenset((float(a), float(b)) for a, b in args["confirm"])
+        missing = confirm - set(grid)
+        if missing:
+            raise ValueError(f"confirm names cells that are not on the grid: {sorted(missing)}")
+        return cls(world, captions, args, sorted({int(b) for b in args["budgets"]}), grid, confirm)
+
+    def coordinates(self) -> list[dict[str, Any]]:
+        """Every point (``y`` outer, ``x`` inner), then the confirmed points' learners in the same order."""
+        return [{"part": "map", "x": a, "y": b} for a, b in self.grid] + \
+            [{"part": "confirm", "x": a, "y": b} for a, b in self.grid if (a, b) in self.confirm]
+
+    def point(self, a: float, b: float) -> tuple[GridSceneWorld, CaptionConfig]:
+        """The world and captions of the point (a, b)."""
+        w, c = _cell_settings(self.world, self.captions, self.args["x"], a)
+        return _cell_settings(w, c, self.args["y"], b)
+
+    def cell(self, where: dict[str, Any]) -> dict[str, Any]:
+        """The cell's record (JSON values): a point's :class:`MapCell` (without ``confirmed``), its tokens per
+        sample and chance levels; or a confirmed point's learners' ratios."""
+        args, budgets, rng = self.args, self.budgets, int(self.args["rng"])
+        a, b = float(where["x"]), float(where["y"])
+        w, c = self.point(a, b)
         scene, style = w.build_scene(), c.build()
-        target = caption_target(scene, k=k, style=style, rng=np.random.default_rng([int(rng), CAPTION_TARGET]))
+        if where["part"] == "confirm":
+            result = sample_efficiency(scene, **{**(args["learner"] or {}), "budgets": budgets, "k": args["k"],
+                                                 "min_span": args["min_span"], "style": style, "predict": False,
+                                                 "target_fraction": args["target_fraction"], "closed_forms": False,
+                                                 "rng": rng})
+            return {"confirmed": [MapRatio(task=r.task, target=r.target, ratio=r.ratio, kind=r.kind, low=r.low,
+                                           high=r.high, token_ratio=r.token_ratio).model_dump(mode="json")
+                                  for r in result.ratios]}
+        spans, n_draws, ridge = SpanLaw(int(args["min_span"])), int(args["n_draws"]), args["ridge"]
+        target = caption_target(scene, k=args["k"], style=style, rng=np.random.default_rng([rng, CAPTION_TARGET]))
         rows, limits, closed, tokens = {}, {}, {}, {}
         for t, task in enumerate(TASKS):
             scorer = OneCaptionScorer(target, task)
-            values = np.empty((int(n_draws), len(budgets)))
-            for d in range(int(n_draws)):
+            values = np.empty((n_draws, len(budgets)))
+            for d in range(n_draws):
                 full = draw_records(scene, target, task, budgets[-1], "world",
-                                    np.random.default_rng([int(rng), CAPTION_RECORDS + t, d]))
+                                    np.random.default_rng([rng, CAPTION_RECORDS + t, d]))
                 tokens[task] = full.tokens_seen() / full.count
                 values[d] = nested_scores(target, task, spans, target.k, full, budgets, scorer=scorer, ridge=ridge)
             rows[task] = values
             limits[task] = float(predicted_limit(target, task, spans, target.k, world=scene.world, ridge=ridge,
                                                  scorer=scorer))
-            if closed_forms:
+            if args["closed_forms"]:
                 found = closed_form_alignment(target, task, spans, "world")
                 closed[task] = None if found is None else {"mutual_knn": found.alignment.mutual_knn,
                                                            "r1": found.alignment.r1}
         ratios = [_map_ratio(task, budgets, rows["good"], rows[task], tokens, 2.0 * target.knn_chance,
-                             target_fraction, rng) for task in TASKS[1:]]
-        confirmed = None
-        if (float(a), float(b)) in confirm:
-            result = sample_efficiency(scene, **{**(learner or {}), "budgets": budgets, "k": k, "min_span": min_span,
-                                                 "target_fraction": target_fraction, "style": style,
-                                                 "predict": False, "closed_forms": False, "rng": rng})
-            confirmed = [MapRatio(task=r.task, target=r.target, ratio=r.ratio, kind=r.kind, low=r.low, high=r.high,
-                                  token_ratio=r.token_ratio) for r in result.ratios]
-        cell = MapCell(x=float(a), y=float(b), curves={t: v.mean(axis=0).tolist() for t, v in rows.items()},
-                       ratios=ratios, limits=limits, closed=closed, confirmed=confirmed)
-        return cell, tokens, target.knn_chance, target.r1_chance
+                             args["target_fraction"], rng) for task in TASKS[1:]]
+        cell = MapCell(x=a, y=b, curves={t: v.mean(axis=0).tolist() for t, v in rows.items()}, ratios=ratios,
+                       limits=limits, closed=closed)
+        return {"cell": cell.model_dump(mode="json"), "tokens": tokens, "chance": float(target.knn_chance),
+                "r1_chance": float(target.r1_chance)}
 
-    cells: list[MapCell] = []
-    tokens, chance, r1_chance = {}, float("nan"), float("nan")
-    for i, (a, b) in enumerate(grid):
-        say(f"{x} {a:g}, {y} {b:g} ({i}/{len(grid)} cells done)", done=i, total=len(grid))
-        cell, tokens, chance, r1_chance = one_cell(a, b)
-        cells.append(cell)
-    say(f"{len(grid)} cells done", done=len(grid), total=len(grid))
-    return SampleRatioMap(
-        prhsim_version=__version__, world=world.describe(), captions=captions.describe() or "the template grammar",
-        x=x, y=y, x_values=[float(v) for v in x_values], y_values=[float(v) for v in y_values], k=int(k),
-        budgets=budgets, n_draws=int(n_draws), metric="mutual_knn", target_fraction=float(target_fraction),
-        chance=chance, r1_chance=r1_chance, tokens_per_sample=tokens, cells=cells, seconds=time.perf_counter() - start)
+    def reduce(self, records: list[dict[str, Any]], seconds: float) -> SampleRatioMap:
+        """The map from its cells' records (in the order of :meth:`coordinates`); tokens per sample and chance
+        levels are the last point's."""
+        found = list(zip(self.coordinates(), records))
+        confirmed = {(w["x"], w["y"]): r["confirmed"] for w, r in found if w["part"] == "confirm"}
+        cells: list[MapCell] = []
+        tokens, chance, r1_chance = {}, float("nan"), float("nan")
+        for w, r in found:
+            if w["part"] == "map":
+                cells.append(MapCell.model_validate({**r["cell"], "confirmed": confirmed.get((w["x"], w["y"]))}))
+                tokens, chance, r1_chance = r["tokens"], r["chance"], r["r1_chance"]
+        args = self.args
+        return SampleRatioMap(
+            prhsim_version=__version__, world=self.world.describe(),
+            captions=self.captions.describe() or "the template grammar", x=args["x"], y=args["y"],
+            x_values=[float(v) for v in args["x_values"]], y_values=[float(v) for v in args["y_values"]],
+            k=int(args["k"]), budgets=self.budgets, n_draws=int(args["n_draws"]), metric="mutual_knn",
+            target_fraction=float(args["target_fraction"]), chance=chance, r1_chance=r1_chance,
+            tokens_per_sample=tokens, cells=cells, seconds=seconds)
 
 
 def _map_ratio(task, budgets, good, mine, tokens, floor, fraction, rng) -> MapRatio:
@@ -271,13 +337,35 @@ def estimate(s: SampleRatioSettings) -> Any:
                     + (f", {len(s.confirm)} confirmed by learners" if s.confirm else ""))
 
 
+def _arguments(s: SampleRatioSettings) -> dict[str, Any]:
+    """The library's arguments from the settings (the confirming learners on two threads)."""
+    return dict(x=s.x, x_values=s.x_values, y=s.y, y_values=s.y_values, budgets=s.budgets, n_draws=s.n_draws, k=s.k,
+                min_span=s.min_span, target_fraction=s.target_fraction, ridge=s.ridge, closed_forms=s.closed_forms,
+                confirm=[tuple(c) for c in s.confirm], rng=s.seed,
+                learner={"n_seeds": s.n_seeds, "steps": s.steps, "batch_size": s.batch_size, "threads": 2})
+
+
 def run(s: SampleRatioSettings, say: Progress | None = None) -> Any:
     """``prhsim sweep sample-ratio`` from its settings."""
-    learner = {"n_seeds": s.n_seeds, "steps": s.steps, "batch_size": s.batch_size, "threads": 2}
-    return sample_ratio_map(s.world, s.captions, x=s.x, x_values=s.x_values, y=s.y, y_values=s.y_values,
-                            budgets=s.budgets, n_draws=s.n_draws, k=s.k, min_span=s.min_span,
-                            target_fraction=s.target_fraction, ridge=s.ridge, closed_forms=s.closed_forms,
-                            confirm=[tuple(c) for c in s.confirm], learner=learner, rng=s.seed, progress=say)
+    return sample_ratio_map(s.world, s.captions, **_arguments(s), progress=say)
+
+
+def cells(s: SampleRatioSettings) -> list[dict[str, Any]]:
+    """One cell per point of the map, then one per confirmed point's learners (:class:`_Map`)."""
+    return _Map.of(s.world, s.captions, **_arguments(s)).coordinates()
+
+
+def cell(s: SampleRatioSettings, coordinates: dict[str, Any]) -> dict[str, Any]:
+    """The cell's record (:meth:`_Map.cell`: its streams keyed by the seed and its own coordinates), with its
+    seconds."""
+    start = time.perf_counter()
+    record = _Map.of(s.world, s.captions, **_arguments(s)).cell(coordinates)
+    return {**record, "seconds": time.perf_counter() - start}
+
+
+def reduce(s: SampleRatioSettings, records: list[dict[str, Any]]) -> SampleRatioMap:
+    """The sweep's result from its cells (the same record as :func:`run`'s, seconds summed over the cells)."""
+    return _Map.of(s.world, s.captions, **_arguments(s)).reduce(records, sum(r["seconds"] for r in records))
 
 
 def _fmt(r: MapRatio) -> str:

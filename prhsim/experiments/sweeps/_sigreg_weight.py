@@ -5,7 +5,10 @@ on every modality of one world with the run's training settings
 (:func:`prhsim.experiments._learning.learn`), and measured against the whitened closed
 form: the fraction of collapsed seeds, ``s_Θ`` to the closed form after whitening
 under p, ``‖Cov_p f − I‖`` before whitening, and the cross-modal ``ρ_P`` of every pair.
-The closed form is solved once; the cells differ only in λ.
+Cells: one per λ (:func:`cells`, :func:`cell`, :func:`reduce`). A cell builds the world and solves its closed
+form (deterministic, from the settings), then trains at λ with the run's seeds (``seed``, ``seed + 1``, …, the same
+at every λ), so a cell's numbers depend on the settings and λ alone. The library function solves the closed form
+once and trains every λ the same way.
 
 What λ means: in the "lejepa" convention the loss is ``λ·SIGReg + (1 − λ)·invariance``,
 in the "additive" one ``invariance + λ·SIGReg``; in both data modes SIGReg carries the
@@ -55,6 +58,9 @@ def sigreg_weight_sweep(config: RunConfig, lams: Sequence[float] = DEFAULT_LAMS,
                         progress: Progress | None = None) -> SweepResult:
     """Train SIGReg at every λ on every modality of ``config``'s world and measure it (see the module docstring).
 
+    Each λ is trained by :func:`weight_cell` with the seeds of ``config`` alone, so its numbers depend on λ and
+    the settings only (the same as the command's cell at λ).
+
     Raises:
         ValueError: on a bad λ grid.
         ResourceError: the run would not fit in memory (as :func:`prhsim.experiments.plan_run`).
@@ -66,20 +72,42 @@ def sigreg_weight_sweep(config: RunConfig, lams: Sequence[float] = DEFAULT_LAMS,
     start = time.perf_counter()
     with memory_limit(plan.limit):
         say("building the world")
-        setup = build(config)
-        outcome = rotation_uniqueness(setup.base, setup.modalities, setup.views, config.k, centred=config.centred,
-                                      progress=say, rng=config.seed)
-        cells: list[LearnerSummary] = []
+        setup, outcome = _closed_form(config, say)
+        records = []
         for i, lam in enumerate(lams):
             say(f"lam = {lam:.3g} ({i + 1} of {len(lams)})", done=i, total=len(lams))
-            cell = config.model_copy(update={"training": config.training.model_copy(update={"lam": lam})})
-            cells.extend(learn(cell, outcome, ["sigreg"], progress=say))
+            records.append(weight_cell(config, setup, outcome, lam, say))
         say(f"{len(lams)} weights trained", done=len(lams), total=len(lams))
-    return SweepResult(prhsim_version=__version__, world=setup.name, n_states=setup.base.n, k=outcome.k,
-                       views=[v.label for v in setup.views], convention=config.training.convention,
-                       lams=list(lams), cells=cells, closed_form_rho_p={f"{p.a} vs {p.b}": p.comparison.rho_p
-                                                                        for p in outcome.pairs},
-                       seconds=time.perf_counter() - start)
+    return _reduce(records, config, lams, time.perf_counter() - start)
+
+
+def _closed_form(config: RunConfig, say: Progress | None = None) -> tuple[Any, Any]:
+    """The run's world (:func:`prhsim.experiments._run.build`) and its closed form, solved once per λ grid or cell."""
+    setup = build(config)
+    outcome = rotation_uniqueness(setup.base, setup.modalities, setup.views, config.k, centred=config.centred,
+                                  progress=say, rng=config.seed)
+    return setup, outcome
+
+
+def weight_cell(config: RunConfig, setup: Any, outcome: Any, lam: float,
+                say: Progress | None = None) -> dict[str, Any]:
+    """SIGReg trained at weight ``lam`` on every modality (the seeds of ``config``), as JSON values: the world's
+    description and closed form beside the learner's summary."""
+    at = config.model_copy(update={"training": config.training.model_copy(update={"lam": lam})})
+    summaries = learn(at, outcome, ["sigreg"], progress=say)
+    return {"world": setup.name, "n_states": setup.base.n, "k": outcome.k, "views": [v.label for v in setup.views],
+            "closed_form_rho_p": {f"{p.a} vs {p.b}": p.comparison.rho_p for p in outcome.pairs},
+            "summaries": [s.model_dump(mode="json") for s in summaries]}
+
+
+def _reduce(records: Sequence[dict[str, Any]], config: RunConfig, lams: Sequence[float],
+            seconds: float) -> SweepResult:
+    """The sweep's record from the cells of ``lams`` (in that order; every cell describes the same world)."""
+    first = records[0]
+    return SweepResult(prhsim_version=__version__, world=first["world"], n_states=first["n_states"], k=first["k"],
+                       views=first["views"], convention=config.training.convention, lams=list(lams),
+                       cells=[LearnerSummary.model_validate(c) for r in records for c in r["summaries"]],
+                       closed_form_rho_p=first["closed_form_rho_p"], seconds=seconds)
 
 
 # --------------------------------------------------------------------------------------
@@ -134,6 +162,28 @@ def estimate(s: SigregWeightSettings) -> Any:
 def run(s: SigregWeightSettings, say: Progress | None = None) -> SweepResult:
     """``prhsim sweep sigreg-weight`` from its settings; ``say`` reports progress (counted in weights)."""
     return sigreg_weight_sweep(s, s.lams, progress=say)
+
+
+def cells(s: SigregWeightSettings) -> list[dict[str, float]]:
+    """One cell per weight λ (sorted)."""
+    return [{"lam": lam} for lam in check_lams(s.lams, s.training.convention)]
+
+
+def cell(s: SigregWeightSettings, coordinates: dict[str, float]) -> dict[str, Any]:
+    """SIGReg at ``coordinates["lam"]``: the world and its closed form built from the settings, then
+    :func:`weight_cell` (seeds from the settings alone), with its seconds."""
+    start = time.perf_counter()
+    config = s.model_copy(update={"learner": "sigreg"})
+    with memory_limit(plan_run(config).limit):
+        setup, outcome = _closed_form(config)
+        record = weight_cell(config, setup, outcome, float(coordinates["lam"]))
+    return {**record, "seconds": time.perf_counter() - start}
+
+
+def reduce(s: SigregWeightSettings, records: list[dict[str, Any]]) -> SweepResult:
+    """The sweep's result from its cells (the same record as :func:`run`'s, seconds summed over the cells)."""
+    return _reduce(records, s.model_copy(update={"learner": "sigreg"}), check_lams(s.lams, s.training.convention),
+                   sum(r["seconds"] for r in records))
 
 
 def summary(r: SweepResult) -> list[Any]:

@@ -5,10 +5,12 @@ bad inputs."""
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 
 import numpy as np
 import pytest
+from support import untimed
 
 from prhsim.experiments.sweeps._caption_scores import (
     ATTRIBUTES,
@@ -146,6 +148,35 @@ def test_the_pair_free_point_takes_a_matrix_or_a_callable(setup):
     assert s.image_pairs.shape == s.caption_pairs.shape == (50, 2, k)
     default = captioning_curve(setup=setup, pair_free=setup.true_map, n_seeds=1)
     assert default.n_fits[0] == 0 and default.n_fits[1:] == sorted(default.n_fits[1:])
+
+
+def test_cells_in_any_order_reduce_to_the_run():
+    """The command's cells (the decoder, each seed's levels, each map), computed in a shuffled order, reduce to what
+    its run computes: each map's draws are its own cell's, the decoder is built again for the run."""
+    from prhsim.experiments.sweeps import _captioning as sweep
+
+    s = sweep.CaptioningSettings(n_fits=[1, 3], n_seeds=2, decoder_steps=50, images=20, pair_free_samples=200,
+                                 text="view", world={"kind": "gridscene", "size": 3, "objects": 1})
+    coordinates = sweep.cells(s)
+    assert coordinates[:3] == [{"part": "decoder"}, {"part": "levels", "seed": 0}, {"part": "map", "seed": 0, "n_fit": 0}]
+    assert len(coordinates) == 1 + 2 * (1 + 3)
+    order = list(range(len(coordinates)))
+    random.Random(1).shuffle(order)
+    records = {i: sweep.cell(s, coordinates[i]) for i in order}
+    assert all(r["seconds"] >= 0 for r in records.values())
+    reduced = sweep.reduce(s, [records[i] for i in range(len(coordinates))]).model_dump(mode="json")
+    run = sweep.run(s).model_dump(mode="json")
+    assert reduced.keys() == run.keys()
+    for key in run:
+        if key != "seconds":
+            assert untimed(reduced[key]) == untimed(run[key]), key
+
+
+def test_a_map_gives_the_same_numbers_in_another_grid(setup):
+    """A map's draws are keyed by its seed and N_fit: a grid of other N_fit (or none) leaves it as it is."""
+    one = captioning_curve(setup=setup, n_fits=[2, 7], n_seeds=1, images=20)
+    two = captioning_curve(setup=setup, n_fits=[7], n_seeds=1, images=20)
+    assert one.points[1] == two.points[0] and one.true_map == two.true_map and one.chance == two.chance
 
 
 def test_fit_map_recovers_a_rotation():

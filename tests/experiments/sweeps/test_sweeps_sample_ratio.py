@@ -3,8 +3,11 @@ closed forms' shares, the figure, and the settings' refusals."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+from support import untimed
 
 from prhsim.config import CaptionConfig, GridSceneWorld
 from prhsim.experiments._caption_alignment import caption_target
@@ -22,7 +25,7 @@ BUDGETS = (20, 60, 200)
 @pytest.fixture(scope="module")
 def small_map():
     return sample_ratio_map(WORLD, CAPTIONS, x="dependence", x_values=(0.0, 0.6), y="omission", y_values=(0.0, 0.3),
-                            budgets=BUDGETS, n_draws=3, k=4, min_span=5, rng=2)
+                            budgets=BUDGETS, n_draws=3, k=4, min_span=5, closed_forms=True, rng=2)
 
 
 def test_a_cell_is_its_world_its_captions_and_its_nested_draws(small_map):
@@ -97,3 +100,46 @@ def test_bad_settings_are_refused(sets, message):
         SampleRatioSettings(**sets)
     with pytest.raises(ValueError, match="not on the grid"):
         sample_ratio_map(WORLD, CAPTIONS, x_values=(0.0,), y_values=(0.0,), confirm=[(0.5, 0.5)])
+
+
+#: The registry's tiny setting (its smoke args), as settings.
+SMALL = dict(x_values=[0.0, 0.5], y_values=[0.0, 1.0], budgets=[20, 60], n_draws=2, k=4, min_span=5,
+             world=GridSceneWorld(size=2, objects=1))
+
+
+def _learners(scene, *, style, rng, **settings):
+    """A stand-in for the confirming learners' sample-efficiency sweep: ratios that name the point's world and
+    captions and the seed, so a record reduced at the wrong point, or computed from other settings, shows."""
+    ratio = 100 * scene.dependence + 10 * style.redundancy + rng + settings["steps"]
+    return SimpleNamespace(ratios=[SimpleNamespace(task=t, target=0.5, ratio=ratio + i, kind="exact", low=None,
+                                                   high=None, token_ratio=None) for i, t in enumerate(("bad", "ntp"))])
+
+
+@pytest.mark.parametrize("extra", [{}, {"confirm": [[0.5, 1.0]], "seed": 3}], ids=["map", "confirmed"])
+@pytest.mark.filterwarnings("ignore::prhsim.optima.TieWarning")  # k = 4 splits a tie at this tiny setting
+def test_cells_in_any_order_reduce_to_the_library_map(extra, monkeypatch):
+    """Each cell computed alone, in a shuffled order, reduces to the library's map; a confirmed point's learners
+    (stood in for: test_learners_confirm_a_named_cell runs them) land at their point."""
+    from prhsim.experiments.sweeps import _sample_ratio as sr
+
+    monkeypatch.setattr(sr, "sample_efficiency", _learners)
+    s = SampleRatioSettings(**SMALL, **extra)
+    coordinates = sr.cells(s)
+    assert [c["part"] for c in coordinates] == ["map"] * 4 + ["confirm"] * len(s.confirm)
+    order = np.random.default_rng(0).permutation(len(coordinates))
+    assert list(order) != sorted(order)
+    found = {int(i): sr.cell(s, coordinates[i]) for i in order}
+    assert all("seconds" in r for r in found.values())
+    reduced = sr.reduce(s, [found[i] for i in range(len(coordinates))]).model_dump(mode="json")
+    calls = []
+    library = sr.run(s, lambda message, done=None, total=None: calls.append((done, total))).model_dump(mode="json")
+    assert reduced.keys() == library.keys()
+    for key in library:
+        if key != "seconds":
+            assert untimed(reduced[key]) == untimed(library[key]), key
+    n = len(coordinates)
+    assert calls == [(i, n) for i in range(n + 1)]
+    confirmed = {(c["x"], c["y"]): c["confirmed"] for c in library["cells"]}  # the learners at the named point only
+    assert {p for p, m in confirmed.items() if m is not None} == {tuple(c) for c in s.confirm}
+    if s.confirm:  # dependence 0.5, redundancy 1, seed 3, 1000 steps
+        assert [m["ratio"] for m in confirmed[0.5, 1.0]] == [50 + 10 + 3 + 1000, 50 + 10 + 3 + 1001]
