@@ -13,8 +13,9 @@ where ``B[π]`` has row i equal to row π(i) of B. Then
   metric's largest value (1 for every registered metric), and 0 when s_max <= τ.
 
 Layer tables: with ``A`` and ``B`` sequences of (N, d_l) arrays, the statistic is the
-aggregate ("max" or "mean") of the table ``metric(A_l, B_m)`` over all layer pairs; the
-null applies the same π_j to every layer of B and aggregates the permuted table.
+aggregate ("max", "mean", or a callable of the (L_a, L_b) table returning one number) of the
+table ``metric(A_l, B_m)`` over all layer pairs; the null applies the same π_j to every layer
+of B and aggregates the permuted table.
 
 Paths. A row permutation of B changes only what couples the two sides, so where the
 registered score is prhsim's own, what it leaves alone is computed once (each module says
@@ -51,7 +52,9 @@ from prhsim.metrics._convention import Convention, check_convention
 from prhsim.metrics._protocol import ProtocolScore, prepared_pair, prh_protocol
 from prhsim.metrics._registry import METRICS, Metric, metric_record
 
-Aggregate = Literal["max", "mean"]
+#: A layer table's statistic: "max" or "mean" over all layer pairs, or a callable of the (L_a, L_b) table of scores
+#: returning one number (e.g. ``lambda t: t.diagonal().mean()``), applied alike to the observed and every permuted table.
+Aggregate = Literal["max", "mean"] | Callable[[np.ndarray], float]
 
 #: The largest value of a metric (the calibrated score's 1); 1.0 for every metric not listed.
 S_MAX: dict[str, float] = {}
@@ -107,7 +110,9 @@ def calibrate(metric: str, a: Any, b: Any, *, permutations: int | np.ndarray = 1
         alpha: the level of the critical value τ, in (0, 1).
         rng: seed or Generator for drawn permutations (:func:`prhsim._rng.check_rng`: None is
             seed 0); ignored with an explicit array.
-        aggregate: None for two arrays; "max" or "mean" over all layer pairs for sequences.
+        aggregate: None for two arrays; for sequences, "max" or "mean" over all layer pairs, or a callable of the
+            (L_a, L_b) table returning one real number (the calibrated score then assumes it stays within the
+            metric's range, as a quantile or a weighted mean does).
         knn_k: neighbours of the k-NN metrics (ignored by the others).
         convention: the metric's definition, "prhsim" or "prh" (:mod:`prhsim.metrics._convention`).
 
@@ -254,18 +259,34 @@ def _layers(a: Any, b: Any) -> tuple[list[tuple[str, np.ndarray]], list[tuple[st
 
 def _aggregator(aggregate: Any, layered: bool) -> Callable[[np.ndarray], np.ndarray]:
     """The statistic of a (C, L_a, L_b) table of scores: one per permutation."""
-    if aggregate is not None and aggregate not in ("max", "mean"):
-        raise ValueError(f"aggregate must be None, 'max' or 'mean', got {aggregate!r}")
+    if aggregate is not None and not callable(aggregate) and aggregate not in ("max", "mean"):
+        raise ValueError(f"aggregate must be None, 'max', 'mean' or a callable of the layer table, got {aggregate!r}")
     if layered and aggregate is None:
         raise ValueError("a and b are layer sequences: pass aggregate='max' or aggregate='mean'")
     if not layered and aggregate is not None:
         raise ValueError(f"aggregate={aggregate!r} is for layer sequences; a and b are single arrays "
                          f"(pass aggregate=None)")
+    if callable(aggregate):
+        return lambda t: np.array([_aggregated(aggregate, table) for table in t], dtype=np.float64)
     if aggregate == "max":
         return lambda t: t.max(axis=(1, 2))
     if aggregate == "mean":
         return lambda t: t.mean(axis=(1, 2))
     return lambda t: t[:, 0, 0]
+
+
+def _aggregated(aggregate: Callable[[np.ndarray], Any], table: np.ndarray) -> float:
+    """A callable aggregate's value on one (L_a, L_b) table (a read-only copy), or a one-line ValueError."""
+    view = np.array(table, dtype=np.float64)
+    view.setflags(write=False)
+    value = aggregate(view)
+    try:
+        number = float(np.asarray(value).item()) if np.ndim(value) == 0 or np.size(value) == 1 else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not math.isfinite(number):
+        raise ValueError(f"aggregate must return one finite real number for a layer table, got {value!r}")
+    return number
 
 
 def _permutation_chunks(permutations: Any, n: int, rng: RngLike, step: int) -> tuple[int, Iterator[np.ndarray]]:

@@ -32,8 +32,18 @@ def twin_null(name, a, b, perms, knn_k=10, aggregate=None):
     score = METRICS[name]
     if aggregate is None:
         return np.array([score(a, b[p], knn_k=knn_k) for p in perms])
-    agg = np.max if aggregate == "max" else np.mean
-    return np.array([agg([[score(x, y[p], knn_k=knn_k) for y in b] for x in a]) for p in perms])
+    agg = _aggregate_of(aggregate)
+    return np.array([agg(np.array([[score(x, y[p], knn_k=knn_k) for y in b] for x in a])) for p in perms])
+
+
+def _aggregate_of(aggregate):
+    """The aggregate as a function of one (L_a, L_b) table, from its definition."""
+    return aggregate if callable(aggregate) else (np.max if aggregate == "max" else np.mean)
+
+
+def best_match(table):
+    """Each layer of A's best layer of B, averaged (a callable aggregate)."""
+    return table.max(axis=1).mean()
 
 
 def by_hand(raw, null, alpha):
@@ -181,7 +191,7 @@ def test_a_replaced_registry_entry_takes_the_generic_path(monkeypatch):
 # layer tables
 # --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", [*KNN, *KERNEL, "svcca"])
-@pytest.mark.parametrize("aggregate", ["max", "mean"])
+@pytest.mark.parametrize("aggregate", ["max", "mean", best_match])
 def test_layer_tables_share_the_permutation(name, aggregate):
     rng = np.random.default_rng(8)
     n = 50
@@ -192,8 +202,7 @@ def test_layer_tables_share_the_permutation(name, aggregate):
     cal = calibrate(name, layers_a, layers_b, permutations=perms, aggregate=aggregate, knn_k=5)
     np.testing.assert_allclose(cal.null, twin_null(name, layers_a, layers_b, perms, 5, aggregate),
                                rtol=0, atol=1e-12)
-    agg = np.max if aggregate == "max" else np.mean
-    raw = agg([[METRICS[name](x, y, knn_k=5) for y in layers_b] for x in layers_a])
+    raw = _aggregate_of(aggregate)(np.array([[METRICS[name](x, y, knn_k=5) for y in layers_b] for x in layers_a]))
     assert abs(cal.raw - raw) <= 1e-12
     assert (cal.p_value, cal.tau, cal.calibrated) == pytest.approx(by_hand(cal.raw, cal.null, 0.05), abs=1e-15)
 
@@ -325,7 +334,12 @@ Y = np.random.default_rng(16).normal(size=(20, 4))
     (("linear_cka", [X, X[:19]], [Y]), {"aggregate": "max"}, r"every layer must have the same N rows: a\[1\] has 19"),
     (("linear_cka", [], [Y]), {"aggregate": "max"}, r"a is an empty sequence of layers"),
     (("linear_cka", [X], [Y]), {}, r"layer sequences: pass aggregate='max' or aggregate='mean'"),
-    (("linear_cka", [X], [Y]), {"aggregate": "sum"}, r"aggregate must be None, 'max' or 'mean', got 'sum'"),
+    (("linear_cka", [X], [Y]), {"aggregate": "sum"},
+     r"aggregate must be None, 'max', 'mean' or a callable of the layer table, got 'sum'"),
+    (("linear_cka", [X], [Y, Y]), {"aggregate": lambda t: t.max(axis=0)},
+     r"aggregate must return one finite real number for a layer table, got array"),
+    (("linear_cka", [X], [Y]), {"aggregate": lambda t: float("nan")},
+     r"aggregate must return one finite real number for a layer table, got nan"),
     (("linear_cka", X, Y), {"aggregate": "max"}, r"aggregate='max' is for layer sequences"),
     (("mutual_knn", X, Y), {"knn_k": 20}, r"knn_k must be an integer with 1 <= knn_k < N = 20, got 20"),
     (("cycle_knn", X, Y), {"knn_k": 0}, r"knn_k must be an integer with 1 <= knn_k < N = 20, got 0"),
@@ -340,3 +354,15 @@ Y = np.random.default_rng(16).normal(size=(20, 4))
 def test_bad_inputs(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         calibrate(*args, **kwargs)
+
+
+def test_a_callable_aggregate_equal_to_a_named_one_gives_its_calibration():
+    rng = np.random.default_rng(12)
+    layers_a = [rng.normal(size=(30, 3)) for _ in range(2)]
+    layers_b = [layers_a[1] + 0.3 * rng.normal(size=(30, 3)), rng.normal(size=(30, 4))]
+    perms = perms_of(30, 9, 3)
+    for name, function in (("max", np.max), ("mean", np.mean)):
+        named = calibrate("mutual_knn", layers_a, layers_b, permutations=perms, aggregate=name, knn_k=4)
+        called = calibrate("mutual_knn", layers_a, layers_b, permutations=perms, aggregate=function, knn_k=4)
+        assert (called.raw, called.p_value, called.tau) == (named.raw, named.p_value, named.tau)
+        np.testing.assert_array_equal(called.null, named.null)
