@@ -5,12 +5,30 @@ A sample metric scores paired rows: row i of ``A`` (N x d_a) and row i of ``B``
 gives the null: for K row permutations π_1..π_K, ``s_j = metric(A, B[π_j])``,
 where ``B[π]`` has row i equal to row π(i) of B. Then
 
-* the add-one p-value ``p = (1 + #{j : s_j >= s}) / (K + 1)``;
+* the add-one p-value ``p = (1 + #{j : s_j >= s − γ}) / (K + 1)``: a null score within
+  ``γ = TIE_TOL · max(1, |s|)`` below s is a tie and counts against s (the tie rule below);
 * the critical value τ: the m-th smallest of the multiset ``{s, s_1, …, s_K}``
   (1-based), ``m = ⌈(1 − α)(K + 1)⌉`` (evaluated up to 1e-9, so that the binary
   rounding of a decimal α such as 0.05 cannot move the rank);
 * the calibrated score ``clamp((s − τ)/(s_max − τ), 0, 1)``, with s_max the
-  metric's largest value (1 for every registered metric), and 0 when s_max <= τ.
+  metric's largest value (1 for every registered metric), and 0 when s − τ <= γ or
+  s_max − τ <= γ.
+
+The tie rule. The observed score and the null scores are computed by the same route (the
+identity permutation rides with the first chunk of permutations), but a permuted kernel or
+neighbour list sums the same numbers in another order: where every score is the same number
+(degenerate inputs: RBF kernels equal to the identity, duplicated rows) the scores differ in
+their last bits, and a rule that compared them exactly would let rounding decide the p-value.
+``scipy.stats.permutation_test`` counts null scores within ``100 ε |s|`` of the observed one as
+ties (ε the float64 machine epsilon, about 2.2e-14 |s|). prhsim uses ``TIE_TOL = 1e-12`` (times
+``max(1, |s|)``: the scores lie in [-1, 1], so near 0 the tolerance stays at the scale of the
+terms summed): wider than scipy's, because the registered metric and its fast null path are two
+float64 routes (prhsim reports the null route's s, but a user may compare the registered score with
+the null): measured for RBF CKA under ``convention="prh"`` on rows far apart, where every score is
+the same number, they differ by 1.9e-15 at N = 20, 1.1e-14 at N = 60 and 4.9e-14 at N = 200
+(about 2.4e-16·N, so within the tolerance up to N of a few thousand); and still far below any
+difference a metric can resolve (a k-NN score moves in steps of ``1/(N·k)``, 1e-6 at N = 10⁵,
+k = 10).
 
 Layer tables: with ``A`` and ``B`` sequences of (N, d_l) arrays, the statistic is the
 aggregate ("max", "mean", or a callable of the (L_a, L_b) table returning one number) of the
@@ -53,11 +71,14 @@ from prhsim.metrics._protocol import ProtocolScore, prepared_pair, prh_protocol
 from prhsim.metrics._registry import METRICS, Metric, metric_record
 
 #: A layer table's statistic: "max" or "mean" over all layer pairs, or a callable of the (L_a, L_b) table of scores
-#: returning one number (e.g. ``lambda t: t.diagonal().mean()``), applied alike to the observed and every permuted table.
+#: returning one number (e.g. ``lambda t: t.diagonal().mean()``), applied alike to the observed and every permuted
+#: table.
 Aggregate = Literal["max", "mean"] | Callable[[np.ndarray], float]
 
 #: The largest value of a metric (the calibrated score's 1); 1.0 for every metric not listed.
 S_MAX: dict[str, float] = {}
+#: Null scores within ``TIE_TOL · max(1, |s|)`` of the observed score s are ties (module docstring: the tie rule).
+TIE_TOL = 1e-12
 #: Permutations per top-level chunk: about this many permuted labels at once.
 CHUNK_ENTRIES = 2**20
 
@@ -69,8 +90,8 @@ class Calibration:
     Attributes:
         metric: the metric's name in :data:`prhsim.metrics._registry.METRICS`.
         raw: the observed score s (layer tables: the aggregate of the unpermuted table).
-        calibrated: ``clamp((s − τ)/(s_max − τ), 0, 1)``, 0 when s_max <= τ.
-        p_value: ``(1 + #{j : s_j >= s}) / (K + 1)``.
+        calibrated: ``clamp((s − τ)/(s_max − τ), 0, 1)``, 0 when s − τ <= γ or s_max − τ <= γ.
+        p_value: ``(1 + #{j : s_j >= s − γ}) / (K + 1)``, γ = ``TIE_TOL · max(1, |s|)`` (ties count against s).
         tau: the critical value, the ⌈(1 − α)(K + 1)⌉-th smallest of {s, s_1, …, s_K}.
         alpha: the level α.
         permutations: K, the number of null scores.
@@ -151,11 +172,20 @@ def calibrate(metric: str, a: Any, b: Any, *, permutations: int | np.ndarray = 1
         parts.append(scores)
     null = np.ascontiguousarray(np.concatenate(parts), dtype=np.float64)
     null.setflags(write=False)
-    p_value = (1 + int(np.count_nonzero(null >= raw))) / (count + 1)
+    p_value, tau, calibrated = null_verdict(raw, null, alpha, S_MAX.get(record.name, 1.0))
+    return Calibration(record.name, raw, calibrated, p_value, tau, alpha, count, null)
+
+
+def null_verdict(raw: float, null: np.ndarray, alpha: float, s_max: float = 1.0) -> tuple[float, float, float]:
+    """(p, τ, calibrated score) of the observed score ``raw`` against the K null scores ``null`` at level ``alpha``,
+    under the tie rule (module docstring)."""
+    count = len(null)
+    tie = TIE_TOL * max(1.0, abs(raw))
+    p_value = (1 + int(np.count_nonzero(np.asarray(null) >= raw - tie))) / (count + 1)
     tau = float(np.sort(np.append(null, raw))[_rank(alpha, count) - 1])
-    s_max = S_MAX.get(record.name, 1.0)
-    calibrated = 0.0 if s_max <= tau else min(max((raw - tau) / (s_max - tau), 0.0), 1.0)
-    return Calibration(record.name, raw, float(calibrated), float(p_value), tau, alpha, count, null)
+    tied = raw - tau <= tie or s_max - tau <= tie
+    calibrated = 0.0 if tied else min(max((raw - tau) / (s_max - tau), 0.0), 1.0)
+    return float(p_value), tau, float(calibrated)
 
 
 # --------------------------------------------------------------------------------------

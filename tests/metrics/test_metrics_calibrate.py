@@ -47,12 +47,13 @@ def best_match(table):
 
 
 def by_hand(raw, null, alpha):
-    """p, τ and the calibrated score from the definition (s_max = 1)."""
-    k = len(null)
-    p = (1 + sum(1 for s in null if s >= raw)) / (k + 1)
+    """p, τ and the calibrated score from the definition (s_max = 1; a null score within 1e-12 · max(1, |s|) below s
+    is a tie, and counts against s)."""
+    k, tie = len(null), 1e-12 * max(1.0, abs(raw))
+    p = (1 + sum(1 for s in null if s >= raw - tie)) / (k + 1)
     m = int(np.ceil(round((1 - alpha) * (k + 1), 9)))
     tau = sorted([raw, *null])[m - 1]
-    cal = 0.0 if tau >= 1.0 else min(max((raw - tau) / (1.0 - tau), 0.0), 1.0)
+    cal = 0.0 if raw - tau <= tie or 1.0 - tau <= tie else min(max((raw - tau) / (1.0 - tau), 0.0), 1.0)
     return p, tau, cal
 
 

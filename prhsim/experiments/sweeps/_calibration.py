@@ -4,7 +4,7 @@ A raw sample alignment score (docs/theory.md §10) is confounded by scale: when 
 are unrelated it is not 0, it grows with the width of the representations, and taking the best
 of many layer pairs raises it further. Gröger, Wen & Brbić (2026, "Revisiting the Platonic
 Representation Hypothesis: An Aristotelian View") calibrate it against a permutation null
-(:func:`prhsim.metrics.calibrate`): the p-value ``(1 + #{j : s_j >= s})/(K + 1)`` over K
+(:func:`prhsim.metrics.calibrate`): the p-value ``(1 + #{j : s_j >= s − γ})/(K + 1)`` (γ: the tie rule) over K
 re-pairings of the rows, the critical value τ (the ⌈(1 − α)(K + 1)⌉-th smallest of
 ``{s, s_1, …, s_K}``) and the calibrated score ``clamp((s − τ)/(1 − τ), 0, 1)``. The sweep shows
 what that removes, on four families where the truth is known:
