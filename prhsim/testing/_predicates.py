@@ -26,10 +26,14 @@ class ClaimFailed(AssertionError):
     """A claim of the theory that did not hold; the message names it, its section and the numbers."""
 
 
-def _fail(claim: str, section: str, predicted: Any, observed: Any, tolerance: float, context: str = "") -> None:
+def _fail(claim: str, section: str, predicted: Any, observed: Any, tolerance: float, context: str = "",
+          off: float | None = None) -> None:
+    """Raise :class:`ClaimFailed`: the claim, its section, both values, how far outside (``off``, where a number
+    measures it) and the tolerance the comparison applied."""
     where = f" [{context}]" if context else ""
+    beyond = "" if off is None else f", off by {off:.1e}"
     raise ClaimFailed(f"{claim} (docs/theory.md {section}){where}: predicted {_show(predicted)}, observed "
-                      f"{_show(observed)}, tolerance {tolerance:.1e}")
+                      f"{_show(observed)}{beyond}, tolerance {tolerance:.1e}")
 
 
 def _show(value: Any) -> str:
@@ -42,14 +46,20 @@ def _show(value: Any) -> str:
 
 
 def _close(claim: str, section: str, predicted: Any, observed: Any, tol: float, context: str = "") -> None:
+    """``|predicted − observed| <= tol`` everywhere (same shapes), else :class:`ClaimFailed` naming the largest
+    difference and ``tol``."""
     p, o = np.asarray(predicted, dtype=float), np.asarray(observed, dtype=float)
-    if p.shape != o.shape or not np.all(np.abs(p - o) <= tol):
+    if p.shape != o.shape:
         _fail(claim, section, p, o, tol, context)
+    off = float(np.max(np.abs(p - o), initial=0.0))
+    if not off <= tol:
+        _fail(claim, section, p, o, tol, context, off)
 
 
 def _at_most(claim: str, section: str, bound: float, observed: float, tol: float, context: str = "") -> None:
+    """``observed <= bound + tol``, else :class:`ClaimFailed` naming the excess over the bound and ``tol``."""
     if not observed <= bound + tol:
-        _fail(claim, section, f"at most {bound:.12g}", observed, tol, context)
+        _fail(claim, section, f"at most {bound:.12g}", observed, tol, context, float(observed - bound))
 
 
 def assert_ky_fan(world: World, k: int, *, centred: bool = True, tables: Sequence[np.ndarray] = ()) -> None:
