@@ -82,7 +82,7 @@ def _score(a: Features, b: Features, name_a: str, name_b: str, metric: str, knn_
 
 def _in_flags(message: str) -> str:
     """A library error in the command line's words (the argument ``knn_k`` is the option ``--knn-k``)."""
-    return "--knn-k" + message[len("knn_k"):] if message.startswith("knn_k must be in") else message
+    return message.replace("knn_k", "--knn-k") if message.startswith("knn_k must be ") else message
 
 
 #: Peak memory of reading a feature file, in multiples of its size on disk (the reader's copy and the float32 array;

@@ -63,6 +63,7 @@ from typing import Any, Literal
 import numpy as np
 
 from prhsim._rng import RngLike, check_rng
+from prhsim.metrics._arguments import check_alpha, check_knn_k, check_permutations, check_rows
 from prhsim.metrics._calibrate_kernels import kernel_scorer
 from prhsim.metrics._calibrate_knn import knn_scorer
 from prhsim.metrics._cka import to_host
@@ -153,13 +154,13 @@ def calibrate(metric: str, a: Any, b: Any, *, permutations: int | np.ndarray = 1
     (1.0, 0.01, 1.0)
     """
     record = metric_record(metric)
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
     convention = check_convention(convention)
     layers_a, layers_b, layered = _layers(a, b)
     statistic = _aggregator(aggregate, layered)
     n = layers_a[0][1].shape[0]
     if record.neighbours:
-        _check_knn_k(knn_k, n)
+        check_knn_k(knn_k, n)
     count, chunks = _permutation_chunks(permutations, n, rng, max(1, CHUNK_ENTRIES // n))
     scorer = _scorer(record, layers_a, layers_b, knn_k, convention)
     parts, raw = [], None
@@ -197,6 +198,9 @@ def calibrated_protocol(feats_a: Any, feats_b: Any, *, permutations: int | np.nd
     its best score calibrated (``score.calibration``): the null statistic is the max over every layer pair of the
     clipped, normalised stacks with B's rows permuted, one permutation for every pair, so the search over layers is
     part of the null."""
+    check_alpha(alpha)
+    if isinstance(permutations, Integral):
+        check_permutations(permutations)
     score = prh_protocol(feats_a, feats_b, **protocol)
     convention = protocol.get("convention", "prhsim")
     _, A, B = prepared_pair(feats_a, feats_b, protocol.get("clip_quantile", 0.95),
@@ -216,7 +220,7 @@ def holm(p_values: Any, alpha: float = 0.05) -> np.ndarray:
         >>> holm([0.01, 0.04, 0.03, 0.2], alpha=0.05).tolist()
         [True, False, False, False]
     """
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
     p = np.asarray(p_values, dtype=np.float64)
     flat = p.ravel()
     if flat.size == 0 or np.any(~np.isfinite(flat)) or np.any((flat < 0) | (flat > 1)):
@@ -228,17 +232,6 @@ def holm(p_values: Any, alpha: float = 0.05) -> np.ndarray:
     out = np.zeros(m, dtype=bool)
     out[order] = keep
     return out.reshape(p.shape)
-
-
-def _check_alpha(alpha: Any) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0.0 < float(alpha) < 1.0:
-        raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}")
-    return float(alpha)
-
-
-def _check_knn_k(knn_k: Any, n: int) -> None:
-    if isinstance(knn_k, bool) or not isinstance(knn_k, Integral) or not 1 <= int(knn_k) < n:
-        raise ValueError(f"knn_k must be an integer with 1 <= knn_k < N = {n}, got {knn_k!r}")
 
 
 def _rank(alpha: float, count: int) -> int:
@@ -282,8 +275,7 @@ def _layers(a: Any, b: Any) -> tuple[list[tuple[str, np.ndarray]], list[tuple[st
     na, nb = layers_a[0][1].shape[0], layers_b[0][1].shape[0]
     if na != nb:
         raise ValueError(f"a and b must have the same number of rows N, got {na} and {nb}")
-    if na < 2:
-        raise ValueError(f"calibrate needs at least 2 rows, got N = {na}")
+    check_rows(na, "calibrate")
     return layers_a, layers_b, layered
 
 
@@ -324,9 +316,7 @@ def _permutation_chunks(permutations: Any, n: int, rng: RngLike, step: int) -> t
     if isinstance(permutations, bool):
         raise ValueError(f"permutations must be an int K or an integer array (K, N), got {permutations!r}")
     if isinstance(permutations, Integral):
-        count = int(permutations)
-        if count < 1:
-            raise ValueError(f"permutations must be at least 1, got {count}")
+        count = check_permutations(permutations)
         gen = check_rng(rng)
 
         def drawn() -> Iterator[np.ndarray]:

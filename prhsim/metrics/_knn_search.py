@@ -60,6 +60,7 @@ from array_api_compat import (
 
 from prhsim._budget import ensure_fits
 from prhsim.metrics import _knn_screen
+from prhsim.metrics._arguments import check_knn_k
 from prhsim.metrics._knn_ties import (
     GATHER_ELEMENTS,
     duplicate_groups,
@@ -100,15 +101,9 @@ def as_compute(x: Any, name: str) -> tuple[Any, Any]:
 
 
 def check_k(k: Any, n: int) -> int:
-    """k as an int with 1 <= k < N, or a one-line error."""
-    if isinstance(k, bool) or not isinstance(k, Integral):
-        raise TypeError(f"k must be an integer, got {k!r}")
-    k = int(k)
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
-    if k >= n:
-        raise ValueError(f"k must be below the number of samples N = {n}, got k = {k}")
-    return k
+    """The neighbour count (the caller's ``knn_k``) as an int with 1 <= knn_k < N, or a one-line error
+    (:func:`prhsim.metrics._arguments.check_knn_k`)."""
+    return check_knn_k(k, n)
 
 
 def check_block(block: Any) -> int | None:

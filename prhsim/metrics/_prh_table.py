@@ -22,6 +22,7 @@ from prhsim.metrics._convention import Convention
 from prhsim.metrics._protocol import ClipScope, prh_protocol
 from prhsim.metrics._protocol_cost import protocol_seconds
 from prhsim.metrics._registry import metric_record
+from prhsim.metrics._arguments import check_alpha, check_knn_k, check_permutations
 
 #: A model's features: an (N, L, D) stack or a list of (N, D_l) layers.
 Stack = Any
@@ -102,8 +103,8 @@ def protocol_entry(a: Stack, b: Stack, name_a: str, name_b: str, *, metric: str 
     if n != _samples(b):
         raise ValueError(f"{name_a} has {n:,} samples and {name_b} {_samples(b):,}: "
                          "the protocol compares the same samples in both")
-    if record.neighbours and not 1 <= knn_k < n:
-        raise ValueError(f"knn_k must be in 1..{n - 1} for {n:,} samples, got {knn_k}")
+    if record.neighbours:
+        check_knn_k(knn_k, n)
     try:
         if permutations:
             return calibrated_protocol(a, b, permutations=permutations, alpha=alpha, metric=metric, knn_k=knn_k,
@@ -133,6 +134,9 @@ def prh_table(features: Mapping[str, Stack], rows: Sequence[str], cols: Sequence
         ValueError: a name missing from ``features``, an unknown metric, or an entry's error (:func:`protocol_entry`).
     """
     record = metric_record(metric)
+    check_alpha(alpha)
+    if permutations is not None:
+        check_permutations(permutations)
     missing = [name for name in (*rows, *cols) if name not in features]
     if missing:
         raise ValueError(f"no features for {missing[0]!r}; the features hold {', '.join(map(repr, features))}")

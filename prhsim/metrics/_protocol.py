@@ -42,6 +42,7 @@ import numpy as np
 
 from prhsim.metrics._cka import as_array, check_finite
 from prhsim.metrics._convention import Convention, check_convention
+from prhsim.metrics._arguments import check_knn_k
 from prhsim.metrics._registry import metric_record
 
 
@@ -182,6 +183,8 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_
     score = metric_record(metric)
     convention = check_convention(convention)
     xp, A, B = prepared_pair(feats_a, feats_b, clip_quantile, clip_scope, convention)
+    if score.neighbours:
+        check_knn_k(knn_k, A[0].shape[0])
     table = np.empty((len(A), len(B)))
     for i, a in enumerate(A):
         for j, b in enumerate(B):

@@ -173,7 +173,7 @@ def test_knn_k_names_the_neighbours_in_the_option_and_the_results(tmp_path):
     old = CliRunner().invoke(main, [*args, "--k", "5"])
     assert old.exit_code == 2 and "Did you mean '--knn-k'?" in old.output
     bad = CliRunner().invoke(main, [*args, "--knn-k", str(N)])
-    assert bad.exit_code == 2 and f"--knn-k must be in 1..{N - 1}" in bad.output
+    assert bad.exit_code == 2 and f"--knn-k must be an integer with 1 <= --knn-k < N = {N}, got {N}" in bad.output
 
 
 def test_the_metric_choices_are_the_registry_s():

@@ -318,7 +318,7 @@ Y = np.random.default_rng(16).normal(size=(20, 4))
     (("linear_cka", X, Y), {"alpha": 0.0}, r"alpha must be a number in \(0, 1\), got 0.0"),
     (("linear_cka", X, Y), {"alpha": 1.5}, r"alpha must be a number in \(0, 1\), got 1.5"),
     (("linear_cka", X, Y), {"alpha": True}, r"alpha must be a number in \(0, 1\)"),
-    (("linear_cka", X, Y), {"permutations": 0}, r"permutations must be at least 1, got 0"),
+    (("linear_cka", X, Y), {"permutations": 0}, r"permutations must be an integer of at least 1, got 0"),
     (("linear_cka", X, Y), {"permutations": True}, r"permutations must be an int K or an integer array"),
     (("linear_cka", X, Y), {"permutations": np.zeros((3, 20))}, r"integer array \(K, N\), got dtype float64"),
     (("linear_cka", X, Y), {"permutations": np.arange(20)}, r"shape \(K, N\) with N = 20, got shape \(20,\)"),

@@ -316,7 +316,7 @@ def test_cknna_default_k_is_resolved_before_the_check():
     off = ~np.eye(6, dtype=bool)
     expected = np.sum(K[off] * L[off]) / np.sqrt(np.sum(K[off] ** 2) * np.sum(L[off] ** 2))
     assert_close(cknna(a, b, knn_k=None), expected, atol=1e-12)
-    with pytest.raises(ValueError, match="k must be below the number of samples N = 6"):
+    with pytest.raises(ValueError, match="knn_k must be an integer with 1 <= knn_k < N = 6, got 10"):
         cknna(a, b)  # the default k = 10 does not fit N = 6
 
 
@@ -400,7 +400,7 @@ def test_independent_representations_score_near_chance():
 def test_knn_chance():
     assert knn_chance(11, 5) == 0.5
     assert knn_chance(2, 1) == 1.0
-    with pytest.raises(ValueError, match="k must be below the number of samples N = 5"):
+    with pytest.raises(ValueError, match="knn_k must be an integer with 1 <= knn_k < N = 5, got 5"):
         knn_chance(5, 5)
     with pytest.raises(ValueError, match="at least 2"):
         knn_chance(1, 1)
@@ -724,9 +724,10 @@ def pair():
 
 
 @pytest.mark.parametrize("name", sorted(METRICS))
-@pytest.mark.parametrize("k, message", [(0, "k must be at least 1, got 0"), (-3, "k must be at least 1"),
-                                        (12, "k must be below the number of samples N = 12, got k = 12"),
-                                        (40, "k must be below the number of samples N = 12")])
+@pytest.mark.parametrize("k, message", [(0, r"knn_k must be an integer with 1 <= knn_k < N = 12, got 0"),
+                                        (-3, r"knn_k must be an integer with 1 <= knn_k < N = 12, got -3"),
+                                        (12, r"knn_k must be an integer with 1 <= knn_k < N = 12, got 12"),
+                                        (40, r"knn_k must be an integer with 1 <= knn_k < N = 12, got 40")])
 def test_error_k_out_of_range(pair, name, k, message):
     with pytest.raises(ValueError, match=message) as excinfo:
         METRICS[name](*pair, k)
@@ -734,11 +735,11 @@ def test_error_k_out_of_range(pair, name, k, message):
 
 
 def test_error_k_out_of_range_in_knn_indices(pair):
-    for k, message in [(0, "at least 1"), (12, "below the number of samples N = 12")]:
+    for k, message in [(0, r"1 <= knn_k < N = 12, got 0"), (12, r"1 <= knn_k < N = 12, got 12")]:
         with pytest.raises(ValueError, match=message) as excinfo:
             knn_indices(pair[0], k)
         _one_line(excinfo)
-    with pytest.raises(TypeError, match="k must be an integer"):
+    with pytest.raises(ValueError, match=r"knn_k must be an integer with 1 <= knn_k < N = 12, got 2\.0"):
         knn_indices(pair[0], 2.0)
 
 

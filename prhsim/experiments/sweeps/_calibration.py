@@ -241,7 +241,7 @@ def _check(samples: int, permutations: int, alpha: float, knn_k: int, metrics: t
            grids: dict[str, tuple[int, ...]], counts: dict[str, int], signal_cka: float, depth_width: int) -> None:
     """The library function's own checks (the settings model makes the same as one-line errors)."""
     if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+        raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}")
     if not 0.0 < eps < 1.0:
         raise ValueError(f"eps must lie in (0, 1) (a bad view; 1 is the good view), got {eps}")
     if not 0.0 < signal_cka <= 1.0:

@@ -294,7 +294,7 @@ def test_bad_settings_are_one_line_errors(tmp_path, args, message):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(widths=()), "widths is empty"), (dict(alpha=1.0), "alpha must lie in (0, 1)"),
+    (dict(widths=()), "widths is empty"), (dict(alpha=1.0), "alpha must be a number in (0, 1)"),
     (dict(samples=20, knn_k=10), "knn_k = 10 needs more than 20 samples"), (dict(metrics=()), "metrics is empty"),
 ])
 def test_the_library_function_checks_its_arguments(kwargs, message):
