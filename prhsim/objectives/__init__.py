@@ -30,8 +30,11 @@ from prhsim.objectives._sigreg import (
     draw_directions as draw_directions,
     epps_pulley as epps_pulley,
     epps_pulley_quadrature as epps_pulley_quadrature,
+    pool_views as pool_views,
     project as project,
     sigreg as sigreg,
+    VIEW_POOLINGS as VIEW_POOLINGS,
+    ViewPooling as ViewPooling,
 )
 from prhsim.objectives._sigreg_torch import epps_pulley_torch as epps_pulley_torch, sigreg_torch as sigreg_torch
 from prhsim.objectives._lejepa import LAMBDA as LAMBDA
@@ -43,6 +46,8 @@ __all__ = [
     "COLLAPSE_EP",
     "Convention",
     "Quadrature",
+    "VIEW_POOLINGS",
+    "ViewPooling",
     "covariance",
     "covariance_penalty",
     "draw_directions",
@@ -54,6 +59,7 @@ __all__ = [
     "next_token_cross_entropy",
     "pairwise_invariance",
     "population_epps_pulley",
+    "pool_views",
     "population_sigreg",
     "project",
     "sigreg",

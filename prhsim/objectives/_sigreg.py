@@ -10,7 +10,9 @@ the trapezoid weights doubled by the symmetry ``t ↦ −t``,
 
 a quadrature of ``N ∫_ℝ |φ_N(t) − e^{−t²/2}|² e^{−t²/2} dt`` (φ_N the empirical
 characteristic function). SIGReg is the mean of T over M unit directions (and
-over any leading axes, e.g. views). Reference values: ``E[T] = Σ_k w_k (1 − e^{−t_k²})
+over any leading axes, e.g. views: ``views="per_view"``), or, with ``views="pooled"``, T of
+the V views' rows pooled into one sample of V·N rows (:func:`pool_views`; the N that
+multiplies T is then V·N). Reference values: ``E[T] = Σ_k w_k (1 − e^{−t_k²})
 ≈ 1.0525`` for N(0, 1) data at every N, and ``T = N · Σ_k w_k (1 − e^{−t_k²/2})² ≈ 0.402·N``
 for a collapsed batch.
 
@@ -26,7 +28,7 @@ torch or jax. Memory: the phases ``t_k x`` form an ``(…, N, M, K)`` array.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Literal, NamedTuple
 
 import numpy as np
 from array_api_compat import array_namespace, device as array_device
@@ -38,6 +40,10 @@ KNOTS = 17
 T_MAX = 3.0
 
 Reduce = Callable[[Any], Any]
+#: How SIGReg treats V views (axis −3 of the embeddings): the mean of a statistic per view (LeJEPA's minimal code,
+#: prhsim's default), or one statistic of all views' rows pooled (stable-pretraining's LeJEPA).
+ViewPooling = Literal["per_view", "pooled"]
+VIEW_POOLINGS: tuple[str, ...] = ("per_view", "pooled")
 
 
 class Quadrature(NamedTuple):
@@ -154,13 +160,32 @@ def project(embeddings: Any, directions: Any) -> Any:
     return embeddings @ A
 
 
+def pool_views(embeddings: Any, n_total: int | None = None) -> tuple[Any, int | None]:
+    """The V views of ``embeddings`` (…, V, N, D) pooled into one sample (…, V·N, D), and the N that multiplies the
+    statistic of the pooled sample (``V · n_total`` when a distributed caller gives its global N per view)."""
+    xp = array_namespace(embeddings)
+    if embeddings.ndim < 3:
+        raise ValueError(f"pooled views need embeddings of shape (..., V, N, D), got {tuple(embeddings.shape)}")
+    *lead, v, n, d = embeddings.shape
+    pooled = xp.reshape(embeddings, (*lead, v * n, d))
+    return pooled, None if n_total is None else v * n_total
+
+
+def check_view_pooling(views: Any) -> str:
+    """``views`` if it is one of :data:`VIEW_POOLINGS`, else a one-line ValueError."""
+    if views not in VIEW_POOLINGS:
+        raise ValueError(f"views must be one of {', '.join(VIEW_POOLINGS)}, got {views!r}")
+    return views
+
+
 def sigreg(embeddings: Any, directions: Any, *, n_total: int | None = None, reduce: Reduce | None = None,
-           knots: int = KNOTS, t_max: float = T_MAX) -> Any:
+           knots: int = KNOTS, t_max: float = T_MAX, views: ViewPooling = "per_view") -> Any:
     """SIGReg: ``mean`` over the M directions (and leading axes) of T of the projections.
 
     ``SIGReg(E, A) = mean_{…, j} T(E a_j)`` for embeddings (…, N, D) and unit
     directions A (D, M) (docs/theory.md §7); see :func:`epps_pulley` for T,
-    ``n_total`` and ``reduce``. Rotating both sides leaves it unchanged:
+    ``n_total`` and ``reduce``. ``views="pooled"`` first pools axis −3 (V views of
+    (…, V, N, D) embeddings) into one sample of V·N rows (:func:`pool_views`). Rotating both sides leaves it unchanged:
     ``sigreg(E Q, Qᵀ A) = sigreg(E, A)``; averaged over random directions it is
     O(D)-invariant.
 
@@ -169,6 +194,8 @@ def sigreg(embeddings: Any, directions: Any, *, n_total: int | None = None, redu
         >>> 0.5 < float(value) < 2.0  # E[T] ≈ 1.05 for N(0, I) embeddings
         True
     """
+    if check_view_pooling(views) == "pooled":
+        embeddings, n_total = pool_views(embeddings, n_total)
     x = project(embeddings, directions)
     xp = array_namespace(x)
     return xp.mean(epps_pulley(x, n_total=n_total, reduce=reduce, knots=knots, t_max=t_max))

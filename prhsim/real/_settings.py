@@ -74,6 +74,8 @@ class RealTrainSettings(Settings):
             decay to 0, gradient clipping at this global norm.
         lam, num_directions, proj_dim: SIGReg's weight (λ·SIGReg + (1 − λ)·invariance), its
             directions M and the projector's output dimension (JEPA views).
+        sigreg_views: "per_view" (SIGReg of each view, averaged: LeJEPA's minimal code) or "pooled" (one SIGReg
+            of all views' rows: stable-pretraining's LeJEPA); docs/theory.md §7.
         features: the image features file for evaluation (default: the dataset folder's image_features.npy).
         checkpoint_every, log_every: steps between checkpoints and between metric lines.
         tensorboard: also log the metrics to ``RUN/tensorboard`` when the tensorboard package is installed.
@@ -101,6 +103,7 @@ class RealTrainSettings(Settings):
     lam: float = Field(0.02, ge=0, lt=1)
     num_directions: int = Field(256, ge=1)
     proj_dim: int = Field(128, ge=1)
+    sigreg_views: Literal["per_view", "pooled"] = "per_view"
     features: str | None = None
     text_columns: list[str] = Field(default_factory=lambda: ["org_caption", "re_caption"], min_length=1)
     id_column: str | None = None

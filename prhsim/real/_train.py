@@ -281,7 +281,8 @@ def _objective(model, batch, settings, step: int, device):
     directions = directions.to(device, non_blocking=True)
     with torch.autocast("cuda", enabled=False):  # the statistic in float32
         return lejepa_loss(e.float(), directions, lam=settings.lam, n_global=ViewLaw().n_global, dims="mean",
-                           n_total=B * world, reduce=global_mean, regulariser=sigreg_torch)
+                           n_total=B * world, reduce=global_mean, regulariser=sigreg_torch,
+                           sigreg_views=settings.sigreg_views)
 
 
 def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int | None,

@@ -164,6 +164,13 @@ def _cases() -> list[Case]:
              lambda e, A: 0.02 * np.mean([naive_sigreg(v, A) for v in e]) + 0.98 * naive_invariance(e, 2)),
         Case("lejepa_loss_additive", lambda e, A: lejepa_loss(e, A, lam=0.5, convention="additive"), (e, A),
              lambda e, A: naive_invariance(e, 3) + 0.5 * np.mean([naive_sigreg(v, A) for v in e])),
+        # SIGReg of the V views' rows pooled into one sample of V·N rows (its T multiplied by V·N)
+        Case("sigreg_pooled", lambda e, A: sigreg(e, A, views="pooled"), (e, A),
+             lambda e, A: naive_sigreg(np.concatenate(list(e)), A)),
+        Case("lejepa_loss_pooled", lambda e, A: lejepa_loss(e, A, n_global=2, sigreg_views="pooled"), (e, A),
+             lambda e, A: 0.02 * naive_sigreg(np.concatenate(list(e)), A) + 0.98 * naive_invariance(e, 2)),
+        Case("sigreg_pooled_n_total", lambda e, A: sigreg(e, A, views="pooled", n_total=50), (e, A),
+             lambda e, A: naive_sigreg(np.concatenate(list(e)), A, n_total=3 * 50)),
     ]
 
 

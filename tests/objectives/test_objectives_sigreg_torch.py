@@ -210,3 +210,23 @@ def test_lejepa_loss_through_sigreg_torch_is_lejepa_loss():
     assert_close(val.item(), ref.item(), atol=0, rtol=1e-10)
     assert_close(gE, ref_gE, atol=1e-10 * ref_gE.abs().max().item(), rtol=0)
     assert_close(gA, ref_gA, atol=1e-10 * ref_gA.abs().max().item(), rtol=0)
+
+
+def test_pooled_views_through_the_lejepa_loss_give_the_array_api_value_with_either_regulariser() -> None:
+    """lejepa_loss(sigreg_views="pooled") pools the views before its regulariser: sigreg_torch (as real train runs
+    it, with the global N per view) gives the array-API sigreg's value and gradient, and the pooled value is not the
+    per-view mean on views of different laws."""
+    from prhsim.objectives import lejepa_loss
+
+    e = torch.stack([batch(N, D, seed=s) + 0.5 * s for s in range(4)])
+    A = torch.as_tensor(draw_directions(D, M, seed=3))
+    for kwargs in ({}, {"n_total": 2 * N}):
+        ref = value_and_grads(lambda E, A: lejepa_loss(E, A, sigreg_views="pooled", **kwargs), e, A)
+        got = value_and_grads(lambda E, A: lejepa_loss(E, A, sigreg_views="pooled", regulariser=sigreg_torch,
+                                                        **kwargs), e, A)
+        assert_close(got[0].item(), ref[0].item(), atol=0, rtol=1e-10)
+        assert_close(got[1], ref[1], atol=1e-10 * ref[1].abs().max().item(), rtol=0)
+    per_view = lejepa_loss(e, A).item()
+    assert abs(lejepa_loss(e, A, sigreg_views="pooled").item() - per_view) > 1e-3
+    with pytest.raises(ValueError, match=r"^views must be one of per_view, pooled, got 'pool'$"):
+        lejepa_loss(e, A, sigreg_views="pool")

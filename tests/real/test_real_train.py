@@ -506,3 +506,20 @@ def test_a_checkpoint_fed_without_the_special_tokens_is_refused_on_resume(data, 
     with pytest.raises(DataError, match="fed the views without the tokenizer's special tokens"):
         train_real(_settings(data, steps=4, tokenizer=str(bert)), run, resume=True)
     assert train_real(_settings(data, steps=4), plain, resume=True).steps == 4
+
+
+def test_sigreg_over_pooled_views_is_an_option_of_the_run(data, tmp_path, monkeypatch):
+    """``sigreg_views="pooled"`` reaches the loss (one SIGReg of all views' rows) and trains; the default is per view."""
+    import prhsim.objectives as objectives
+
+    seen = []
+    real = objectives.lejepa_loss
+
+    def watched(*args, **kwargs):
+        seen.append(kwargs.get("sigreg_views"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(objectives, "lejepa_loss", watched)
+    assert RealTrainSettings(data=str(data)).sigreg_views == "per_view"
+    summary = train_real(_settings(data, steps=2, sigreg_views="pooled", **real_task("good")), tmp_path / "pooled")
+    assert np.isfinite(summary.loss) and seen and set(seen) == {"pooled"}
