@@ -25,6 +25,7 @@ from prhsim.metrics._procrustes import (
 from prhsim.metrics._whitening import canonical_correlations as canonical_correlations, whiten as whiten
 from prhsim.metrics._convention import CONVENTIONS as CONVENTIONS
 from prhsim.metrics._cknna import cknna as cknna
+from prhsim.metrics._cknna_variants import cknna_agnostic as cknna_agnostic, cknna_biased as cknna_biased
 from prhsim.metrics._knn import (
     cycle_knn as cycle_knn,
     knn_chance as knn_chance,
@@ -85,6 +86,8 @@ __all__ = [
     "calibrated_protocol",
     "holm",
     "cknna",
+    "cknna_agnostic",
+    "cknna_biased",
     "clip_stack",
     "Comparison",
     "conditional_moments",

@@ -20,6 +20,7 @@ The entries:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from prhsim.metrics._cka import linear_cka, rbf_cka, unbiased_cka
 from prhsim.metrics._cknna import cknna
+from prhsim.metrics._cknna_variants import cknna_agnostic, cknna_biased
 from prhsim.metrics._convention import Convention, check_convention
 from prhsim.metrics._knn import cycle_knn, knn_chance, mutual_knn
 from prhsim.metrics._retrieval import chance_recall, retrieval
@@ -102,6 +104,14 @@ def _cknna(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> 
     return float(cknna(a, b, knn_k=knn_k, convention=convention))
 
 
+def _cknna_agnostic(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
+    return cknna_agnostic(a, b, knn_k=knn_k, convention=convention)
+
+
+def _cknna_biased(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
+    return cknna_biased(a, b, knn_k=knn_k, convention=convention)
+
+
 def _linear_cka(a: Any, b: Any, *, knn_k: int, convention: Convention = "prhsim") -> float:
     return linear_cka(a, b, convention=convention)
 
@@ -153,6 +163,11 @@ def _cknna_cost(n: int, da: int, db: int, k: int) -> tuple[float, float]:
     return 1.3e-7 * n * n, 1.3e-7 * n * n
 
 
+def _dense_cost(n: int, da: int, db: int, k: int) -> tuple[float, float]:
+    """The dense CKNNA variants: N x N kernels and a sort of every row, per pair and per permutation."""
+    return 1e-7 * n * n * max(1.0, math.log2(n)), 1e-7 * n * n * max(1.0, math.log2(n))
+
+
 def _cka_cost(n: int, da: int, db: int, k: int) -> tuple[float, float]:
     return 5e-10 * n * (da + db) ** 2 + 3e-8 * n * n, 5e-9 * n * n
 
@@ -167,6 +182,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            label="mutual kNN", reported=True),
     Metric("cycle_knn", _cycle_knn, neighbours=True, conventions=_BOTH, cost=_knn_cost, label="cycle kNN"),
     Metric("cknna", _cknna, neighbours=True, conventions=_BOTH, cost=_cknna_cost, label="CKNNA"),
+    Metric("cknna_agnostic", _cknna_agnostic, neighbours=True, chance=_knn_chance, conventions=_BOTH,
+           cost=_dense_cost, label="CKNNA (distance-agnostic)"),
+    Metric("cknna_biased", _cknna_biased, neighbours=True, conventions=_BOTH, cost=_dense_cost,
+           label="CKNNA (biased)"),
     Metric("linear_cka", _linear_cka, conventions=_BOTH, cost=_cka_cost, label="linear CKA", reported=True),
     Metric("unbiased_cka", _unbiased_cka, conventions=_BOTH, cost=_cka_cost, label="unbiased CKA"),
     Metric("rbf_cka", _rbf_cka, conventions=_BOTH, cost=_cka_cost, label="RBF CKA"),

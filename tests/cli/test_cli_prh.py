@@ -181,7 +181,8 @@ def test_the_metric_choices_are_the_registry_s():
 
     result = CliRunner().invoke(main, ["prh", "score", "--help"])
     assert all(name in result.output for name in PRH_METRICS)
-    assert {n for n, m in PRH_METRICS.items() if m.neighbours} == {"mutual_knn", "cycle_knn", "cknna"}
+    assert {n for n, m in PRH_METRICS.items() if m.neighbours} == {"mutual_knn", "cycle_knn", "cknna", "cknna_agnostic",
+                                                                   "cknna_biased"}
     assert PRH_METRICS["mutual_knn"].chance(101, 10) == 0.1 and PRH_METRICS["linear_cka"].chance is None
 
 

@@ -314,7 +314,7 @@ Y = np.random.default_rng(16).normal(size=(20, 4))
 
 
 @pytest.mark.parametrize("args, kwargs, message", [
-    (("nope", X, Y), {}, r"unknown metric 'nope'; known: cknna, cycle_knn"),
+    (("nope", X, Y), {}, r"unknown metric 'nope'; known: cknna, cknna_agnostic, cknna_biased, cycle_knn"),
     (("linear_cka", X, Y), {"alpha": 0.0}, r"alpha must be a number in \(0, 1\), got 0.0"),
     (("linear_cka", X, Y), {"alpha": 1.5}, r"alpha must be a number in \(0, 1\), got 1.5"),
     (("linear_cka", X, Y), {"alpha": True}, r"alpha must be a number in \(0, 1\)"),

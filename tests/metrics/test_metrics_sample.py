@@ -301,10 +301,11 @@ def test_protocol_table_is_every_pair_of_clipped_unit_rows():
 
 
 def test_registry_names_and_unknown_metric():
-    assert set(METRICS) == {"mutual_knn", "cycle_knn", "cknna", "linear_cka", "unbiased_cka", "rbf_cka", "svcca",
-                            "retrieval_r1"}
+    assert set(METRICS) == {"mutual_knn", "cycle_knn", "cknna", "cknna_agnostic", "cknna_biased", "linear_cka",
+                            "unbiased_cka", "rbf_cka", "svcca", "retrieval_r1"}
     A, B = _stacks(np.random.default_rng(0), n=10)
-    with pytest.raises(ValueError, match=r"^unknown metric 'cca'; known: cknna, cycle_knn, .*, unbiased_cka$"):
+    with pytest.raises(ValueError,
+                       match=r"^unknown metric 'cca'; known: cknna, cknna_agnostic, cknna_biased, cycle_knn, .*, unbiased_cka$"):
         prh_protocol(A, B, metric="cca")
 
 
