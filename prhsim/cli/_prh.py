@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
 from prhsim.cli._driver import drive, print_notes
 from prhsim.cli._options import git_revision, memory_limit_option, parse_out
-from prhsim.metrics import CONVENTIONS, PRH_METRICS, entry_seconds, prh_table, protocol_entry
+from prhsim.metrics import CONVENTIONS, PRH_METRICS, entry_seconds, prh_table, protocol_entry, rejection_note
 
 
 class RegistryChoice(click.Choice):
@@ -177,7 +176,7 @@ def score(a: Path, b: Path, metric: str, knn_k: int, clip: float, no_clip: bool,
            "calibration": None if cal is None else {
                "permutations": cal.permutations, "alpha": cal.alpha, "p_value": cal.p_value, "tau": cal.tau,
                "calibrated": cal.calibrated, "null_median": cal.quantile(0.5), "null_q95": cal.quantile(0.95),
-               "aggregate": "max"}}
+               "aggregate": "max", "note": rejection_note(cal.permutations, cal.alpha)}}
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
@@ -192,6 +191,7 @@ def score(a: Path, b: Path, metric: str, knn_k: int, clip: float, no_clip: bool,
         out.print(f"calibrated {cal.calibrated:.4f} (raw {cal.raw:.4f}, critical value tau {cal.tau:.4f} at alpha "
                   f"{cal.alpha:g}, p = {cal.p_value:.3g} over {cal.permutations:,} permutations of B's rows; the null "
                   f"is the max over all {_depth(fa) * _depth(fb)} layer pairs)", highlight=False)
+        print_notes([note for note in [rejection_note(cal.permutations, cal.alpha)] if note], quiet=False)
 
 
 def _is_model(path: Path) -> bool:
@@ -360,11 +360,9 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
                               f"of the max over every layer pair); n.s.: the p-value does not reach alpha "
                               f"{cal.alpha:g} under Holm's correction for the {m} cells of the table",
                               highlight=False)
-            needed = math.ceil(m / cal.alpha) - 1
-            if cal.permutations < needed:
-                out_console.print(f"[yellow]note[/]: the smallest p-value K permutations give is 1/(K + 1), so with "
-                                  f"K = {cal.permutations:,} no cell can pass Holm's first threshold "
-                                  f"alpha/{m}; use --calibrate {needed:,} or more", highlight=False)
+            note = rejection_note(cal.permutations, cal.alpha, m)
+            if note:
+                out_console.print(f"[yellow]note[/]: {escape(note)} (--calibrate)", highlight=False)
 
     drive("prhsim prh table", out_dir, overwrite=overwrite, quiet=quiet, as_json=False, compute=compute,
           write=write, report=report)

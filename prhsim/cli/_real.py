@@ -255,6 +255,12 @@ def eval_command(run, features, data, n_fit, permutations, alpha, as_json) -> No
             tail += (f"   calibrated {cal['calibrated']:.4f} (tau {cal['tau']:.4f}, p = {cal['p_value']:.3g} over "
                      f"{result['calibration']['permutations']:,} permutations)")
         out.print(escape(f"  {label:<20s} {value:.4f}{tail}"), highlight=False)
+    calibration = result.get("calibration") or {}
+    if calibration.get("permutations"):
+        from prhsim.metrics import rejection_note
+
+        note = rejection_note(calibration["permutations"], calibration["alpha"])
+        print_notes([note] if note else [], quiet=False)
 
 
 @real.command("features")

@@ -52,6 +52,8 @@ from prhsim.metrics._calibrate import (
     Calibration as Calibration,
     calibrate as calibrate,
     calibrated_protocol as calibrated_protocol,
+    permutations_needed as permutations_needed,
+    rejection_note as rejection_note,
     holm as holm,
 )
 from prhsim.metrics._svcca import svcca as svcca
@@ -84,6 +86,8 @@ __all__ = [
     "Calibration",
     "calibrate",
     "calibrated_protocol",
+    "permutations_needed",
+    "rejection_note",
     "holm",
     "cknna",
     "cknna_agnostic",

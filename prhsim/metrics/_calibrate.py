@@ -210,6 +210,27 @@ def calibrated_protocol(feats_a: Any, feats_b: Any, *, permutations: int | np.nd
     return score._replace(calibration=calibration)
 
 
+def permutations_needed(alpha: float, tests: int = 1) -> int:
+    """The smallest K whose smallest p-value ``1/(K + 1)`` reaches ``alpha/tests`` (a level, or Holm's first threshold
+    over ``tests`` p-values): ``⌈tests/alpha⌉ − 1`` (evaluated up to 1e-9, as the critical value's rank is)."""
+    alpha = check_alpha(alpha)
+    if isinstance(tests, bool) or not isinstance(tests, Integral) or tests < 1:
+        raise ValueError(f"tests must be a positive integer, got {tests!r}")
+    return max(1, math.ceil(int(tests) / alpha - 1e-9) - 1)
+
+
+def rejection_note(permutations: int, alpha: float, tests: int = 1) -> str | None:
+    """The note every calibrated report prints when K permutations cannot reject at all: its smallest p-value
+    ``1/(K + 1)`` is above ``alpha`` (or Holm's first threshold ``alpha/tests``), so a calibrated score of 0 says
+    nothing about the pair; None when K suffices."""
+    needed = permutations_needed(alpha, tests)
+    if permutations >= needed:
+        return None
+    level = f"alpha {alpha:g}" if tests == 1 else f"Holm's first threshold alpha/{tests} = {alpha / tests:.3g}"
+    return (f"K = {permutations:,} permutations cannot reject at {level}: the smallest p-value is 1/(K + 1) = "
+            f"{1 / (permutations + 1):.3g}; use K >= {needed:,}")
+
+
 def holm(p_values: Any, alpha: float = 0.05) -> np.ndarray:
     """Holm's step-down correction: which of m p-values reach α with the family-wise error held at α.
 

@@ -205,6 +205,9 @@ def test_the_command_line_trains_resumes_and_evaluates(data, tmp_path):
     table = runner.invoke(main, ["real", "eval", str(run), "--n-fit", "10"])
     assert table.exit_code == 0 and "R@1 text -> image" in table.output and "chance" in table.output
     assert "calibrated" in table.output and "over 1,000 permutations" in table.output
+    assert "cannot reject" not in table.output
+    few = runner.invoke(main, ["real", "eval", str(run), "--n-fit", "10", "--calibrate", "1"])
+    assert few.exit_code == 0 and "K = 1 permutations cannot reject at alpha 0.05" in few.output.replace("\n", " ")
 
 
 def test_a_registered_metric_is_in_real_eval(data, tmp_path):

@@ -65,7 +65,7 @@ from prhsim.experiments.sweeps._calibration_draws import (
     view_draw,
     width_draw,
 )
-from prhsim.metrics import PRH_METRICS, calibrate
+from prhsim.metrics import PRH_METRICS, calibrate, rejection_note
 
 #: The gridscene of every family but the noise ones (its default: 4x4 grid, two objects, 20,736 states).
 WORLD = "gridscene(4, objects=2)"
@@ -246,9 +246,8 @@ def _check(samples: int, permutations: int, alpha: float, knn_k: int, metrics: t
         raise ValueError(f"eps must lie in (0, 1) (a bad view; 1 is the good view), got {eps}")
     if not 0.0 < signal_cka <= 1.0:
         raise ValueError(f"signal_cka must lie in (0, 1], got {signal_cka}")
-    if permutations < 1 or exact_level(alpha, permutations) <= 0.0:
-        raise ValueError(f"permutations = {permutations} cannot reject at alpha = {alpha}: the smallest p-value is "
-                         f"1/(K + 1); use K >= {math.ceil(1.0 / alpha)}")
+    if rejection_note(permutations, alpha) is not None:  # K + 1 < 1/alpha: exact_level(alpha, K) = 0
+        raise ValueError(rejection_note(permutations, alpha))
     if 2 * knn_k >= samples:
         raise ValueError(f"knn_k = {knn_k} needs more than {2 * knn_k} samples, got samples = {samples}")
     if not metrics:
@@ -513,9 +512,8 @@ class CalibrationSettings(Settings):
             raise ValueError(f"unknown metric {unknown[0]!r}; the metrics are {', '.join(PRH_METRICS)}")
         if len(set(self.metrics)) != len(self.metrics):
             raise ValueError(f"metrics must be distinct, got {self.metrics}")
-        if exact_level(self.alpha, self.permutations) <= 0.0:
-            raise ValueError(f"permutations = {self.permutations} cannot reject at alpha = {self.alpha}: the smallest "
-                             f"p-value is 1/(K + 1); use K >= {math.ceil(1.0 / self.alpha)}")
+        if rejection_note(self.permutations, self.alpha) is not None:
+            raise ValueError(rejection_note(self.permutations, self.alpha))
         return self
 
 

@@ -284,7 +284,8 @@ def test_the_figure_draws_every_panel(small):
     (["--set", "alpha=1.5"], "alpha: Input should be less than 1"),
     (["--set", "alpha=0"], "alpha: Input should be greater than 0"),
     (["--set", 'metrics=["cka"]'], "unknown metric 'cka'"),
-    (["--set", "permutations=9"], "permutations = 9 cannot reject at alpha = 0.05"),
+    (["--set", "permutations=9"],
+     "K = 9 permutations cannot reject at alpha 0.05: the smallest p-value is 1/(K + 1) = 0.1; use K >= 19"),
     (["--set", "widths=[2]"], "widths[0]: Input should be greater than or equal to 4"),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, args, message):
