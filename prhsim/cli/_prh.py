@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -409,6 +410,13 @@ def extract(model: Path, data: Path, out: Path, layers: str, pool: str, batch_si
                                        notes=lambda line: print_notes([line], quiet=quiet))
     except (DataError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    except KeyboardInterrupt:
+        shards = out.with_name(out.name + ".shards")
+        kept = any(shards.glob("*.pt")) if shards.is_dir() else False
+        click.echo(f"prhsim prh extract: interrupted; {out} was not written"
+                   + (f"; the finished shards stay in {shards}: the same command resumes from them" if kept else ""),
+                   err=True)
+        sys.exit(130)
     if not quiet:
         n, depth, width = summary.shape
         console().print(escape(f"wrote {out}: {n:,} inputs x {depth} layers x {width} features ({summary.kind} model "

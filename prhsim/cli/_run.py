@@ -81,7 +81,7 @@ def run(uncentred, learner, sets, config_file, out, overwrite, no_figures, table
       prhsim run --views bad --eps 0.1
       prhsim run --world torus --shape 8,12 --k 2
       prhsim run --world ring --n 64 --learner all --steps 1000
-      prhsim run --config my.toml --set world.laziness=0.3 --out runs/mine
+      prhsim run --config my.toml --set world.size=5 --out runs/mine
     `prhsim worlds` lists every world kind with its settings, defaults and ranges.
     """
     from prhsim.experiments import (

@@ -143,4 +143,11 @@ def _labels(path: Path | str, rows: int) -> np.ndarray:
         raise DataError(f"{path}: not a .npy array of labels ({str(exc).splitlines()[0]})") from None
     if labels.shape != (rows,):
         raise DataError(f"{path}: expected one label per row, shape ({rows},), got {labels.shape}")
-    return labels
+    if np.issubdtype(labels.dtype, np.integer) or labels.dtype == bool:
+        return labels
+    floating = np.issubdtype(labels.dtype, np.floating)
+    whole = np.isfinite(labels) & (labels == np.round(labels)) if floating else np.zeros(labels.shape, dtype=bool)
+    if not np.all(whole):  # 3.0 is class 3; 3.7, nan or a string is no class
+        raise DataError(f"{path}: labels must be integer classes, got {labels.dtype} values such as "
+                        f"{labels[~whole][0]!r}")
+    return labels.astype(np.int64)

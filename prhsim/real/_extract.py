@@ -250,8 +250,7 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
     mask_all = _mask(lengths, pad_left) if kind == "text" else None
     losses = _losses(torch.cat(nats), torch.cat(counts), inputs) if scored else None
     _write(out, feats, mask_all, num_params, chosen, pool, losses)
-    if shards is not None:
-        shutil.rmtree(shards, ignore_errors=True)
+    shutil.rmtree(shard_folder(out), ignore_errors=True)  # its shards, or a stopped sharded run's: the output is whole
     return ExtractSummary(out, tuple(feats.shape), chosen, pool, kind, str(config.model_type), num_params,
                           time.perf_counter() - started, losses["loss"] if losses else None,
                           losses["bpb"] if losses else None, estimate)

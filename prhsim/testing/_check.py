@@ -225,8 +225,14 @@ def load_world(spec: str | Path) -> World:
         module, _, name = text.partition(":")
         try:
             factory = getattr(importlib.import_module(module), name)
+        except SyntaxError as exc:  # the module itself: name its file and line
+            raise ValueError(f"{text}: cannot import {module!r}: a syntax error in {exc.filename}, line {exc.lineno}: "
+                             f"{exc.msg}") from None
         except (ImportError, AttributeError) as exc:
             raise ValueError(f"{text}: cannot import {name!r} from {module!r} ({type(exc).__name__}: {exc})") from None
+        except Exception as exc:  # the module raised while it was imported
+            raise ValueError(f"{text}: importing {module!r} failed ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
         try:
             world = factory()
         except Exception as exc:

@@ -76,10 +76,14 @@ def test_an_invalid_world_file_is_one_line(tmp_path, case, message):
 def test_a_bad_entry_point_and_a_huge_world_are_one_line(tmp_path, monkeypatch):
     (tmp_path / "bad_worlds.py").write_text("from prhsim.worlds import ring\n\ndef big():\n    return ring(1000)\n\n"
                                             "def nothing():\n    return 3\n")
+    (tmp_path / "broken_worlds.py").write_text("from prhsim.worlds import ring\n\ndef office(:\n    return ring(8)\n")
+    (tmp_path / "raising_worlds.py").write_text("raise RuntimeError('no data here')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     for spec, message in (("bad_worlds:big", "the world has 1,000 states"),
                           ("bad_worlds:nothing", "returned int, not a prhsim World"),
-                          ("bad_worlds:absent", "cannot import 'absent' from 'bad_worlds'")):
+                          ("bad_worlds:absent", "cannot import 'absent' from 'bad_worlds'"),
+                          ("broken_worlds:office", f"a syntax error in {tmp_path / 'broken_worlds.py'}, line 3"),
+                          ("raising_worlds:office", "importing 'raising_worlds' failed (RuntimeError: no data here)")):
         res = CliRunner().invoke(main, ["check", "--world-file", spec])
         assert res.exit_code == 2 and message in res.output and len(res.output.strip().splitlines()) == 1, spec
 

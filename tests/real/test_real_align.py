@@ -81,6 +81,14 @@ def test_the_command_prints_the_scores_and_every_problem_is_one_line(files, tmp_
         bad = runner.invoke(main, ["real", "align", "--unpaired", str(files / "a.npy"), str(files / "b.npy"), *args])
         assert bad.exit_code == 2 and message in bad.output and len(bad.output.strip().splitlines()) == 1, bad.output
     assert (tmp_path / "kept.npz").read_bytes() == b"keep me"
+    np.save(tmp_path / "float_classes.npy", (np.arange(300) % 30).astype(float))  # 3.0 is class 3
+    np.save(tmp_path / "fractions.npy", np.linspace(0, 1, 300))
+    labelled = ["real", "align", "--unpaired", str(files / "a.npy"), str(files / "b.npy"), "--dim", "3",
+                "--labels-a", str(files / "la.npy"), "--labels-b"]
+    same = runner.invoke(main, [*labelled, str(tmp_path / "float_classes.npy")])
+    assert same.exit_code == 0 and same.output == table.output
+    bad = runner.invoke(main, [*labelled, str(tmp_path / "fractions.npy")])
+    assert bad.exit_code == 2 and "labels must be integer classes, got float64 values such as" in bad.output
     replaced = runner.invoke(main, ["real", "align", "--unpaired", str(files / "a.npy"), str(files / "b.npy"), "--dim",
                                     "3", "--out", str(tmp_path / "kept.npz"), "--overwrite"])
     assert replaced.exit_code == 0 and "map" in np.load(tmp_path / "kept.npz").files

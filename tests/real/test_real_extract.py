@@ -437,6 +437,28 @@ def test_extraction_resumes_from_its_shards(models, data, tmp_path, monkeypatch)
     assert got["layers"] == expected["layers"] and got["num_params"] == expected["num_params"]
 
 
+def test_an_interrupted_extraction_exits_130_naming_its_shards_and_a_whole_rerun_removes_them(models, data, tmp_path,
+                                                                                                monkeypatch):
+    import prhsim.real._extract as module
+    from prhsim.real._extract_cache import save_shard, shard_folder
+
+    captions, out = data / "dataset_tiny.json", tmp_path / "stopped.pt"
+
+    def save_then_stop(path, *args):
+        save_shard(path, *args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "save_shard", save_then_stop)
+    stopped = _cli("--model", models["bert"], "--data", captions, "--out", out, "--batch-size", 2, "--shard-size", 2)
+    assert stopped.exit_code == 130 and "Aborted" not in stopped.output
+    assert f"interrupted; {out} was not written; the finished shards stay in {shard_folder(out)}" in \
+        stopped.output.replace("\n", "")
+    monkeypatch.setattr(module, "save_shard", save_shard)
+    whole = _cli("--model", models["bert"], "--data", captions, "--out", out, "--batch-size", 2)  # no --shard-size
+    assert whole.exit_code == 0, whole.output
+    assert out.is_file() and not shard_folder(out).exists()  # the stale shards do not outlive the whole output
+
+
 # ---------------------------------------------------------------- a decoder's next-token loss and bits per byte
 
 
