@@ -66,7 +66,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from prhsim._budget import ensure_fits
-from prhsim.io import atomic_file
+from prhsim.io import OutputError, atomic_file, check_out_file
 from prhsim.real._devices import torch_device
 from prhsim.real._extract_cache import features_key, read_shard, save_shard, shard_folder
 from prhsim.real._extract_cost import image_tokens, model_dims, peak_bytes, token_counts, weight_bytes
@@ -132,6 +132,10 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
         raise DataError(f"{out}: the features file must end in {', '.join(OUT_SUFFIXES)}")
     if out.exists() and not overwrite:
         raise DataError(f"{out} exists; pass --overwrite to replace it")
+    try:  # a folder that cannot take the file (read-only, or a file on the way) is refused before the model loads
+        check_out_file(out, overwrite=overwrite)
+    except OutputError as exc:
+        raise DataError(str(exc)) from None
     if not (model / "config.json").is_file():
         raise DataError(f"{model}: not a Hugging Face checkpoint directory (expected config.json and weights)")
     if not data.exists():
@@ -155,6 +159,7 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
     reader = _reader(model, kind)
     causal = kind == "text" and is_decoder(config)
     if kind == "text":
+        check_known_tokens(reader, inputs, model)
         limit = _max_length(reader, config, max_length)
         pad_left = getattr(reader, "padding_side", "right") == "left"
         tokens, every_token = token_counts(reader, inputs, limit)
@@ -247,6 +252,9 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
                 nats.append(scores[0])
                 counts.append(scores[1])
     feats = torch.cat(rows).contiguous()
+    if notes is not None and feats.shape[0] > 1 and bool(torch.all(feats == feats[:1])):
+        notes(f"every one of the {feats.shape[0]:,} extracted rows is identical: the features cannot tell the "
+              "inputs apart (check the tokenizer and the data)")
     mask_all = _mask(lengths, pad_left) if kind == "text" else None
     losses = _losses(torch.cat(nats), torch.cat(counts), inputs) if scored else None
     _write(out, feats, mask_all, num_params, chosen, pool, losses)
@@ -316,11 +324,25 @@ def _line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+#: The files a Hugging Face tokenizer is read from (one of them, or a pair as vocab.json + merges.txt); without any,
+#: transformers builds an empty tokenizer that reads every word as its unknown token.
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")
+#: The share of a dataset's tokens (a sample of its texts) that may be the tokenizer's unknown token.
+UNKNOWN_SHARE = 0.5
+#: Texts of the dataset the unknown-token share is measured on.
+UNKNOWN_SAMPLE = 256
+
+
 def _reader(model: Path, kind: str):
     """The checkpoint's tokenizer (padding with its end-of-sequence or unknown token if it has no padding token)
-    or image processor, or a one-line DataError."""
+    or image processor, or a one-line DataError (a text checkpoint without tokenizer files is refused before
+    transformers would build an empty tokenizer)."""
     from transformers import AutoImageProcessor, AutoTokenizer
 
+    if kind == "text" and not any((model / name).is_file() for name in TOKENIZER_FILES):
+        raise DataError(f"{model}: no tokenizer beside the weights (none of {', '.join(TOKENIZER_FILES)}): every "
+                        "word would be read as unknown; save the checkpoint's tokenizer into the folder")
     with silent_transformers():
         try:
             if kind == "text":
@@ -337,6 +359,20 @@ def _reader(model: Path, kind: str):
             raise DataError(f"{model}: the tokenizer has no padding, end-of-sequence or unknown token to pad with")
         reader.pad_token = fallback  # padded positions are masked out: which token pads does not matter
     return reader
+
+
+def check_known_tokens(reader, texts: Sequence[str], model: Path) -> None:
+    """Refuse (DataError) a tokenizer that reads more than :data:`UNKNOWN_SHARE` of the tokens of a sample of
+    ``texts`` as its unknown token: its features would not tell the texts apart."""
+    unknown = getattr(reader, "unk_token_id", None)
+    if unknown is None or not texts:
+        return
+    ids = reader(list(texts[:UNKNOWN_SAMPLE]), add_special_tokens=False)["input_ids"]
+    total = sum(len(row) for row in ids)
+    share = sum(row.count(unknown) for row in ids) / total if total else 0.0
+    if share > UNKNOWN_SHARE:
+        raise DataError(f"{model}: its tokenizer reads {share:.0%} of the data's tokens as unknown "
+                        f"({reader.unk_token!r}): not this model's tokenizer, or not its language")
 
 
 def _head_loaded(net, info: dict) -> bool:

@@ -692,3 +692,60 @@ def test_a_long_extraction_says_so_before_it_starts_and_a_short_one_does_not(mod
                                       "--device", "cpu", "--knn-k", "2", "--out", str(tmp_path / "table")])
     assert table.exit_code == 0, table.output
     assert "note: bert: this extraction may take minutes" in table.output
+
+
+def test_a_text_checkpoint_without_its_tokenizer_or_with_a_foreign_one_is_refused_before_loading(models, data,
+                                                                                                  tmp_path,
+                                                                                                  monkeypatch):
+    """Without tokenizer files transformers would build an empty tokenizer and every row would come out the same;
+    a tokenizer that reads most of the data as unknown is refused too. Both before the network loads."""
+    import shutil
+
+    import prhsim.real._extract as module
+    from tokenizers import Tokenizer, models as tok_models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the network was loaded")
+
+    monkeypatch.setattr(module, "_network", no_network)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(models["bert"] / name, bare / name)
+    refused = _cli("--model", bare, "--data", data / "dataset_tiny.json", "--out", tmp_path / "f.pt")
+    assert refused.exit_code == 2 and "no tokenizer beside the weights" in refused.output
+    assert len(refused.output.strip().splitlines()) == 1
+    foreign = tmp_path / "foreign"
+    shutil.copytree(bare, foreign)
+    digits = Tokenizer(tok_models.WordLevel({"[UNK]": 0, "[PAD]": 1, "7": 2}, unk_token="[UNK]"))
+    digits.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=digits, unk_token="[UNK]", pad_token="[PAD]").save_pretrained(foreign)
+    unknown = _cli("--model", foreign, "--data", data / "dataset_tiny.json", "--out", tmp_path / "g.pt")
+    assert unknown.exit_code == 2 and "reads 100% of the data's tokens as unknown" in unknown.output.replace("\n", " ")
+    assert not (tmp_path / "f.pt").exists() and not (tmp_path / "g.pt").exists()
+
+
+def test_identical_extracted_rows_are_noted(models, tmp_path):
+    """Rows that all come out the same (here: the same caption four times) are said, not silently written."""
+    import json as _json
+
+    data = tmp_path / "same.jsonl"
+    data.write_text("".join(_json.dumps({"text": "a red square"}) + "\n" for _ in range(4)))
+    same = _cli("--model", models["bert"], "--data", data, "--out", tmp_path / "same.pt", "--batch-size", 2)
+    assert same.exit_code == 0 and "every one of the 4 extracted rows is identical" in same.output.replace("\n", " ")
+    data.write_text("".join(_json.dumps({"text": t}) + "\n" for t in ("a red square", "a blue circle")))
+    differ = _cli("--model", models["bert"], "--data", data, "--out", tmp_path / "differ.pt")
+    assert differ.exit_code == 0 and "rows is identical" not in differ.output
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_loading(models, data, tmp_path, monkeypatch):
+    import prhsim.real._extract as module
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the network was loaded")
+
+    monkeypatch.setattr(module, "_network", no_network)
+    (tmp_path / "plain").write_text("a file")
+    under = _cli("--model", models["bert"], "--data", data / "dataset_tiny.json", "--out", tmp_path / "plain" / "f.pt")
+    assert under.exit_code == 2 and "plain" in under.output and len(under.output.strip().splitlines()) == 1
