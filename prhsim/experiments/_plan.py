@@ -54,6 +54,10 @@ DENSE_FACTOR_UP_TO = 2_000
 FLOPS = 1e9
 #: Peak of the PRH sample metrics of a pair in N x N float tables (similarity blocks, selections, kernels).
 PAIR_METRIC_COPIES = 4
+#: Seconds of one permutation of one pair's calibrated metrics (mutual k-NN and linear CKA) per sample row, measured on
+#: a shared 2-core CPU: the default run with --calibrate 3000 (3 pairs of 2,000 rows, k = 32) took 2.8 s beyond the
+#: uncalibrated run (1.2 s).
+CALIBRATION_ROW_SECONDS = 1.6e-7
 #: Peak of an SGD learner in tables of seeds x n_m x k floats (params, Adam's moments, gradients, features, copies).
 LEARNER_TABLE_COPIES = 12
 #: Float operations per weight of an MLP on rendered minibatches, per pair and step (forward and backward), for the
@@ -253,6 +257,8 @@ def plan_run(config: RunConfig) -> RunPlan:
         stages.append(Stage(f"PRH sample metrics of {rows:,} paired observations",
                             PAIR_METRIC_COPIES * FLOAT * float(rows) ** 2, "use fewer modalities"))
         seconds += len(names) * (len(names) - 1) / 2 * 20.0 * float(rows) ** 2 * k_max / FLOPS
+        if config.calibrate:  # K permuted scores of each pair's calibrated metrics, O(rows) each
+            seconds += len(names) * (len(names) - 1) / 2 * config.calibrate * CALIBRATION_ROW_SECONDS * rows
     for objective in config.sgd_learners:
         for name, n_m, size in zip(names, modal.values(), obs):
             nbytes, work = _learner_cost(config, objective, n_m, k_max, size, len(w.factor_sizes) + 1)

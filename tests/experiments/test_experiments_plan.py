@@ -100,3 +100,16 @@ def test_the_plan_bounds_the_peak_resident_memory_of_the_run(sets):
 def test_time_classes(sets, label):
     # a ring of 10^5 states: Lanczos needs ~n iterations on its clustered top spectrum (gaps ~ 1/n^2)
     assert plan_run(config(*sets)).time_class == label
+
+
+def test_the_plan_counts_the_calibration_of_every_pair():
+    """--calibrate K adds K permutations of each pair's calibrated metrics on its sample rows (CALIBRATION_ROW_SECONDS
+    per row): the default world's 3 pairs of 2,000 rows at K = 100,000 is minutes, not seconds."""
+    from prhsim.config import RunConfig
+    from prhsim.experiments._plan import CALIBRATION_ROW_SECONDS
+
+    base = plan_run(RunConfig())
+    for K in (1000, 100_000):
+        plan = plan_run(RunConfig(calibrate=K))
+        assert plan.seconds - base.seconds == pytest.approx(3 * K * CALIBRATION_ROW_SECONDS * 2000, rel=1e-12)
+    assert plan_run(RunConfig(calibrate=100_000)).time_class == "minutes" and base.time_class == "seconds"
