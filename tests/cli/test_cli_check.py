@@ -107,3 +107,21 @@ def test_examples_and_seed_are_checked():
         check_theorem(examples=0)
     with pytest.raises(ValueError, match="seed must be an integer"):
         check_theorem(seed="a")
+
+
+def test_a_long_check_says_so_before_it_starts_and_every_check_counts_its_claims(monkeypatch):
+    """--examples 100000 is hours at the measured rate: the note comes before any work (the check itself stubbed
+    here); a short check reports each claim as it starts, counted."""
+    import prhsim.testing as testing
+    from prhsim.cli._check import EXAMPLE_SECONDS
+
+    monkeypatch.setattr(testing, "check_theorem", lambda **kwargs: [])
+    long = CliRunner().invoke(main, ["check", "--examples", "100000"])
+    assert long.exit_code == 0
+    hours = EXAMPLE_SECONDS * 100_000 * len(testing.CLAIMS)
+    assert f"this check may take hours: {len(testing.CLAIMS)} claims x 100,000 examples (about {hours:,.0f} s" in \
+        long.output.replace("\n", " ")
+    monkeypatch.undo()
+    short = CliRunner().invoke(main, ["check", "--examples", "2"])
+    assert short.exit_code == 0 and "may take" not in short.output
+    assert f"{len(testing.CLAIMS)} claims checked" in short.output and "checking §1.1" in short.output
