@@ -102,6 +102,8 @@ def _common_options(sweep: Any, model: type[BaseModel]):
                          help="Where the cells run: this machine's processes, or Ray (pip install 'prhsim[ray]')."),
             click.option("--address", default=None, metavar="HOST:PORT",
                          help="A running Ray cluster to send the cells to (with --executor ray)."),
+            click.option("--insist", is_flag=True, default=False,
+                         help="Run a sweep whose estimate is beyond the week-long horizon (refused otherwise)."),
             click.option("--resume", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
                          help="Finish the sweep of --out DIR that stopped: its settings, and only the cells not "
                               "yet in DIR.cells."),
@@ -126,8 +128,8 @@ def _command(sweep: Any) -> click.Command:
 
     model = sweep.settings_model()
 
-    def command(config_file, sets, out, overwrite, no_figures, as_json, quiet, workers, executor, address, resume,
-                **flags) -> None:
+    def command(config_file, sets, out, overwrite, no_figures, as_json, quiet, workers, executor, address, insist,
+                resume, **flags) -> None:
         notes: list[str] = []
         try:
             sweep.check_requirements()
@@ -144,7 +146,8 @@ def _command(sweep: Any) -> click.Command:
             settings = resolve_settings(model, file_data, [*sets, *_shorthand(sweep, flags)],
                                         run_flag_values(sweep.run_flags, flags), notes)
             check_out_folder(out_dir, overwrite=overwrite)
-            notes += sweep.notes(settings, 1 if address is not None else workers)  # a cluster's machines: its own
+            notes += sweep.notes(settings, 1 if address is not None else workers,  # a cluster's machines: its own
+                                 insist=insist)
         except (ConfigError, OutputError, ValueError) as exc:
             raise UsageProblem(str(exc).splitlines()[0]) from None
         print_notes(notes, quiet=quiet)

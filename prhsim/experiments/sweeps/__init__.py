@@ -78,7 +78,7 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
           "The theory's rho_P against mutual k-NN, CKA, CKNNA and R@1 over controlled misalignment.",
           smoke=('--set', 'levels=4', '--set', 'samples=200'),
           exports=('MetricBridge', 'metric_bridge'),
-          long=('size=10', 'objects=2')),
+          long=('size=4', 'objects=2')),
     Sweep("calibration", _S + "_calibration", "CalibrationSettings", _S + "_calibration_figure:calibration_figure",
           "Raw against permutation-calibrated alignment scores where the answer is known: uniform null "
           "p-values, good and bad views, and the width and layer-search confounders.",

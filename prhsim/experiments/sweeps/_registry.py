@@ -124,16 +124,16 @@ class Sweep:
         """The sweep's rough time from its settings (no work done)."""
         return self.module_object().estimate(settings)
 
-    def plan(self, settings: BaseModel, workers: int = 1) -> Any:
+    def plan(self, settings: BaseModel, workers: int = 1, *, insist: bool = False) -> Any:
         """The sweep's cost plan on ``workers`` (:func:`prhsim.experiments.sweeps._cost.plan_sweep`: each running
-        cell's memory share, refusals before any work, the wall time's class)."""
+        cell's memory share, refusals before any work, the wall time's class and horizon)."""
         from prhsim.experiments.sweeps._cost import plan_sweep
 
-        return plan_sweep(self, settings, workers)
+        return plan_sweep(self, settings, workers, insist=insist)
 
-    def notes(self, settings: BaseModel, workers: int = 1) -> list[str]:
+    def notes(self, settings: BaseModel, workers: int = 1, *, insist: bool = False) -> list[str]:
         """The module's notes (its refusals first), then the time class where it is minutes or hours, on ``workers``."""
-        return list(self.plan(settings, workers).notes)
+        return list(self.plan(settings, workers, insist=insist).notes)
 
     def draw(self, result: Any) -> Any:
         module, _, function = self.figure.partition(":")

@@ -95,3 +95,21 @@ def test_workers_that_cannot_help_a_cell_too_large_for_the_whole_limit_get_its_o
     with memory_limit(0.8 * cell), pytest.raises(ResourceError) as refused:
         plan_sweep(EFFICIENCY, settings, 2)
     assert f"(limit {format_bytes(int(0.8 * cell))})" in str(refused.value) and "--workers" not in str(refused.value)
+
+
+def test_a_sweep_beyond_the_horizon_is_refused_unless_insisted_and_the_command_says_so_in_one_line(tmp_path):
+    from prhsim.experiments.sweeps._cost import HORIZON_SECONDS, BeyondHorizon
+
+    sweep = SWEEPS["calibration"]
+    huge = sweep.settings_model().model_validate({"samples": 20000, "permutations": 100000})
+    with pytest.raises(BeyondHorizon, match=r"^this sweep would take about [0-9,]+ days \(.*\), beyond the 7-day "
+                                            r"horizon: lower its settings, or pass --insist$"):
+        plan_sweep(sweep, huge)
+    plan = plan_sweep(sweep, huge, insist=True)
+    assert plan.seconds > HORIZON_SECONDS and any("may take hours" in note for note in plan.notes)
+    assert plan_sweep(sweep, sweep.settings_model()()).seconds < HORIZON_SECONDS  # the default runs without it
+    out = tmp_path / "cal"
+    refused = CliRunner().invoke(main, ["sweep", "calibration", "--set", "samples=20000", "--set",
+                                        "permutations=100000", "--out", str(out)])
+    assert refused.exit_code == 2 and "pass --insist" in refused.output
+    assert len(refused.output.strip().splitlines()) == 1 and not out.exists()
