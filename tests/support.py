@@ -79,3 +79,24 @@ def untimed(value):
     if isinstance(value, list):
         return [untimed(v) for v in value]
     return value
+
+
+def assert_cells_reduce_to_run(module, settings, *, seed: int = 1) -> dict:
+    """A sweep module's cells computed in a shuffled order (each record through JSON, as a worker sends it), put
+    back in the order of ``cells`` and reduced, give ``run``'s result field by field (timings aside). Returns
+    ``run``'s result as JSON values."""
+    import json
+    import random
+
+    coordinates = module.cells(settings)
+    order = list(range(len(coordinates)))
+    random.Random(seed).shuffle(order)
+    records = {i: json.loads(json.dumps(module.cell(settings, coordinates[i]))) for i in order}
+    assert all(r.get("seconds", 0.0) >= 0 for r in records.values())
+    reduced = module.reduce(settings, [records[i] for i in range(len(coordinates))]).model_dump(mode="json")
+    run = module.run(settings).model_dump(mode="json")
+    assert reduced.keys() == run.keys()
+    for key in run:
+        if key != "seconds":
+            assert untimed(reduced[key]) == untimed(run[key]), key
+    return run

@@ -84,6 +84,15 @@ def _ratio(top: float, left: float, right: float, convention: Convention, what: 
     return float(top / math.sqrt(left * right))
 
 
+def _masked(a: Any, b: Any, knn_k: Any, convention: Any, what: str, self_included: bool) -> tuple[np.ndarray, ...]:
+    """The checked convention, both kernels and both sides' neighbour masks."""
+    convention = check_convention(convention)
+    K, L = _kernels(a, b, convention, what)
+    k = check_knn_k(knn_k, K.shape[0])
+    return convention, K, L, neighbour_mask(K, k, self_included=self_included), \
+        neighbour_mask(L, k, self_included=self_included)
+
+
 def cknna_agnostic(a: Any, b: Any, *, knn_k: int = 10, convention: Convention = "prhsim") -> float:
     """Distance-agnostic CKNNA: shared neighbour pairs over √(N·k · N·k) (module docstring).
 
@@ -91,11 +100,9 @@ def cknna_agnostic(a: Any, b: Any, *, knn_k: int = 10, convention: Convention = 
     >>> round(cknna_agnostic(x, 2 * x, knn_k=5), 12)
     1.0
     """
-    convention = check_convention(convention)
-    K, L = _kernels(a, b, convention, "distance-agnostic CKNNA")
-    k = check_knn_k(knn_k, K.shape[0])
-    ma, mb = neighbour_mask(K, k, self_included=False), neighbour_mask(L, k, self_included=False)
-    return _ratio(float(np.sum(ma * mb)), float(ma.sum()), float(mb.sum()), convention, "distance-agnostic CKNNA")
+    what = "distance-agnostic CKNNA"
+    convention, _, _, ma, mb = _masked(a, b, knn_k, convention, what, self_included=False)
+    return _ratio(float(np.sum(ma * mb)), float(ma.sum()), float(mb.sum()), convention, what)
 
 
 def _hsic_biased(x: np.ndarray, y: np.ndarray) -> float:
@@ -112,10 +119,7 @@ def cknna_biased(a: Any, b: Any, *, knn_k: int = 10, convention: Convention = "p
     >>> round(cknna_biased(x, 2 * x, knn_k=5), 12)
     1.0
     """
-    convention = check_convention(convention)
-    K, L = _kernels(a, b, convention, "biased CKNNA")
-    k = check_knn_k(knn_k, K.shape[0])
-    ma, mb = neighbour_mask(K, k, self_included=True), neighbour_mask(L, k, self_included=True)
+    convention, K, L, ma, mb = _masked(a, b, knn_k, convention, "biased CKNNA", self_included=True)
     mab = ma * mb
     return _ratio(_hsic_biased(mab * K, mab * L), _hsic_biased(ma * K, ma * K), _hsic_biased(mb * L, mb * L),
                   convention, "biased CKNNA")

@@ -313,11 +313,8 @@ def test_the_defaults_are_the_documented_ones():
 # cells
 # --------------------------------------------------------------------------------------
 def test_cells_in_a_shuffled_order_reduce_to_the_library_s_result():
-    import json
-    import random
-
     from prhsim.experiments.sweeps import _calibration as calibration
-    from support import untimed
+    from support import assert_cells_reduce_to_run
 
     s = CalibrationSettings(samples=64, permutations=19, n_seeds=6, n_seeds_views=1, n_seeds_confounders=2,
                             widths=[4, 16], depths=[1, 2], knn_k=5, depth_width=4)
@@ -325,12 +322,4 @@ def test_cells_in_a_shuffled_order_reduce_to_the_library_s_result():
     assert coordinates == [{"family": "null"}, {"family": "views"}, {"family": "width", "width": 4},
                            {"family": "width", "width": 16}, {"family": "depth", "depth": 1},
                            {"family": "depth", "depth": 2}]
-    order = list(range(len(coordinates)))
-    random.Random(3).shuffle(order)
-    records = {i: json.loads(json.dumps(calibration.cell(s, coordinates[i]))) for i in order}  # JSON, as a worker's
-    reduced = calibration.reduce(s, [records[i] for i in range(len(coordinates))]).model_dump(mode="json")
-    direct = calibration.run(s).model_dump(mode="json")
-    assert set(reduced) == set(direct)
-    for key in direct:
-        if key != "seconds":
-            assert untimed(reduced[key]) == untimed(direct[key]), key
+    assert_cells_reduce_to_run(calibration, s, seed=3)

@@ -5,12 +5,11 @@ bad inputs."""
 from __future__ import annotations
 
 import math
-import random
 from collections import Counter
 
 import numpy as np
 import pytest
-from support import untimed
+from support import assert_cells_reduce_to_run
 
 from prhsim.experiments.sweeps._caption_scores import (
     ATTRIBUTES,
@@ -160,16 +159,7 @@ def test_cells_in_any_order_reduce_to_the_run():
     coordinates = sweep.cells(s)
     assert coordinates[:3] == [{"part": "decoder"}, {"part": "levels", "seed": 0}, {"part": "map", "seed": 0, "n_fit": 0}]
     assert len(coordinates) == 1 + 2 * (1 + 3)
-    order = list(range(len(coordinates)))
-    random.Random(1).shuffle(order)
-    records = {i: sweep.cell(s, coordinates[i]) for i in order}
-    assert all(r["seconds"] >= 0 for r in records.values())
-    reduced = sweep.reduce(s, [records[i] for i in range(len(coordinates))]).model_dump(mode="json")
-    run = sweep.run(s).model_dump(mode="json")
-    assert reduced.keys() == run.keys()
-    for key in run:
-        if key != "seconds":
-            assert untimed(reduced[key]) == untimed(run[key]), key
+    assert_cells_reduce_to_run(sweep, s)
 
 
 def test_a_map_gives_the_same_numbers_in_another_grid(setup):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import random
-
-from support import untimed
+from support import assert_cells_reduce_to_run
 
 from prhsim.experiments.sweeps import _ntp_ca as sweep
 
@@ -13,16 +11,7 @@ def test_cells_in_any_order_reduce_to_the_run():
     s = sweep.NtpCaSettings(strengths=[0.1, 1.0], worlds=3, restarts=1)
     coordinates = sweep.cells(s)
     assert coordinates == [{"world": 0}, {"world": 1}, {"world": 2}]
-    order = list(range(len(coordinates)))
-    random.Random(1).shuffle(order)
-    records = {i: sweep.cell(s, coordinates[i]) for i in order}
-    assert all(r["seconds"] >= 0 for r in records.values())
-    reduced = sweep.reduce(s, [records[i] for i in range(len(coordinates))]).model_dump(mode="json")
-    run = sweep.run(s).model_dump(mode="json")
-    assert reduced.keys() == run.keys()
-    for key in run:
-        if key != "seconds":
-            assert untimed(reduced[key]) == untimed(run[key]), key
+    assert_cells_reduce_to_run(sweep, s)
 
 
 def test_a_world_gives_the_same_numbers_with_more_worlds():

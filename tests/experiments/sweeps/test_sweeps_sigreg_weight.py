@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from support import untimed
+from support import assert_cells_reduce_to_run
 
 from prhsim._extras import JAX_MODULES
 
@@ -21,13 +19,4 @@ def test_cells_in_any_order_reduce_to_the_run():
                                                    "training": {"steps": 50, "n_seeds": 1}})
     coordinates = sweep.cells(s)
     assert coordinates == [{"lam": 0.01}, {"lam": 0.1}]
-    order = list(range(len(coordinates)))
-    random.Random(1).shuffle(order)
-    records = {i: sweep.cell(s, coordinates[i]) for i in order}
-    assert all(r["seconds"] >= 0 for r in records.values())
-    reduced = sweep.reduce(s, [records[i] for i in range(len(coordinates))]).model_dump(mode="json")
-    run = sweep.run(s).model_dump(mode="json")
-    assert reduced.keys() == run.keys()
-    for key in run:
-        if key != "seconds":
-            assert untimed(reduced[key]) == untimed(run[key]), key
+    assert_cells_reduce_to_run(sweep, s)
