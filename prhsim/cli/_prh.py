@@ -26,7 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from prhsim._budget import ResourceError, ensure_fits, format_bytes, time_notes
-from prhsim.io import OutputError, check_out_folder, json_text, save_png
+from prhsim.io import OutputError, check_out_file, check_out_folder, json_text, save_png
 from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
 from prhsim.cli._driver import drive, print_notes
@@ -207,13 +207,16 @@ def _is_entry(path: Path) -> bool:
 def _model_features(models: list[Path], data: Path, cache: Path, *, batch_size: int, device: str,
                     shard_size: int | None, quiet: bool) -> dict[Path, Path]:
     """The cached feature file of every checkpoint directory, extracted first where the cache has none."""
-    from prhsim.real import DataError, cached_features, data_digest
+    from prhsim.real import DataError, cached_features, check_extractable, data_digest
 
     found = {}
     try:
+        if not data.exists():
+            raise DataError(f"--data {data}: no such dataset file or image folder")
+        for model in models:  # every model folder checked before the first extraction
+            check_extractable(model, data)
+        check_out_file(cache / ".prhsim-probe", overwrite=True, flag="--cache")  # the cache can take the files
         with bar_reporter("prhsim prh table", quiet=quiet) as say:
-            if not data.exists():
-                raise DataError(f"--data {data}: no such dataset file or image folder")
             digest = data_digest(data)
             for model in models:
                 def progress(message, done=None, total=None, _name=model.name):
@@ -225,7 +228,7 @@ def _model_features(models: list[Path], data: Path, cache: Path, *, batch_size: 
                                                                                              quiet=quiet))
                 say(f"{model.name}: features {'cached' if hit else 'extracted'} ({path})")
                 found[model] = path
-    except (DataError, ValueError) as exc:
+    except (DataError, OutputError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     return found
 

@@ -49,6 +49,7 @@ from prhsim.real._image_features import encode_images as encode_images
 from prhsim.real._extract import (
     ExtractSummary as ExtractSummary,
     cached_features as cached_features,
+    check_extractable as check_extractable,
     extract_features as extract_features,
 )
 from prhsim.real._extract_cache import data_digest as data_digest, features_key as features_key
@@ -82,6 +83,7 @@ __all__ = [
     "export_synthetic",
     "extract_features",
     "cached_features",
+    "check_extractable",
     "forward_flops",
     "extraction_seconds",
     "features_key",

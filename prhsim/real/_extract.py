@@ -264,6 +264,33 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
                           losses["bpb"] if losses else None, estimate)
 
 
+def check_extractable(model: Path | str, data: Path | str) -> str:
+    """What :func:`extract_features` checks of a checkpoint and its data before loading any weights, without
+    loading them: a readable ``config.json``, a model kind that can be pooled, no image folder for a language
+    model, and a text checkpoint's tokenizer files. Returns the kind ("text" or "vision"); raises a one-line DataError otherwise (so a
+    command over several models refuses a bad one before extracting any)."""
+    from transformers import AutoConfig
+
+    model, data = Path(model), Path(data)
+    if not (model / "config.json").is_file():
+        raise DataError(f"{model}: not a Hugging Face checkpoint directory (expected config.json and weights)")
+    if not data.exists():
+        raise DataError(f"{data}: no such dataset file or image folder")
+    with silent_transformers():
+        try:
+            config = AutoConfig.from_pretrained(str(model), local_files_only=True)
+        except Exception as exc:  # a config transformers cannot read, in one line
+            raise DataError(f"{model}/config.json: not a config transformers can read ({_line(exc)})") from None
+    kind = model_kind(config)
+    if kind == "text" and looks_like_images(data):
+        raise DataError(f"{data}: a folder of images, but {model} is a language model ({config.model_type}): "
+                        "give it a caption dataset")
+    if kind == "text" and not any((model / name).is_file() for name in TOKENIZER_FILES):
+        raise DataError(f"{model}: no tokenizer beside the weights (none of {', '.join(TOKENIZER_FILES)}): every "
+                        "word would be read as unknown; save the checkpoint's tokenizer into the folder")
+    return kind
+
+
 def cached_features(model: Path | str, data: Path | str, cache: Path | str, *, layers: str | Sequence[int] = "all",
                     pool: str = "auto", batch_size: int = 32, max_length: int | None = None, device: str = "auto",
                     shard_size: int | None = None, digest: str | None = None,

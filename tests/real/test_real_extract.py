@@ -393,6 +393,24 @@ def test_table_model_folder_without_data_is_a_one_line_error(models, tmp_path):
     assert not (tmp_path / "t" / "results.json").exists()
 
 
+def test_table_refuses_a_bad_model_folder_or_cache_before_extracting_any(models, data, tmp_path, monkeypatch):
+    import shutil
+
+    folder = tmp_path / "zoo"
+    shutil.copytree(models["bert"], folder / "a-bert")
+    (folder / "b-broken").mkdir()
+    (folder / "b-broken" / "config.json").write_text("{ not json")
+    calls = _counting(monkeypatch)
+    broken = _table(folder, tmp_path / "t", "--data", data / "dataset_tiny.json")
+    _one_line_error(broken, "b-broken/config.json", "not a config transformers can read")
+    assert calls == []  # a-bert, first in order, was not extracted
+    shutil.rmtree(folder / "b-broken")
+    (tmp_path / "plain").write_text("a file")
+    cache = _table(folder, tmp_path / "t", "--data", data / "dataset_tiny.json", "--cache", tmp_path / "plain" / "c")
+    _one_line_error(cache, "--cache", "plain")
+    assert calls == [] and not (tmp_path / "t" / "results.json").exists()
+
+
 # ---------------------------------------------------------------- resuming by shard
 
 
