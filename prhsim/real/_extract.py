@@ -61,7 +61,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -77,6 +77,14 @@ from prhsim.real.data import DataError, image_paths, looks_like_images, read_tex
 
 #: Suffixes of the feature files written.
 OUT_SUFFIXES = (".pt", ".npy", ".safetensors")
+#: The files a Hugging Face tokenizer is read from (one of them, or a pair as vocab.json + merges.txt); without any,
+#: transformers builds an empty tokenizer that reads every word as its unknown token.
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")
+#: The share of a dataset's tokens (a sample of its texts) that may be the tokenizer's unknown token.
+UNKNOWN_SHARE = 0.5
+#: Texts of the dataset the unknown-token share is measured on.
+UNKNOWN_SAMPLE = 256
 
 
 @dataclass(frozen=True)
@@ -136,24 +144,10 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
         check_out_file(out, overwrite=overwrite)
     except OutputError as exc:
         raise DataError(str(exc)) from None
-    if not (model / "config.json").is_file():
-        raise DataError(f"{model}: not a Hugging Face checkpoint directory (expected config.json and weights)")
-    if not data.exists():
-        raise DataError(f"{data}: no such dataset file or image folder")
-
     import torch
-    from transformers import AutoConfig
 
-    with silent_transformers():
-        try:
-            config = AutoConfig.from_pretrained(str(model), local_files_only=True)
-        except Exception as exc:  # a config transformers cannot read, in one line
-            raise DataError(f"{model}/config.json: not a config transformers can read ({_line(exc)})") from None
-    kind = model_kind(config)
+    config, kind = _checkpoint(model, data)
     pool = resolve_pool(pool, kind, config)
-    if kind == "text" and looks_like_images(data):
-        raise DataError(f"{data}: a folder of images, but {model} is a language model ({config.model_type}): "
-                        "give it a caption dataset")
     inputs = read_texts(data) if kind == "text" else image_paths(data)
     dev = torch_device(device)
     reader = _reader(model, kind)
@@ -267,11 +261,15 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
 def check_extractable(model: Path | str, data: Path | str) -> str:
     """What :func:`extract_features` checks of a checkpoint and its data before loading any weights, without
     loading them: a readable ``config.json``, a model kind that can be pooled, no image folder for a language
-    model, and a text checkpoint's tokenizer files. Returns the kind ("text" or "vision"); raises a one-line DataError otherwise (so a
-    command over several models refuses a bad one before extracting any)."""
+    model, and a text checkpoint's tokenizer files. Returns the kind ("text" or "vision"); raises a one-line
+    DataError otherwise (so a command over several models refuses a bad one before extracting any)."""
+    return _checkpoint(Path(model), Path(data))[1]
+
+
+def _checkpoint(model: Path, data: Path) -> tuple[Any, str]:
+    """The checkpoint's config and kind, after :func:`check_extractable`'s checks."""
     from transformers import AutoConfig
 
-    model, data = Path(model), Path(data)
     if not (model / "config.json").is_file():
         raise DataError(f"{model}: not a Hugging Face checkpoint directory (expected config.json and weights)")
     if not data.exists():
@@ -288,7 +286,7 @@ def check_extractable(model: Path | str, data: Path | str) -> str:
     if kind == "text" and not any((model / name).is_file() for name in TOKENIZER_FILES):
         raise DataError(f"{model}: no tokenizer beside the weights (none of {', '.join(TOKENIZER_FILES)}): every "
                         "word would be read as unknown; save the checkpoint's tokenizer into the folder")
-    return kind
+    return config, kind
 
 
 def cached_features(model: Path | str, data: Path | str, cache: Path | str, *, layers: str | Sequence[int] = "all",
@@ -351,25 +349,12 @@ def _line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-#: The files a Hugging Face tokenizer is read from (one of them, or a pair as vocab.json + merges.txt); without any,
-#: transformers builds an empty tokenizer that reads every word as its unknown token.
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
-                   "tokenizer.model")
-#: The share of a dataset's tokens (a sample of its texts) that may be the tokenizer's unknown token.
-UNKNOWN_SHARE = 0.5
-#: Texts of the dataset the unknown-token share is measured on.
-UNKNOWN_SAMPLE = 256
-
-
 def _reader(model: Path, kind: str):
     """The checkpoint's tokenizer (padding with its end-of-sequence or unknown token if it has no padding token)
-    or image processor, or a one-line DataError (a text checkpoint without tokenizer files is refused before
-    transformers would build an empty tokenizer)."""
+    or image processor, or a one-line DataError (a text checkpoint without tokenizer files was refused before, by
+    :func:`check_extractable`'s checks)."""
     from transformers import AutoImageProcessor, AutoTokenizer
 
-    if kind == "text" and not any((model / name).is_file() for name in TOKENIZER_FILES):
-        raise DataError(f"{model}: no tokenizer beside the weights (none of {', '.join(TOKENIZER_FILES)}): every "
-                        "word would be read as unknown; save the checkpoint's tokenizer into the folder")
     with silent_transformers():
         try:
             if kind == "text":
