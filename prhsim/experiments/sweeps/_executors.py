@@ -85,7 +85,9 @@ def run_sweep(sweep: Any, settings: BaseModel, store: CellStore | None = None, *
         executor: "local" or "ray".
         address: ``HOST:PORT`` of a running Ray cluster (executor "ray" only).
         threads: with one local worker, cells computed at once on threads of this process (JAX and the BLAS
-            release the interpreter while they compute; a sweep whose settings hold ``threads`` gets them).
+            release the interpreter while they compute; a sweep whose settings hold ``threads`` gets them). Only
+            for cells that touch no process-wide state: ``warnings.catch_warnings`` in two threads at once, for
+            one, restores the other's filters.
         say: ``say(message, done=None, total=None)``, counted in cells.
 
     Raises:
