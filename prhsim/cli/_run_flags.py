@@ -16,7 +16,7 @@ import click
 from pydantic import BaseModel
 
 from prhsim.cli._options import parse_k, parse_shape
-from prhsim.config import WORLD_KINDS
+from prhsim.config import RUN_DEFAULT_EPS, WORLD_KINDS
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class RunFlag:
     type: Any = None
     metavar: str | None = None
     callback: Callable[..., Any] | None = None
+    unset: str | None = None  # what an unset setting (None in the model) means, for the help
 
     @property
     def dest(self) -> str:
@@ -39,7 +40,8 @@ class RunFlag:
         """The click option; its help names ``key`` and, from ``defaults`` (the command's default settings), the
         default value."""
         default = _at(defaults.model_dump(mode="json"), self.key) if defaults is not None else None
-        said = f"{self.key}" + (f", default {_shown(default)}" if default is not None else "")
+        shown = _shown(default) if default is not None else self.unset if defaults is not None else None
+        said = f"{self.key}" + (f", default {shown}" if shown is not None else "")
         return click.option(f"--{self.name}", self.dest, type=self.type, default=None, metavar=self.metavar,
                             callback=self.callback, help=f"{self.help} ({said}).")
 
@@ -50,7 +52,8 @@ RUN_FLAGS: dict[str, RunFlag] = {flag.name: flag for flag in (
     RunFlag("modalities", "modalities", "Number of modalities", int, "M"),
     RunFlag("views", "views", "good: nuisance resampled across the pair; bad: nuisance kept w.p. 1-eps",
             click.Choice(["good", "bad"])),
-    RunFlag("eps", "eps", "Bad view's resampling probability, for bad views", float, "EPS"),
+    RunFlag("eps", "eps", "Bad view's resampling probability, for bad views", float, "EPS",
+            unset=f"{RUN_DEFAULT_EPS:g}"),
     RunFlag("k", "k", "Number of features, or auto: the largest relative gap of K_Z in 1..32", None, "N|auto",
             parse_k),
     RunFlag("seed", "seed", "Seed for every random choice", int, "SEED"),
