@@ -51,6 +51,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from prhsim import __version__
+from prhsim._budget import ensure_fits
 from prhsim._types import Progress, as_progress
 from prhsim.config import Settings
 from prhsim.experiments._record import Record
@@ -550,6 +551,22 @@ def work_plan(n_metrics: int, n_seeds: int, n_seeds_views: int, n_seeds_confound
     return [("null", n_seeds, draw_units("null", n_metrics)), ("views", n_seeds_views, draw_units("views", n_metrics)),
             *(("width", n_seeds_confounders, draw_units("width", n_metrics, d)) for d in widths),
             *(("depth", n_seeds_confounders, draw_units("depth", n_metrics, L)) for L in depths)]
+
+
+#: Peak bytes of one cell per N² (N the samples), measured with tracemalloc: 29 (N = 2,000) and 25 (N = 3,000) for
+#: the width-512 family, 9 to 11 for the null family; and its N x width copies.
+CELL_BYTES_PER_N2 = 32
+CELL_COPIES_PER_WIDTH = 4
+
+
+def notes(s: CalibrationSettings) -> list[str]:
+    """Refuse (ResourceError) a cell that cannot fit, before any work: ``CELL_BYTES_PER_N2 · N² +
+    8 · CELL_COPIES_PER_WIDTH · N · max width`` bytes."""
+    n, width = float(s.samples), float(max([*s.widths, s.depth_width]))
+    ensure_fits(CELL_BYTES_PER_N2 * n * n + 8.0 * CELL_COPIES_PER_WIDTH * n * width,
+                f"a cell of {s.samples:,} samples (its N x N similarities, widths up to {int(width):,})",
+                "lower samples")
+    return []
 
 
 def estimate(s: CalibrationSettings) -> Any:

@@ -323,3 +323,30 @@ def test_cells_in_a_shuffled_order_reduce_to_the_library_s_result():
                            {"family": "width", "width": 16}, {"family": "depth", "depth": 1},
                            {"family": "depth", "depth": 2}]
     assert_cells_reduce_to_run(calibration, s, seed=3)
+
+
+def test_a_cell_that_cannot_fit_is_refused_before_any_work_and_the_estimate_bounds_a_measured_cell():
+    import tracemalloc
+
+    from prhsim import memory_limit
+    from prhsim._budget import ResourceError
+    from prhsim.experiments.sweeps import SWEEPS, plan_sweep
+    from prhsim.experiments.sweeps import _calibration as calibration
+
+    sweep = SWEEPS["calibration"]
+    with memory_limit(6e9):
+        with pytest.raises(ResourceError, match=r"^a cell of 20,000 samples .* would need 13.1 GB \(limit 6 GB\); "
+                                                r"lower samples$"):
+            plan_sweep(sweep, CalibrationSettings(samples=20000))
+        plan_sweep(sweep, CalibrationSettings())  # the defaults fit
+    s = CalibrationSettings(samples=1000, permutations=19, n_seeds=1, n_seeds_views=1, n_seeds_confounders=1,
+                            widths=[512], depths=[2])
+    bound = calibration.CELL_BYTES_PER_N2 * 1000**2 + 8 * calibration.CELL_COPIES_PER_WIDTH * 1000 * 512
+    for coordinates in calibration.cells(s):
+        tracemalloc.start()
+        try:
+            calibration.cell(s, coordinates)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak <= bound, (coordinates, peak, bound)
