@@ -43,7 +43,8 @@ def test_a_cell_that_cannot_fit_alone_is_refused_with_the_sweep_s_own_message():
     settings, cell = _efficiency()
     with memory_limit(0.5 * cell), pytest.raises(ResourceError) as refused:
         plan_sweep(EFFICIENCY, settings, 4)
-    assert str(refused.value).startswith("the training records of the largest budget") and "--workers" not in str(refused.value)
+    message = str(refused.value)
+    assert message.startswith("the training records of the largest budget") and "--workers" not in message
 
 
 def test_workers_beyond_the_cells_do_not_divide_the_limit_and_the_time_is_over_the_workers():
@@ -76,7 +77,8 @@ def test_every_running_cell_computes_under_its_share(monkeypatch):
         run_sweep(BAD_VIEW, settings)
         assert seen == [6 * 10**9] * 3
     seen.clear()
-    cell_task(BAD_VIEW.module, BAD_VIEW.settings, settings.model_dump(mode="json"), 0, {"eps": 0.2}, None, 7 * 10**9 + 1)
+    cell_task(BAD_VIEW.module, BAD_VIEW.settings, settings.model_dump(mode="json"), 0, {"eps": 0.2}, None,
+              7 * 10**9 + 1)
     assert seen == [7 * 10**9 + 1]
 
 
@@ -105,14 +107,15 @@ def test_a_sweep_beyond_the_horizon_is_refused_unless_insisted_and_the_command_s
 
     sweep = SWEEPS["calibration"]
     huge = sweep.settings_model().model_validate({"samples": 20000, "permutations": 100000})
-    with pytest.raises(BeyondHorizon, match=r"^this sweep would take about [0-9,]+ days \(.*\), beyond the 7-day "
-                                            r"horizon: lower its settings, or pass --insist$"):
-        plan_sweep(sweep, huge)
-    plan = plan_sweep(sweep, huge, insist=True)
+    with memory_limit(1e12):  # memory enough: the time is what refuses it
+        with pytest.raises(BeyondHorizon, match=r"^this sweep would take about [0-9,]+ days \(.*\), beyond the 7-day "
+                                                r"horizon: lower its settings, or pass --insist$"):
+            plan_sweep(sweep, huge)
+        plan = plan_sweep(sweep, huge, insist=True)
     assert plan.seconds > HORIZON_SECONDS and any("may take hours" in note for note in plan.notes)
     assert plan_sweep(sweep, sweep.settings_model()()).seconds < HORIZON_SECONDS  # the default runs without it
     out = tmp_path / "cal"
     refused = CliRunner().invoke(main, ["sweep", "calibration", "--set", "samples=20000", "--set",
-                                        "permutations=100000", "--out", str(out)])
+                                        "permutations=100000", "--memory-limit", "1000", "--out", str(out)])
     assert refused.exit_code == 2 and "pass --insist" in refused.output
     assert len(refused.output.strip().splitlines()) == 1 and not out.exists()
