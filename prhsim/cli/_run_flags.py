@@ -66,8 +66,9 @@ RUN_FLAGS: dict[str, RunFlag] = {flag.name: flag for flag in (
     RunFlag("seeds", "training.n_seeds", "SGD seeds per learner and modality", int, "S"),
     RunFlag("encoder", "training.encoder", "SGD encoder: one vector per state, or an MLP on the observation; auto: a "
             "table unless a modal world exceeds 5,000,000 states", click.Choice(["auto", "tabular", "mlp"])),
-    RunFlag("memory-limit", "memory_limit_gb", "Refuse work whose estimated peak memory exceeds GB; unset, half of this "
-            "machine's", click.FloatRange(min=0, min_open=True), "GB"),
+    RunFlag("memory-limit", "memory_limit_gb",
+            "Refuse work whose estimated peak memory exceeds GB; unset, half of this machine's",
+            click.FloatRange(min=0, min_open=True), "GB"),
 )}
 
 

@@ -10,14 +10,16 @@ index:
 
       CKNNA_agnostic = Σ_ij M^ab_ij / √(Σ_ij M^aa_ij · Σ_ij M^bb_ij)
 
-  with ``M^ab_ij = 1[j ∈ N_k^a(i) and j ∈ N_k^b(i)]``, ``M^aa_ij = 1[j ∈ N_k^a(i)]``, ``M^bb_ij = 1[j ∈ N_k^b(i)]``.
+  with ``M^ab_ij = 1[j ∈ N_k^a(i) and j ∈ N_k^b(i)]``, ``M^aa_ij = 1[j ∈ N_k^a(i)]`` and
+  ``M^bb_ij = 1[j ∈ N_k^b(i)]``.
   Each normaliser's count is N·k, so it is the mean fraction of shared neighbours: mutual k-NN on the same
   neighbour lists.
 
 * **biased CKNNA** applies the biased HSIC ``hsic_b(A, B) = tr(A H B H)`` (``H = I − 11ᵀ/N``) to the masked,
   uncentred kernels, the neighbours including the row itself (``N°_k(i)``: the k largest ``K_ij`` over all j)::
 
-      CKNNA_biased = hsic_b(M°ab ∘ K, M°ab ∘ L) / √(hsic_b(M°aa ∘ K, M°aa ∘ K) · hsic_b(M°bb ∘ L, M°bb ∘ L))
+      CKNNA_biased = hsic_b(M°ab ∘ K, M°ab ∘ L)
+                     / √(hsic_b(M°aa ∘ K, M°aa ∘ K) · hsic_b(M°bb ∘ L, M°bb ∘ L))
 
 Under ``convention="prh"`` each denominator gains the PRH code's ``+ 10⁻⁶``, as the Aristotelian code adds it;
 under ``"prhsim"`` a zero denominator is refused. Both are computed densely on the host in float64 (N x N
