@@ -53,6 +53,20 @@ def time_notes(subject: str, seconds: float, why: str) -> list[str]:
     return [f"this {subject} may take {label}: {why} (about {seconds:,.0f} s estimated; a rough class)"]
 
 
+#: The longest wall time a command runs without being told to insist (``--insist``): a week. An estimate beyond it
+#: is almost always a setting typed an order of magnitude too large.
+HORIZON_SECONDS = 7 * 86400.0
+
+
+def beyond_horizon(subject: str, seconds: float, why: str) -> str | None:
+    """``this <subject> would take about D days (<why>), beyond the 7-day horizon: …`` where ``seconds`` is beyond
+    :data:`HORIZON_SECONDS`; else None."""
+    if seconds <= HORIZON_SECONDS:
+        return None
+    return (f"this {subject} would take about {seconds / 86400:,.0f} days ({why}), beyond the "
+            f"{HORIZON_SECONDS / 86400:.0f}-day horizon: lower its settings, or pass --insist")
+
+
 class ResourceError(ValueError):
     """A computation would need more memory than the limit; the message names the setting to lower."""
 

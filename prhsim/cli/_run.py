@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from prhsim._budget import LONG_CLASSES, ResourceError
+from prhsim._budget import LONG_CLASSES, ResourceError, beyond_horizon
 from prhsim._extras import JAX_MODULES, require
 from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
@@ -71,8 +71,10 @@ def _resolve(config_file: Path | None, flags: dict, sets: tuple[str, ...], notes
               help="Print the results document to stdout instead of the report.")
 @click.option("--quiet", "-q", is_flag=True, default=False, help="Print nothing but errors.")
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 if any check disagrees with the theory.")
+@click.option("--insist", is_flag=True, default=False,
+              help="Run even where the plan's time is beyond the week-long horizon (refused otherwise).")
 def run(uncentred, learner, sets, config_file, out, overwrite, no_figures, tables, permutations, as_json, quiet,
-        strict, **run_flags) -> None:
+        strict, insist, **run_flags) -> None:
     """Solve every modality in closed form and check the theorem's predictions.
 
     \b
@@ -104,6 +106,9 @@ def run(uncentred, learner, sets, config_file, out, overwrite, no_figures, table
         if config.sgd_learners:
             require(f"prhsim run --learner {config.learner}", JAX_MODULES, "jax")
         plan = plan_run(config)
+        refusal = beyond_horizon("run", plan.seconds, plan.summary())
+        if refusal and not insist:
+            raise ValueError(refusal)
         out_dir = config.out or _default_out(config)
         check_out_folder(out_dir, overwrite=overwrite)
     except (ConfigError, ResourceError, OutputError, ValueError) as exc:

@@ -36,3 +36,18 @@ def test_each_command_shows_its_own_defaults_from_one_table():
     assert "(eps, default 0.1)" in run and "(eps, default 0.1)" in sweep
     assert set(SWEEPS["sigreg-weight"].run_flags) <= set(RUN_FLAGS)
     assert RunConfig().modalities == 3
+
+
+def test_a_run_beyond_the_horizon_is_refused_in_one_line_unless_insisted(tmp_path, monkeypatch):
+    """The week-long horizon of prhsim run (the sweeps' too): lowered to 0 s here, a default run is refused before any
+    work, and runs with --insist."""
+    import prhsim._budget as budget
+
+    monkeypatch.setattr(budget, "HORIZON_SECONDS", 0.0)
+    refused = CliRunner().invoke(main, ["run", "--out", str(tmp_path / "a"), "--no-figures"])
+    assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
+    assert "this run would take about 0 days (" in refused.output and "pass --insist" in refused.output
+    assert not (tmp_path / "a").exists()
+    insisted = CliRunner().invoke(main, ["run", "--out", str(tmp_path / "b"), "--no-figures", "-q", "--insist"])
+    assert insisted.exit_code == 0, insisted.output
+    assert (tmp_path / "b" / "results.json").is_file()

@@ -12,7 +12,7 @@ The sweep's own checks (its module's ``notes`` and ``estimate``, which refuse th
 
 The time estimate counts the whole sweep in one process; on N workers its wall time is about ``seconds / at_once``
 (cells of similar cost), and that is what the time class (``this sweep may take minutes``) is given. A sweep whose
-wall time is beyond :data:`HORIZON_SECONDS` (a week) is refused before any work unless the caller insists
+wall time is beyond :data:`prhsim._budget.HORIZON_SECONDS` (a week) is refused before any work unless the caller insists
 (``--insist``): such an estimate is almost always a setting typed one order of magnitude too large.
 """
 
@@ -23,16 +23,20 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from prhsim._budget import ResourceError, current_memory_limit, format_bytes, memory_limit, time_notes
+from prhsim._budget import (
+    ResourceError,
+    beyond_horizon,
+    current_memory_limit,
+    format_bytes,
+    memory_limit,
+    time_notes,
+)
 from prhsim.experiments.sweeps._cells import sweep_cells
 
 
-#: The longest wall time a sweep runs without ``insist``: a week.
-HORIZON_SECONDS = 7 * 86400.0
-
-
 class BeyondHorizon(ValueError):
-    """A sweep's estimated wall time is beyond :data:`HORIZON_SECONDS` and the caller did not insist."""
+    """A sweep's estimated wall time is beyond :data:`prhsim._budget.HORIZON_SECONDS` and the caller did not
+    insist."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ def plan_sweep(sweep: Any, settings: BaseModel, workers: int = 1, *, insist: boo
     Raises:
         ResourceError: one cell cannot fit the limit, or ``workers`` cells at once cannot (one line naming the
             largest number of workers that fits).
-        BeyondHorizon: the wall time is beyond :data:`HORIZON_SECONDS` and ``insist`` is False.
+        BeyondHorizon: the wall time is beyond :data:`prhsim._budget.HORIZON_SECONDS` and ``insist`` is False.
         ValueError: the settings give no cells.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -101,9 +105,9 @@ def plan_sweep(sweep: Any, settings: BaseModel, workers: int = 1, *, insist: boo
                             f"--workers {fits}{' or fewer' if fits > 1 else ''} (or raise --memory-limit)") from None
     wall = seconds / at_once
     where = f" on {at_once} workers" if at_once > 1 else ""
-    if wall > HORIZON_SECONDS and not insist:
-        raise BeyondHorizon(f"this sweep would take about {wall / 86400:,.0f} days{where} ({why}), beyond the "
-                            f"{HORIZON_SECONDS / 86400:.0f}-day horizon: lower its settings, or pass --insist")
+    refusal = beyond_horizon("sweep", wall, why + where)
+    if refusal and not insist:
+        raise BeyondHorizon(refusal)
     return SweepPlan(cells, at_once, limit, share, wall, tuple(notes) + tuple(time_notes("sweep", wall, why + where)))
 
 

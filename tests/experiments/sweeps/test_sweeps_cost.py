@@ -103,7 +103,8 @@ def test_workers_that_cannot_help_a_cell_too_large_for_the_whole_limit_get_its_o
 
 
 def test_a_sweep_beyond_the_horizon_is_refused_unless_insisted_and_the_command_says_so_in_one_line(tmp_path):
-    from prhsim.experiments.sweeps._cost import HORIZON_SECONDS, BeyondHorizon
+    from prhsim._budget import HORIZON_SECONDS
+    from prhsim.experiments.sweeps._cost import BeyondHorizon
 
     sweep = SWEEPS["calibration"]
     huge = sweep.settings_model().model_validate({"samples": 20000, "permutations": 100000})
