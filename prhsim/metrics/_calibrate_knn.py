@@ -29,7 +29,8 @@ import numpy as np
 
 from prhsim.metrics import _knn_screen
 from prhsim.metrics._convention import Convention
-from prhsim.metrics._knn_search import as_compute, check_k, guard_lists, knn_search, row_scale
+from prhsim.metrics._arguments import check_knn_k
+from prhsim.metrics._knn_search import as_compute, guard_lists, knn_search, row_scale
 
 #: A's k-NN relation is an N x N boolean mask up to this many entries, sorted pair codes above.
 MASK_ENTRIES = 2**26
@@ -86,7 +87,7 @@ def _knn_side(name: str, x: np.ndarray, k: int, convention: Convention = "prhsim
     """``(x, scale, k, screen)``: x checked as the k-NN metrics check it (in its compute dtype); the rows are
     normalised through ``scale`` (None under the PRH convention: neighbours by inner product of the rows)."""
     _, x = as_compute(x, name)
-    k = check_k(k, x.shape[0])
+    k = check_knn_k(k, x.shape[0])
     scale = row_scale(np, x, name) if convention == "prhsim" else None
     return x, scale, k, bool(_knn_screen.wanted(x, k))
 

@@ -56,11 +56,11 @@ from array_api_compat import device as array_device
 
 from prhsim.metrics._cka import to_host
 from prhsim.metrics._convention import PRH_EPS, Convention, check_convention
+from prhsim.metrics._arguments import check_knn_k
 from prhsim.metrics._knn_search import (
     TILE_BYTES,
     as_compute_pair,
     check_block,
-    check_k,
     guard_lists,
     knn_search,
     normalised_rows,
@@ -178,7 +178,7 @@ def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None,
     xp, a, b = as_compute_pair(a, b)
     n = a.shape[0]
     k = n - 1 if k is None else k
-    k = check_k(k, n)
+    k = check_knn_k(k, n)
     if convention == "prh" and (k < 2 or n < 4):
         raise ValueError(f"cknna (convention 'prh') needs knn_k >= 2 and N >= 4, got knn_k = {k} and N = {n}")
     block = check_block(block)

@@ -43,11 +43,11 @@ from array_api_compat import array_namespace, device as array_device
 
 from prhsim.metrics import _knn_screen
 from prhsim.metrics._convention import Convention, check_convention
+from prhsim.metrics._arguments import check_knn_k
 from prhsim.metrics._knn_search import (
     as_compute,
     as_compute_pair,
     check_block,
-    check_k,
     check_screen,
     guard_lists,
     knn_search,
@@ -98,7 +98,7 @@ def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | 
     k = knn_k
     xp, x = as_compute(x, "x")
     n = x.shape[0]
-    k = check_k(k, n)
+    k = check_knn_k(k, n)
     block = check_block(block)
     screen = check_screen(screen, x)
     if n and x.shape[1]:
@@ -121,7 +121,7 @@ def knn_chance(n: int, knn_k: int) -> float:
     k = knn_k
     if isinstance(n, bool) or not isinstance(n, Integral) or n < 2:
         raise ValueError(f"the number of samples N must be an integer of at least 2, got {n!r}")
-    return check_k(k, int(n)) / (int(n) - 1)
+    return check_knn_k(k, int(n)) / (int(n) - 1)
 
 
 def _cosine_lists(xp: Any, a: Any, b: Any, k: int, block: int | None, screen: bool | None,
@@ -159,7 +159,7 @@ def _both_lists(a: Any, b: Any, k: Any, block: Any, screen: Any, what: str,
     given): ``(xp, N, k, lists of a, lists of b)``."""
     xp, a, b = as_compute_pair(a, b)
     n = a.shape[0]
-    k = check_k(k, n)
+    k = check_knn_k(k, n)
     block = check_block(block)
     screen = check_screen(screen, a)
     guard_lists(n, k, 2, f"for {what}")

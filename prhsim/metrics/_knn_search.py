@@ -38,7 +38,7 @@ bf16 matrix units. Rows whose screen pools overflow take the exact tiles
 (:func:`_exact_rows`).
 
 The argument checks the k-NN metrics share (:func:`as_compute`,
-:func:`as_compute_pair`, :func:`check_k`, :func:`check_block`,
+:func:`as_compute_pair`, :func:`check_block`,
 :func:`check_screen`, :func:`guard_lists`) live here too.
 """
 
@@ -60,7 +60,6 @@ from array_api_compat import (
 
 from prhsim._budget import ensure_fits
 from prhsim.metrics import _knn_screen
-from prhsim.metrics._arguments import check_knn_k
 from prhsim.metrics._knn_ties import (
     GATHER_ELEMENTS,
     duplicate_groups,
@@ -98,12 +97,6 @@ def as_compute(x: Any, name: str) -> tuple[Any, Any]:
         if not bool(xp.all(xp.isfinite(x[r0:r1, ...]))):
             raise ValueError(f"{name} contains NaN or inf")
     return xp, x
-
-
-def check_k(k: Any, n: int) -> int:
-    """The neighbour count (the caller's ``knn_k``) as an int with 1 <= knn_k < N, or a one-line error
-    (:func:`prhsim.metrics._arguments.check_knn_k`)."""
-    return check_knn_k(k, n)
 
 
 def check_block(block: Any) -> int | None:
