@@ -18,8 +18,6 @@ from prhsim.cli import main
 from support import untimed
 from prhsim.experiments.sweeps import SWEEPS
 
-#: The sweeps that declare their cells (the others are one cell each: a worker would compute the same one).
-DECLARED = sorted(name for name, sweep in SWEEPS.items() if hasattr(sweep.module_object(), "cells"))
 #: A kernel-mismatch sweep of 6 cells of about half a second each: long enough to be killed in the middle.
 SLOW = ["kernel-mismatch", "--set", "n=900", "--set", "perturbations=[0.01, 0.1]", "--set", "worlds=6",
         "--no-figures"]
@@ -33,10 +31,6 @@ def _sweep(*args):
     result = CliRunner().invoke(main, ["sweep", *args])
     assert result.exit_code == 0, result.output
     return result
-
-
-def test_the_benchmarked_sweeps_declare_their_cells():
-    assert {"bad-view", "kernel-mismatch", "pair-free", "sample-efficiency"} <= set(DECLARED)
 
 
 def test_two_worker_processes_write_the_in_process_folder(tmp_path):

@@ -10,7 +10,7 @@ imported only when the sweep runs or draws. ``_caption_scores`` (the captioning 
 and ``_sample_ratios`` (the sample-ratio reading of alignment curves) are libraries of sweeps,
 not sweeps.
 
-A sweep runs as cells (:mod:`._cells`: one cell for a sweep that declares none) on an executor
+A sweep runs as the cells it declares (:mod:`._cells`) on an executor
 (:mod:`._executors`: this process, local worker processes, or Ray), each finished cell kept in the
 cell folder for a resume, under the cost plan of :mod:`._cost` (each running cell's share of the memory
 limit); :mod:`._cell_table` writes one row per cell (``cells.csv``, ``cells.parquet``).
@@ -153,4 +153,5 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in (
 )}
 
 __all__ = ["SWEEPS", "CellError", "CellStore", "EXECUTORS", "Estimate", "Flag", "Sweep", "SweepCell", "SweepPlan",
-           "SweepRun", "cell_rows", "csv_text", "plan_sweep", "resumed_settings", "run_sweep", "settings_document", "write_parquet"]
+           "SweepRun", "cell_rows", "csv_text", "plan_sweep", "resumed_settings", "run_sweep", "settings_document",
+           "write_parquet"]

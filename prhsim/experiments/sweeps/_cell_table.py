@@ -32,12 +32,8 @@ def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def cell_rows(cells: Sequence[SweepCell], records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per cell: ``cell`` (its index), its coordinates, and its record flattened (a one-cell sweep's result)."""
-    rows = []
-    for cell, record in zip(cells, records):
-        numbers = record["result"] if "result_type" in record else record
-        rows.append({"cell": cell.index, **dict(cell.coordinates), **flatten(numbers)})
-    return rows
+    """One row per cell: ``cell`` (its index), its coordinates, and its record flattened."""
+    return [{"cell": cell.index, **dict(cell.coordinates), **flatten(record)} for cell, record in zip(cells, records)]
 
 
 def _columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -1,32 +1,30 @@
 """A sweep as independent cells: what a cell is, its key, its record on disk, and the reduce into the sweep's result.
 
 A *cell* is the unit of a sweep that can run anywhere (in this process, in a worker process, on a
-Ray worker): one grid point, or one seed of it. A sweep module may declare its cells with three
-functions beside ``run``:
+Ray worker): one grid point, or one seed of it. Every sweep module declares its cells with three
+functions beside ``run`` (a test checks every record of the registry):
 
 * ``cells(settings) -> list[dict]``: each cell's coordinates (JSON values: its settings columns);
 * ``cell(settings, coordinates) -> dict``: the cell's record (JSON values), computed from the
   settings and the coordinates alone (its randomness keyed by them, never by its place in the grid);
 * ``reduce(settings, records) -> result``: the sweep's result from the records, in the order of ``cells``.
 
-A sweep that declares none is one cell, whose record is its whole result.
-
 Each finished cell is written as it finishes, atomically, into the sweep's *cell folder*
 (``DIR.cells`` beside the output folder ``DIR``), named by its key: the hash of the sweep's name,
-its settings, the cell's coordinates, prhsim's version and the git revision of its source when known. A later run with the same ``--out``
-(or ``--resume DIR``) reads every cell whose key matches and computes only the others; a file
-that does not parse, or whose key differs, is never read as a result.
+its settings, the cell's coordinates, prhsim's version and the git revision of its source when
+known. A later run with the same ``--out`` (or ``--resume DIR``) reads every cell whose key matches
+and computes only the others; a file that does not parse, or whose key differs, is never read as a
+result.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from pydantic import BaseModel
 
@@ -46,9 +44,8 @@ class SweepCell:
     coordinates: Mapping[str, Any]
 
     def describe(self) -> str:
-        """``cell 3 (eps=0.25)``, or ``cell 0 (the whole sweep)`` for a sweep of one cell."""
-        where = ", ".join(f"{k}={v}" for k, v in self.coordinates.items()) or "the whole sweep"
-        return f"cell {self.index} ({where})"
+        """``cell 3 (eps=0.25)``."""
+        return f"cell {self.index} ({', '.join(f'{k}={v}' for k, v in self.coordinates.items())})"
 
 
 def settings_document(settings: BaseModel) -> dict[str, Any]:
@@ -57,34 +54,16 @@ def settings_document(settings: BaseModel) -> dict[str, Any]:
 
 
 def sweep_cells(module: Any, settings: BaseModel) -> list[SweepCell]:
-    """The cells ``module`` declares for ``settings``, or one cell (the whole sweep) when it declares none."""
-    declare = getattr(module, "cells", None)
-    if declare is None:
-        return [SweepCell(0, {})]
-    cells = [SweepCell(i, dict(coordinates)) for i, coordinates in enumerate(declare(settings))]
+    """The cells ``module`` declares for ``settings``, numbered in its order."""
+    cells = [SweepCell(i, dict(coordinates)) for i, coordinates in enumerate(module.cells(settings))]
     if not cells:
         raise ValueError("the sweep's settings give no cells to compute")
     return cells
 
 
-def compute_cell(module: Any, settings: BaseModel, cell: SweepCell, say: Any = None) -> dict[str, Any]:
-    """One cell's record (JSON values): the module's ``cell``, or the whole result of a one-cell sweep."""
-    if getattr(module, "cells", None) is not None:
-        return module.cell(settings, dict(cell.coordinates))
-    result = module.run(settings, say)
-    kind = type(result)
-    return {"result_type": f"{kind.__module__}:{kind.__qualname__}", "result": result.model_dump(mode="json")}
-
-
-def reduce_cells(module: Any, settings: BaseModel, records: Sequence[Mapping[str, Any]]) -> Any:
-    """The sweep's result from its cells' records (in the order of :func:`sweep_cells`)."""
-    if getattr(module, "cells", None) is not None:
-        return module.reduce(settings, list(records))
-    (record,) = records
-    module_name, _, name = record["result_type"].partition(":")
-    if not module_name.startswith("prhsim."):
-        raise ValueError(f"a cell's record names a result type outside prhsim: {record['result_type']!r}")
-    return getattr(importlib.import_module(module_name), name).model_validate(record["result"])
+def compute_cell(module: Any, settings: BaseModel, cell: SweepCell) -> dict[str, Any]:
+    """One cell's record (JSON values): the module's ``cell`` at the cell's coordinates."""
+    return module.cell(settings, dict(cell.coordinates))
 
 
 def cell_key(sweep: str, settings: Mapping[str, Any], cell: SweepCell, revision: str | None = None) -> str:

@@ -43,7 +43,6 @@ from prhsim.experiments.sweeps._cells import (
     CellStore,
     SweepCell,
     compute_cell,
-    reduce_cells,
     settings_document,
     sweep_cells,
 )
@@ -141,12 +140,12 @@ def run_sweep(sweep: Any, settings: BaseModel, store: CellStore | None = None, *
                     for cell in missing:
                         say(f"{cell.describe()} ({len(records) + 1} of {total})")
                         try:
-                            record = compute_cell(module, settings, cell, say if total == 1 else None)
+                            record = compute_cell(module, settings, cell)
                         except Exception as exc:  # noqa: BLE001 - named in one line; finished cells stay
                             raise _cell_error(sweep, cell, exc) from exc
                         finished(cell, record)
     ordered = [records[cell.index] for cell in cells]
-    return SweepRun(reduce_cells(module, settings, ordered), cells, ordered, reused)
+    return SweepRun(module.reduce(settings, ordered), cells, ordered, reused)
 
 
 def _cell_error(sweep: Any, cell: SweepCell, exc: BaseException) -> CellError:
@@ -225,11 +224,11 @@ def _on_processes(sweep: Any, settings: BaseModel, cells: list[SweepCell], finis
 
 
 def _on_threads(sweep: Any, module: Any, settings: BaseModel, cells: list[SweepCell], finished: Callable[..., None],
-                threads: int, share: int | None) -> None:
+                threads: int, share: int) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     def compute(cell: SweepCell) -> dict[str, Any]:  # a thread does not inherit the caller's limit: set it
-        with memory_limit(share) if share else contextlib.nullcontext():
+        with memory_limit(share):
             return compute_cell(module, settings, cell)
 
     with ThreadPoolExecutor(max_workers=min(threads, len(cells))) as pool:

@@ -39,12 +39,6 @@ class Estimate:
 
         return time_class(self.seconds)
 
-    def notes(self) -> list[str]:
-        """``this sweep may take <class>: <why> …`` where the class is minutes or hours (:func:`prhsim._budget.time_notes`)."""
-        from prhsim._budget import time_notes
-
-        return time_notes("sweep", self.seconds, self.why)
-
 
 @dataclass(frozen=True)
 class Flag:
@@ -64,9 +58,10 @@ class Sweep:
 
     Attributes:
         name: the subcommand (``prhsim sweep NAME``), and the figure's file name ``NAME.png``.
-        module: the sweep's module, holding ``Settings`` (named by ``settings``), ``run(settings, say)``,
-            ``summary(result)`` (lines, or rich renderables), ``estimate(settings)`` (its :class:`Estimate`)
-            and optionally ``notes(settings)`` (checked before any work: cost notes, or a ResourceError).
+        module: the sweep's module, holding ``Settings`` (named by ``settings``), ``run(settings, say)``, its
+            cells (``cells``, ``cell``, ``reduce``: :mod:`prhsim.experiments.sweeps._cells`), ``summary(result)``
+            (lines, or rich renderables), ``estimate(settings)`` (its :class:`Estimate`) and optionally
+            ``notes(settings)`` (checked before any work: cost notes, or a ResourceError).
         settings: the name of the settings model in ``module``.
         figure: ``"module:function"`` drawing the result (imported only when drawing).
         help: one paragraph for ``--help``.
