@@ -67,6 +67,22 @@ def _set_world_kind(data: dict[str, Any], kind: str | None, notes: list[str] | N
         data["world"] = current
 
 
+def _merged(file_data: dict[str, Any] | None, sets: Iterable[str], flags: dict[str, Any] | None,
+            notes: list[str] | None) -> dict[str, Any]:
+    """The file's settings <- ``sets`` (``key=value``) <- ``flags`` (dotted keys; None values are not given; a
+    ``world`` flag is the world's kind: :func:`_set_world_kind`), a world given by its kind alone as a table."""
+    data: dict[str, Any] = copy.deepcopy(dict(file_data or {}))
+    for text in sets:
+        _assign(data, *parse_assignment(text))
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    _set_world_kind(data, flags.pop("world", None), notes)
+    for key, value in flags.items():
+        _assign(data, key.split("."), value)
+    if isinstance(data.get("world"), str):
+        data["world"] = {"kind": data["world"]}
+    return data
+
+
 def _key(loc: tuple) -> str:
     """A validation error's location as a user writes the key: ``world.colour_change[0]``."""
     loc = list(loc)
@@ -107,15 +123,7 @@ def resolve_run_config(
     Raises:
         ConfigError: naming every key that is wrong.
     """
-    data: dict[str, Any] = copy.deepcopy(dict(file_data or {}))
-    flags = {k: v for k, v in (flags or {}).items() if v is not None}
-    for text in sets:
-        _assign(data, *parse_assignment(text))
-    if isinstance(data.get("world"), str):
-        data["world"] = {"kind": data["world"]}
-    _set_world_kind(data, flags.pop("world", None), notes)
-    for key, value in flags.items():
-        _assign(data, key.split("."), value)
+    data = _merged(file_data, sets, flags, notes)
     world = data.get("world")
     implicit_kind = isinstance(world, dict) and "kind" not in world
     if implicit_kind:
@@ -141,15 +149,7 @@ def resolve_settings(model: type[BaseModel], file_data: dict[str, Any] | None = 
     Raises:
         ConfigError: naming every key that is wrong.
     """
-    data: dict[str, Any] = copy.deepcopy(dict(file_data or {}))
-    for text in sets:
-        _assign(data, *parse_assignment(text))
-    flags = {k: v for k, v in (flags or {}).items() if v is not None}
-    _set_world_kind(data, flags.pop("world", None), notes)
-    for key, value in flags.items():
-        _assign(data, key.split("."), value)
-    if isinstance(data.get("world"), str):
-        data["world"] = {"kind": data["world"]}
+    data = _merged(file_data, sets, flags, notes)
     if isinstance(data.get("world"), dict) and "kind" not in data["world"] and "world" in model.model_fields:
         default = model.model_fields["world"].get_default(call_default_factory=True)  # adjust the model's own world
         data["world"] = {**default.model_dump(exclude_none=True), **data["world"]}
