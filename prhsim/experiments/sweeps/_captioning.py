@@ -671,7 +671,8 @@ def run(s: CaptioningSettings, say: Progress | None = None) -> Any:
 def cells(s: CaptioningSettings) -> list[dict[str, Any]]:
     """The decoder cell, then per seed its levels cell and one map cell per N_fit, ascending (0: pair-free)."""
     scene = s.world.build_scene()
-    k = closed_form(view_world(scene.world, pixels(scene), good()), s.k).k  # the setup's k, without its decoder
+    # the setup's k, without its decoder: only the default N_fit grid reads it
+    k = closed_form(view_world(scene.world, pixels(scene), good()), s.k).k if s.n_fits is None else 0
     fits = _fit_grid(_n_fits(s), s.pair_free != "none", k)
     _held_in(s.held_in, scene.n)
     return [{"part": "decoder"}] + [c for seed in _seeds(s.seed, s.n_seeds)
@@ -720,15 +721,15 @@ def cell(s: CaptioningSettings, coordinates: dict[str, Any]) -> dict[str, Any]:
 
 
 def reduce(s: CaptioningSettings, records: list[dict[str, Any]]) -> CaptioningCurve:
-    """The curve from its cells (the same record as :func:`run`'s, seconds summed over the cells)."""
-    coordinates = cells(s)
-    decoder = next(r for c, r in zip(coordinates, records) if c["part"] == "decoder")
-    levels = [r for c, r in zip(coordinates, records) if c["part"] == "levels"]
-    points = [r for c, r in zip(coordinates, records) if c["part"] == "map"]
-    fits = [c["n_fit"] for c in coordinates if c["part"] == "map" and c["seed"] == coordinates[1]["seed"]]
-    seeds = [c["seed"] for c in coordinates if c["part"] == "levels"]
-    return _reduce(decoder, levels, points, fits, seeds, s.noise, _held_in(s.held_in, decoder["n_states"]),
-                   s.world.describe(), sum(r["seconds"] for r in records))
+    """The curve from its cells, in the order of :func:`cells` (the decoder's, then per seed its levels and its
+    maps): the same record as :func:`run`'s, seconds summed over the cells. The N_fit grid is read with the decoder
+    cell's k."""
+    decoder, rest = records[0], records[1:]
+    fits = _fit_grid(_n_fits(s), s.pair_free != "none", decoder["k"])
+    per_seed = len(fits) + 1
+    levels, points = rest[::per_seed], [r for i, r in enumerate(rest) if i % per_seed]
+    return _reduce(decoder, levels, points, fits, _seeds(s.seed, s.n_seeds), s.noise,
+                   _held_in(s.held_in, decoder["n_states"]), s.world.describe(), sum(r["seconds"] for r in records))
 
 
 def summary(r: Any) -> list[str]:

@@ -160,6 +160,10 @@ def test_cells_in_any_order_reduce_to_the_run():
     assert coordinates[:3] == [{"part": "decoder"}, {"part": "levels", "seed": 0}, {"part": "map", "seed": 0, "n_fit": 0}]
     assert len(coordinates) == 1 + 2 * (1 + 3)
     assert_cells_reduce_to_run(sweep, s)
+    default = s.model_copy(update={"n_fits": None, "n_seeds": 1})  # the default N_fit grid: read with the setup's k
+    k = sweep._setup(default)[0].k  # the setup every cell of this process shares
+    assert len(sweep.cells(default)) == 1 + 1 + 1 + len(sweep.default_n_fits(k))  # decoder, levels, pair-free, fits
+    assert_cells_reduce_to_run(sweep, default)
 
 
 def test_a_map_gives_the_same_numbers_in_another_grid(setup):
