@@ -403,7 +403,7 @@ def extract(model: Path, data: Path, out: Path, layers: str, pool: str, batch_si
     """
     if out.exists() and not overwrite:
         raise UsageProblem(f"--out {out} exists; pass --overwrite to replace it")
-    from prhsim.real import DataError, extract_features
+    from prhsim.real import DataError, extract_features, shard_folder
 
     try:
         with bar_reporter("prhsim prh extract", quiet=quiet) as say:
@@ -414,7 +414,7 @@ def extract(model: Path, data: Path, out: Path, layers: str, pool: str, batch_si
     except (DataError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     except KeyboardInterrupt:
-        shards = out.with_name(out.name + ".shards")
+        shards = shard_folder(out)
         kept = any(shards.glob("*.pt")) if shards.is_dir() else False
         click.echo(f"prhsim prh extract: interrupted; {out} was not written"
                    + (f"; the finished shards stay in {shards}: the same command resumes from them" if kept else ""),

@@ -52,7 +52,11 @@ from prhsim.real._extract import (
     check_extractable as check_extractable,
     extract_features as extract_features,
 )
-from prhsim.real._extract_cache import data_digest as data_digest, features_key as features_key
+from prhsim.real._extract_cache import (
+    data_digest as data_digest,
+    features_key as features_key,
+    shard_folder as shard_folder,
+)
 from prhsim.real._forward_cost import extraction_seconds as extraction_seconds, forward_flops as forward_flops
 from prhsim.real._settings import ExportSettings as ExportSettings, RealTrainSettings as RealTrainSettings
 from prhsim.real._plan import TrainingPlan as TrainingPlan, plan_training as plan_training
@@ -88,6 +92,7 @@ __all__ = [
     "extraction_seconds",
     "features_key",
     "data_digest",
+    "shard_folder",
     "check_export",
     "export_cost",
     "plan_export",

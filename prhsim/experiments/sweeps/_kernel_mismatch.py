@@ -242,8 +242,7 @@ def cell(s: KernelMismatchSweepSettings, coordinates: dict[str, int]) -> dict[st
     """World ``coordinates["world"]`` at every perturbation, from its own stream (:func:`prhsim._rng.spawned_stream`)."""
     start = time.perf_counter()
     w = int(coordinates["world"])
-    row = mismatch_row(s.n, _check_perturbations(s.perturbations), s.k, w,
-                       spawned_stream(s.seed, w))
+    row = mismatch_row(s.n, _check_perturbations(s.perturbations), s.k, w, spawned_stream(s.seed, w))
     return {"row": [c.model_dump(mode="json") for c in row], "seconds": time.perf_counter() - start}
 
 
