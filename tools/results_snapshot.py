@@ -42,6 +42,8 @@ def _pairs_as_mappings(doc: dict) -> dict:
     p-values of mutual_knn and linear_cka), as the mappings keyed by registered metric they are now."""
     names = {"mutual_knn": "mutual_knn", "linear_cka": "linear_cka", "r1": "retrieval_r1"}
     for pair in doc.get("pairs", []):
+        if isinstance(pair.get("metrics"), dict):  # a snapshot recorded in the new layout
+            continue
         pair["metrics"] = {new: pair.pop(old) for old, new in names.items() if pair.get(old) is not None}
         for old in names:
             pair.pop(old, None)
@@ -59,6 +61,8 @@ def _bridge_cells_as_mappings(doc: dict) -> dict:
     """The metric bridge's cells, once flat fields, as mappings keyed by registered metric; its chance levels, once
     mutual k-NN's per family, per family and metric."""
     names = {"mutual_knn": "mutual_knn", "linear_cka": "linear_cka", "r1": "retrieval_r1", "cknna": "cknna"}
+    if "knn_chance" not in doc:  # a snapshot recorded in the new layout
+        return doc
     for cell in doc.get("cells", []):
         cell["metrics"] = {new: cell.pop(old) for old, new in names.items()}
     doc["chance"] = {family: {"mutual_knn": chance} for family, chance in doc.pop("knn_chance").items()}
@@ -66,7 +70,8 @@ def _bridge_cells_as_mappings(doc: dict) -> dict:
     return doc
 
 
-#: Documents whose layout changed since the snapshots, per command: the old document -> the new layout.
+#: Documents whose layout changed since the snapshots, per command: the old document -> the new layout (a
+#: document already in the new layout passes unchanged).
 RESHAPED = {"run-default": _pairs_as_mappings, "run-all-learners-ring-16": _pairs_as_mappings,
             "sweep-metric-bridge": _bridge_cells_as_mappings}
 #: Fields added since the snapshots, per command (regular expressions over the paths ``differences`` prints): the

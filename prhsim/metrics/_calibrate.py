@@ -14,21 +14,21 @@ where ``B[π]`` has row i equal to row π(i) of B. Then
   metric's largest value (1 for every registered metric), and 0 when s − τ <= γ or
   s_max − τ <= γ.
 
-The tie rule. The observed score and the null scores are computed by the same route (the
-identity permutation rides with the first chunk of permutations), but a permuted kernel or
-neighbour list sums the same numbers in another order: where every score is the same number
-(degenerate inputs: RBF kernels equal to the identity, duplicated rows) the scores differ in
-their last bits, and a rule that compared them exactly would let rounding decide the p-value.
+The tie rule. The observed score and the null scores are computed by one route: the identity
+permutation rides with the first chunk of permutations, every permutation's score is formed by
+arithmetic of its own (so it does not depend on the chunk), and the registered score of float64
+numpy rows is that route's identity, bit for bit, for every metric (the CKA kinds score such rows
+through :mod:`prhsim.metrics._cka_permuted`). A score can still reach the null by a second route
+(torch, JAX or float32 rows, which the null scores in float64 on the host), and a permutation that
+leaves a score unchanged in exact arithmetic can sum the same products in another order.
 ``scipy.stats.permutation_test`` counts null scores within ``100 ε |s|`` of the observed one as
 ties (ε the float64 machine epsilon, about 2.2e-14 |s|). prhsim uses ``TIE_TOL = 1e-12`` (times
 ``max(1, |s|)``: the scores lie in [-1, 1], so near 0 the tolerance stays at the scale of the
-terms summed): wider than scipy's, because the registered metric and its fast null path are two
-float64 routes (prhsim reports the null route's s, but a user may compare the registered score with
-the null): measured for RBF CKA under ``convention="prh"`` on rows far apart, where every score is
-the same number, they differ by 1.9e-15 at N = 20, 1.1e-14 at N = 60 and 4.9e-14 at N = 200
-(about 2.4e-16·N, so within the tolerance up to N of a few thousand); and still far below any
-difference a metric can resolve (a k-NN score moves in steps of ``1/(N·k)``, 1e-6 at N = 10⁵,
-k = 10).
+terms summed): wider than scipy's, to cover a second float64 route (the registered RBF CKA was one
+before it joined the null's route: under ``convention="prh"`` on rows far apart, where every score
+is the same number, the two differed by 1.9e-15 at N = 20, 1.1e-14 at N = 60 and 4.9e-14 at
+N = 200, about 2.4e-16·N); and still far below any difference a metric can resolve (a k-NN score
+moves in steps of ``1/(N·k)``, 1e-6 at N = 10⁵, k = 10).
 
 Layer tables: with ``A`` and ``B`` sequences of (N, d_l) arrays, the statistic is the
 aggregate ("max", "mean", or a callable of the (L_a, L_b) table returning one number) of the
@@ -43,7 +43,7 @@ why that is the recomputed null):
   permutation, O(N·k) per permutation (:mod:`prhsim.metrics._calibrate_knn`; the
   registered metric's scores exactly);
 * linear, unbiased and RBF CKA: the normalisers once, per permutation only the cross
-  term ``‖ãᵀ P b̃‖_F²`` (:mod:`prhsim.metrics._calibrate_kernels`; float64);
+  term ``‖ãᵀ P b̃‖_F²`` (:mod:`prhsim.metrics._cka_permuted`; float64, the registered score's route);
 * every other registered metric (cknna, svcca), and a score registered later under one
   of those names: the generic path recomputes ``metric(A_l, B_m[π_j])`` for every
   permutation and layer pair: correct, K times the cost of one table.
@@ -64,7 +64,7 @@ import numpy as np
 
 from prhsim._rng import RngLike, check_rng
 from prhsim.metrics._arguments import check_alpha, check_knn_k, check_permutations, check_rows
-from prhsim.metrics._calibrate_kernels import kernel_scorer
+from prhsim.metrics._cka_permuted import kernel_scorer
 from prhsim.metrics._calibrate_knn import knn_scorer
 from prhsim.metrics._cka import to_host
 from prhsim.metrics._convention import Convention, check_convention

@@ -24,7 +24,9 @@ centring ``H = I − 11ᵀ/N``:
   translation of either side, so the columns are centred first (fewer cancellations).
 
 Inputs are numpy arrays, torch tensors (any device) or JAX arrays; the statistic is
-computed in the input's library and device, in float32 or wider. A representation
+computed in the input's library and device, in float32 or wider; float64 numpy rows go
+through :mod:`prhsim.metrics._cka_permuted` as its identity permutation, the route of their
+permutation null, so the null reproduces the score bit for bit. A representation
 whose rows are all equal (zero variance) has no CKA: that is a ValueError, never an
 epsilon in the denominator (which would bias small values).
 
@@ -40,9 +42,11 @@ import math
 from typing import Any
 
 import numpy as np
-from array_api_compat import array_namespace, device as array_device, is_torch_array
+from array_api_compat import array_namespace, device as array_device, is_numpy_array, is_torch_array
 
 from prhsim._budget import ensure_fits
+from prhsim.metrics._cka_parts import centre, gram_route, hsic_u, rbf_gram, require_variance
+from prhsim.metrics._cka_permuted import identity_cka
 from prhsim.metrics._convention import PRH_EPS, PRH_RBF_SIGMA, Convention, check_convention
 
 #: Elements of one N x N block (a Gram matrix and its temporaries) counted per side by the guards.
@@ -102,29 +106,14 @@ def sample_pair(a: Any, b: Any, *, min_rows: int = 2, what: str = "this metric")
     return xp, a, b
 
 
-def constant_rows(xp: Any, x: Any) -> bool:
-    """Whether every row of x equals the first (a representation with zero variance)."""
-    return bool(xp.all(x == x[0:1, :]))
-
-
-def require_variance(xp: Any, name: str, x: Any, what: str = "CKA") -> None:
-    """Raise ``ValueError("a has zero variance: CKA is undefined")`` for a constant representation."""
-    if constant_rows(xp, x):
-        raise ValueError(f"{name} has zero variance: {what} is undefined")
-
-
-def centre(xp: Any, x: Any) -> Any:
-    """x with each column's mean subtracted."""
-    return x - xp.mean(x, axis=0, keepdims=True)
-
-
 def _itemsize(xp: Any, x: Any) -> int:
     return xp.finfo(x.dtype).bits // 8
 
 
-def gram_route(n: int, da: int, db: int) -> bool:
-    """Use the N x N Gram matrices when they are smaller than the d x d cross-products."""
-    return 3 * n * n < da * db + da * da + db * db
+def _one_route(x: Any) -> bool:
+    """Whether the score goes through :mod:`prhsim.metrics._cka_permuted` (float64 numpy rows), the route of its
+    permutation null, so that the null's identity permutation reproduces it bit for bit."""
+    return is_numpy_array(x) and x.dtype == np.float64
 
 
 def _guard(n: int, da: int, db: int, itemsize: int, what: str) -> None:
@@ -170,6 +159,8 @@ def linear_cka(a: Any, b: Any, *, convention: Convention = "prhsim") -> float:
     require_variance(xp, "b", b)
     n, da, db = a.shape[0], a.shape[1], b.shape[1]
     _guard(n, da, db, _itemsize(xp, a), f"linear CKA of {n:,} samples x ({da:,}, {db:,}) features")
+    if _one_route(a):
+        return identity_cka("linear_cka", a, b, convention)
     ac, bc = centre(xp, a), centre(xp, b)
     mt = xp.matrix_transpose
     if gram_route(n, da, db):
@@ -179,28 +170,6 @@ def linear_cka(a: Any, b: Any, *, convention: Convention = "prhsim") -> float:
         cross, gaa, gbb = mt(ac) @ bc, mt(ac) @ ac, mt(bc) @ bc
         num, saa, sbb = xp.sum(cross * cross), xp.sum(gaa * gaa), xp.sum(gbb * gbb)
     return _ratio(xp, num, saa, sbb, 0.0, convention)
-
-
-def _median(xp: Any, x: Any) -> Any:
-    """Median of all entries (mean of the two middle values for an even count)."""
-    flat = xp.sort(xp.reshape(x, (-1,)))
-    m = flat.shape[0]
-    return flat[m // 2] if m % 2 else (flat[m // 2 - 1] + flat[m // 2]) / 2.0
-
-
-def rbf_gram(xp: Any, name: str, x: Any, sigma: float, relative: bool = True) -> Any:
-    """The centred Gaussian Gram matrix of x, bandwidth ``σ² = sigma²·median(D²)`` (``relative=False``: σ = sigma)."""
-    xc = centre(xp, x)
-    n = xc.shape[0]
-    sq = xp.sum(xc * xc, axis=1)
-    d2 = sq[:, None] + sq[None, :] - 2.0 * (xc @ xp.matrix_transpose(xc))
-    off = 1.0 - xp.eye(n, dtype=x.dtype, device=array_device(x))
-    d2 = xp.clip(d2, 0.0, None) * off  # rounding: no negative squared distances, zero diagonal
-    med = _median(xp, d2) if relative else 1.0
-    if not float(med) > 0.0:
-        raise ValueError(f"{name} has median pairwise distance 0 (most rows coincide): the RBF bandwidth is undefined")
-    K = xp.exp(-d2 / (2.0 * sigma * sigma * med))
-    return K - xp.mean(K, axis=0, keepdims=True) - xp.mean(K, axis=1, keepdims=True) + xp.mean(K)
 
 
 def rbf_cka(a: Any, b: Any, *, sigma: float | None = None, convention: Convention = "prhsim") -> float:
@@ -237,14 +206,11 @@ def rbf_cka(a: Any, b: Any, *, sigma: float | None = None, convention: Conventio
     n = a.shape[0]
     ensure_fits(_itemsize(xp, a) * 2.0 * _GRAM_COPIES * n * n, f"RBF CKA of {n:,} samples (N x N kernels)",
                 "use fewer samples N")
+    if _one_route(a):
+        return identity_cka("rbf_cka", a, b, convention, sigma)
     K = rbf_gram(xp, "a", a, sigma, relative)
     L = rbf_gram(xp, "b", b, sigma, relative)
     return _ratio(xp, xp.sum(K * L), xp.sum(K * K), xp.sum(L * L), 0.0, convention)
-
-
-def hsic_u(n: int, tr: Any, one_k: Any, one_l: Any, kl: Any) -> Any:
-    """Song et al.'s unbiased HSIC from ``tr(K̃L̃)``, ``1ᵀK̃1``, ``1ᵀL̃1`` and ``1ᵀK̃L̃1``."""
-    return (tr + one_k * one_l / ((n - 1) * (n - 2)) - 2.0 * kl / (n - 2)) / (n * (n - 3))
 
 
 def unbiased_cka(a: Any, b: Any, *, convention: Convention = "prhsim") -> float:
@@ -270,6 +236,8 @@ def unbiased_cka(a: Any, b: Any, *, convention: Convention = "prhsim") -> float:
     require_variance(xp, "b", b)
     n, da, db = a.shape[0], a.shape[1], b.shape[1]
     _guard(n, da, db, _itemsize(xp, a), f"unbiased CKA of {n:,} samples x ({da:,}, {db:,}) features")
+    if _one_route(a):
+        return identity_cka("unbiased_cka", a, b, convention)
     a, b = centre(xp, a), centre(xp, b)  # HSIC_u is translation invariant
     mt = xp.matrix_transpose
     s, t = xp.sum(a * a, axis=1), xp.sum(b * b, axis=1)

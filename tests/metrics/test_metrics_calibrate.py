@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from prhsim.metrics import _calibrate, _calibrate_kernels, _calibrate_knn, _registry
+from prhsim.metrics import _calibrate, _cka_permuted, _calibrate_knn, _registry
 from prhsim.metrics._calibrate import Calibration, calibrate
 from prhsim.metrics._registry import METRICS, Metric
 
@@ -133,7 +133,7 @@ def test_knn_on_many_random_tied_inputs():
 @pytest.mark.parametrize("kind", ["gaussian", "copies"])
 @pytest.mark.parametrize("route", ["gram", "features"])
 def test_kernel_null_matches_the_twin(name, kind, route, monkeypatch):
-    monkeypatch.setattr(_calibrate_kernels, "GATHER_COST", 0 if route == "gram" else 10**9)
+    monkeypatch.setattr(_cka_permuted, "GATHER_COST", 0 if route == "gram" else 10**9)
     rng = np.random.default_rng(3)
     a, b = data(kind, 60, rng)
     perms = perms_of(60, 30, 2)

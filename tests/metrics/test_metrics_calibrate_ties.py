@@ -60,13 +60,25 @@ def test_type_one_error_is_at_most_alpha_for_every_metric(name, convention, n, k
 
 @pytest.mark.parametrize("n", [20, 60, 200])
 def test_where_every_score_is_the_same_number_rounding_does_not_decide_the_p_value(n):
-    """RBF CKA under the PRH convention on rows far apart: both kernels are the identity to float64, every null score
-    is the observed one, and the registered metric computes it by another float64 route that differs in the last
-    bits (measured 1.9e-15 at N = 20 up to 4.9e-14 at N = 200). Compared with the null either way, it ties: p = 1."""
+    """RBF CKA under the PRH convention on rows far apart: both kernels are the identity to float64 and every null
+    score is the observed one. The registered score of float64 rows is the null route's identity, bit for bit (it was
+    another float64 route, 1.9e-15 to 4.9e-14 away at N = 20 to 200); a score from another route (torch below, or a
+    difference of that size either way) still ties with the null: p = 1."""
     rng = np.random.default_rng(n)
     a, b = 1e3 * rng.normal(size=(n, 14)), 1e3 * rng.normal(size=(n, 12))
     cal = calibrate("rbf_cka", a, b, permutations=19, alpha=0.25, convention="prh")
-    assert np.ptp(np.append(cal.null, cal.raw)) <= TIE_TOL and (cal.p_value, cal.calibrated) == (1.0, 0.0)
-    registered = METRICS["rbf_cka"](a, b, knn_k=3, convention="prh")
-    for observed in (registered, cal.raw + (cal.raw - registered)):  # the route's difference, either sign
+    assert np.all(cal.null == cal.raw) and (cal.p_value, cal.calibrated) == (1.0, 0.0)
+    assert METRICS["rbf_cka"](a, b, knn_k=3, convention="prh") == cal.raw
+    for observed in (cal.raw - 2.4e-16 * n, cal.raw + 2.4e-16 * n):
         assert observed != cal.raw and null_verdict(observed, cal.null, 0.25) == (1.0, pytest.approx(cal.raw), 0.0)
+
+
+def test_a_torch_score_compared_with_the_float64_null_ties():
+    """Another library computes the same score by its own route; against the null it ties, as the rule says."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    a, b = 1e3 * rng.normal(size=(60, 14)), 1e3 * rng.normal(size=(60, 12))
+    cal = calibrate("rbf_cka", a, b, permutations=19, alpha=0.25, convention="prh")
+    observed = METRICS["rbf_cka"](torch.from_numpy(a), torch.from_numpy(b), knn_k=3, convention="prh")
+    assert abs(observed - cal.raw) <= TIE_TOL
+    assert null_verdict(observed, cal.null, 0.25) == (1.0, pytest.approx(cal.raw), 0.0)
