@@ -4,9 +4,11 @@ Time: N = 10^4 samples, d = 768, k = 10, float32 numpy. The reference is written
 from the usual description: normalise, a dense N x N similarity matrix for each
 side, a full argsort of every row, the top k after removing self, dense N x N
 boolean masks for each side, intersected. Beside it, prhsim's ``mutual_knn`` as
-it runs by default (here: the bf16 screen with a proven error bound and an exact
-re-rank, where the CPU has bf16 matrix units; prhsim/metrics/_knn_screen.py),
-and with ``screen=False`` (exact float32 tiles, each pair of row blocks
+it runs by default (the screen with a proven error bound and an exact re-rank:
+bf16 rows and products where the CPU has bf16 matrix units, float32 products
+truncated to bf16 keys on other CPUs; prhsim/metrics/_knn_screen.py), the
+screen at each width forced (the float32 width is what a CPU without bf16
+matrix units runs), and with ``screen=False`` (exact float32 tiles, each pair of row blocks
 multiplied once, partial selection), both without an N x N array; and the floors
 of any method that forms the similarities: one N x N x d product in float32
 (numpy and torch) and in bf16 (torch; prhsim needs about one in all: half a
@@ -139,8 +141,17 @@ def main() -> None:
     ours = mutual_knn(a, b, K)
     exact = mutual_knn(a, b, K, screen=False)
     theirs = reference(a, b, K)
+    def at_width(width: str) -> float:
+        _knn_screen.WIDTH = width
+        try:
+            return mutual_knn(a, b, K, screen=True)
+        finally:
+            _knn_screen.WIDTH = None
+
+    widths = {width: at_width(width) for width in ("bf16", "float32")}
     runs = {"reference": lambda: reference(a, b, K), "prhsim": lambda: mutual_knn(a, b, K),
-            "exact": lambda: mutual_knn(a, b, K, screen=False)}
+            "exact": lambda: mutual_knn(a, b, K, screen=False), "bf16": lambda: at_width("bf16"),
+            "float32": lambda: at_width("float32")}
     times = dict.fromkeys(runs, float("inf"))
     for _ in range(REPEATS):  # interleaved: the machine is shared and noisy
         for name, run in runs.items():
@@ -160,19 +171,24 @@ def main() -> None:
     print(f"mutual {K}-NN, N = {N}, d = {D}, float32 numpy, best of {REPEATS} "
           f"(torch {torch.get_num_threads() if torch else '-'} threads)")
     print(row("reference: dense N x N similarities, full argsort, dense masks", times["reference"]))
-    print(row(f"prhsim mutual_knn, default ({'bf16 screen + exact re-rank' if screened else 'exact tiles'})",
-              times["prhsim"]))
+    default = f"{_knn_screen.width(a)} screen + exact re-rank" if screened else "exact tiles"
+    print(row(f"prhsim mutual_knn, default ({default})", times["prhsim"]))
+    print(row("prhsim mutual_knn, screen at the bf16 width (bf16 rows and products)", times["bf16"]))
+    print(row("prhsim mutual_knn, screen at the float32 width (CPUs without bf16 units)", times["float32"]))
     print(row("prhsim mutual_knn, screen=False (exact float32 tiles)", times["exact"]))
     for name, seconds in floors.items():
         print(row(f"floor: one N x N x d product in {name} (x @ x.T)", seconds))
-    print(f"scores: prhsim {ours:.6f}, exact tiles {exact:.6f}, reference {theirs:.6f} "
-          f"({'equal' if ours == exact == theirs else 'DIFFERENT'})")
+    same = ours == exact == theirs == widths["bf16"] == widths["float32"]
+    print(f"scores: prhsim {ours:.6f}, bf16 width {widths['bf16']:.6f}, float32 width {widths['float32']:.6f}, "
+          f"exact tiles {exact:.6f}, reference {theirs:.6f} ({'equal' if same else 'DIFFERENT'})")
     speedup = times["reference"] / times["prhsim"]
     floor32, floor16 = floors["numpy float32"], floors.get("torch bf16", float("nan"))
-    print(f"prhsim vs reference: {speedup:.1f}x faster (target {TARGET_SPEEDUP:.0f}x); "
+    print(f"prhsim vs reference: {speedup:.1f}x faster (target {TARGET_SPEEDUP:.0f}x); bf16 width: "
+          f"{times['reference'] / times['bf16']:.1f}x, float32 width: {times['reference'] / times['float32']:.1f}x, "
           f"exact tiles: {times['reference'] / times['exact']:.1f}x")
-    print(f"  in products: reference = {times['reference'] / floor32:.2f} float32 floors; prhsim = "
-          f"{times['prhsim'] / floor16:.2f} bf16 floors, exact tiles = {times['exact'] / floor32:.2f} float32 floors")
+    print(f"  in products: reference = {times['reference'] / floor32:.2f} float32 floors; bf16 width = "
+          f"{times['bf16'] / floor16:.2f} bf16 floors, float32 width = {times['float32'] / floor32:.2f} float32 "
+          f"floors, exact tiles = {times['exact'] / floor32:.2f} float32 floors")
 
     result = memory(args.memory_n)
     if result is None:

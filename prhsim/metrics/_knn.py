@@ -27,7 +27,7 @@ Metrics (rows first L2-normalised: x̂_i = x_i / ‖x_i‖, so inner products ar
 
 Cost. The neighbour search (:mod:`prhsim.metrics._knn_search`: about N²d/2
 multiply-adds in tiles, memory a few tiles plus O(N·k)); then O(N·k) (mutual
-kNN) and O(N·k²) time (cycle kNN). Where both sides take the bf16 screen on the
+kNN) and O(N·k²) time (cycle kNN). Where both sides take the screen on the
 CPU, the searches of a and b run side by side. The metrics return Python floats
 and so cannot run inside ``jax.jit``.
 """
@@ -80,9 +80,10 @@ def knn_indices(x: Any, knn_k: int, *, block: int | None = None, screen: bool | 
         knn_k: neighbours per row, 1 <= knn_k < N.
         block: tile side B; None picks B so that one tile is about 64 MB (the screen: equal
             blocks of at most 3500 rows).
-        screen: True screens in bf16 (numpy or torch inputs; needs torch), False
-            never; None screens where it pays: N >= 2048, k <= N/32, and bf16
-            hardware (AMX or AVX512-BF16 CPUs, CUDA).
+        screen: True screens at bf16 precision (numpy or torch inputs; needs torch), False
+            never; None screens where it pays: N >= 2048, k <= N/32, CPU data (bf16
+            products on AMX or AVX512-BF16 CPUs, float32 products truncated to bf16 on
+            others; not automatic on CUDA, where the exact tiles are faster).
 
     Returns:
         (N, k) integer array of ``x``'s library.
@@ -182,7 +183,7 @@ def mutual_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, scr
         b: (N, d_b) representation of the same N samples, same library.
         knn_k: neighbours per sample, 1 <= knn_k < N.
         block: tile side of the neighbour search (see :func:`knn_indices`).
-        screen: bf16 screening of the neighbour search: True, False, None = where it pays (:func:`knn_indices`).
+        screen: screening of the neighbour search: True, False, None = where it pays (:func:`knn_indices`).
         convention: "prhsim", or "prh": neighbours by inner product of the rows as given, as the PRH code
             ranks them (the same lists on L2-normalised rows, which its protocol scores).
 
@@ -230,7 +231,7 @@ def cycle_knn(a: Any, b: Any, knn_k: int = 10, *, block: int | None = None, scre
         b: (N, d_b) representation of the first step, same library.
         knn_k: neighbours per sample, 1 <= knn_k < N.
         block: tile side of the neighbour search.
-        screen: bf16 screening of the neighbour search (see :func:`knn_indices`).
+        screen: screening of the neighbour search (see :func:`knn_indices`).
         convention: "prhsim", or "prh": neighbours by inner product of the rows as given, as the PRH code
             ranks them (the same lists on L2-normalised rows, which its protocol scores).
 

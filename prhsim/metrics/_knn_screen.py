@@ -5,11 +5,12 @@
 v_ij, ranked by the key (−v_ij, j), v_ij computed in the compute dtype
 (float32 or float64). Two steps:
 
-1. Screen. Every inner product is formed once, in square tiles, from the rows
-   rounded to bfloat16 with float32 accumulation (torch: AMX / AVX512-BF16 on
-   CPUs, tensor cores on GPUs; numpy data is viewed, not copied). Each row
-   pools the entries at or above a threshold θ_i set from its running k-th
-   largest screened value.
+1. Screen. Every inner product is formed once, in square tiles, at one of two
+   widths (:func:`width`): "bf16", from the rows rounded to bfloat16 with float32
+   accumulation (torch: AMX / AVX512-BF16 on CPUs, tensor cores on GPUs), or
+   "float32", the float32 products (numpy's on CPUs without bf16 matrix units)
+   truncated to bf16 by keeping their high 16 bits. Each row pools the entries
+   at or above a threshold θ_i set from its running k-th largest screened value.
 2. Re-rank. The pooled pairs' v_ij are formed in the compute dtype and the top
    k picked by the key. For the metrics, which need the sets only, pooled
    entries whose membership the bound already decides are not recomputed. A
@@ -43,6 +44,12 @@ So |ŝ_ij − 2^-2e v_ij| ≤ u_b|ŝ_ij| + E_i for every j, with
 E_i = ρ_i M + n_i R + ρ_i R + γ_d (n_i + ρ_i)(M + R) + γ_d(u_c) n_i M + τ
 (≈ 0.0041 for unit rows at d = 768; 0.0082 with the a-priori ρ).
 
+The float32 width: w̃_i are the rows rounded to float32 (w itself for float32
+rows: ρ_i = 0), step (b) covers the float32 products' own rounding (γ_d with
+u_acc >= fp32's 2^-24), and (c) becomes |ŝ − s̃| <= 2^-7|ŝ| (U_TRUNCATE: the
+dropped low half is below one bf16 unit in the last place of ŝ, toward zero);
+f, g and the selection below take u = 2^-7 in place of u_b.
+
 Selection. Let T_i be the k-th largest ŝ_ij over j ≠ i, or any lower bound of it
 (the running value is one). f(s) = s − u_b|s| and g(s) = s + u_b|s| increase.
 The k rows with ŝ_ij ≥ T_i have 2^-2e v_ij ≥ f(T_i) − E_i, so the k-th largest
@@ -63,18 +70,19 @@ rule decides; v_ij can differ from the tiled path's value for the same pair in
 the last bits (other kernels), as tiles of different sizes can among
 themselves: the answers agree wherever that rounding does not decide an order.
 
-Cost: half an N x N x d bf16 product per search (tiles of about SCREEN_BLOCK
+Cost: half an N x N x d bf16 (or float32) product per search (tiles of about SCREEN_BLOCK
 rows; on CPUs the next tile's product runs in a second thread while the
 current one is scanned), one pass over each tile for the offers, and the
 re-rank (gathered rows, about N·(k + band)·d multiply-adds, fewer for the
 metrics). Memory: the y rows (a normalised copy for the metrics) and their
-bf16 copy, two B x B tiles, pools of O(N·k): O(N·(d + k) + B²), never N x N.
+bf16 copy (float32: none for float32 rows), two B x B tiles, pools of O(N·k): O(N·(d + k) + B²), never N x N.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -84,6 +92,11 @@ from prhsim._budget import ensure_fits
 
 #: Unit roundoff of bfloat16 (8 significand bits, round to nearest even).
 U_BF16 = 2.0**-8
+#: Relative error of a float32 truncated to bfloat16 (its high 16 bits: rounded toward zero).
+U_TRUNCATE = 2.0**-7
+#: The screen's width: "bf16" (bf16 rows and products), "float32" (float32 products, their keys the
+#: high halves), or None: bf16 where the CPU has bf16 matrix units and on CUDA, float32 on other CPUs.
+WIDTH: str | None = None
 #: Unit roundoff assumed for the float32 accumulation of the bf16 products (8x fp32's).
 U_ACC = 2.0**-21
 #: Default tile side of the screen, about: the rows are cut into equal blocks of at most this many
@@ -145,8 +158,18 @@ def available(x: Any) -> bool:
     return True
 
 
+def width(x: Any) -> str:
+    """The screen's width for data like x (:data:`WIDTH`; automatic: "bf16" on CUDA and on CPUs with bf16
+    matrix units, "float32" on other CPUs)."""
+    if WIDTH is not None:
+        return WIDTH
+    if is_torch_array(x) and x.device.type != "cpu":
+        return "bf16"
+    return "bf16" if _cpu_bf16_fast() else "float32"
+
+
 def wanted(x: Any, k: int) -> bool:
-    """The automatic choice: screen where it pays (N >= MIN_ROWS, k <= N/MIN_RATIO, CPUs with fast bf16 products).
+    """The automatic choice: screen where it pays (N >= MIN_ROWS, k <= N/MIN_RATIO, CPUs; the width by :func:`width`).
 
     Not on CUDA: measured on an H200 (mutual 10-NN, N = 10^5, d = 768), the screen took 14.9 s
     in bf16 and 13.4 s in fp32 against 2.4 s for the exact tiles; ``screen=True`` still runs it.
@@ -157,7 +180,7 @@ def wanted(x: Any, k: int) -> bool:
         return False
     if is_torch_array(x) and x.device.type != "cpu":
         return False
-    return available(x) and _cpu_bf16_fast()
+    return available(x)
 
 
 def side_by_side(x: Any) -> bool:
@@ -195,9 +218,17 @@ def _keys(xp: Any, raw: Any) -> Any:
     return raw ^ ((raw >> 15) & 0x7FFF)
 
 
-def _value(xp: Any, key: Any, table: Any) -> Any:
+class _Table:
+    """The keys' float64 values (:func:`_bf16_values`, in the work library) and the rounding ``u`` of the screened
+    values: |ŝ − s̃| <= u|ŝ| (U_BF16 for bf16 products, U_TRUNCATE for truncated float32 ones)."""
+
+    def __init__(self, values: Any, u: float) -> None:
+        self.values, self.u = values, u
+
+
+def _value(xp: Any, key: Any, table: _Table) -> Any:
     """float64 values of keys in KEY_NEG_INF..KEY_POS_INF."""
-    return xp.take(table, xp.reshape(xp.astype(key, xp.int64), (-1,)) - KEY_NEG_INF).reshape(key.shape)
+    return xp.take(table.values, xp.reshape(xp.astype(key, xp.int64), (-1,)) - KEY_NEG_INF).reshape(key.shape)
 
 
 def _lowest_key(xp: Any, value: Any, strict: bool) -> Any:
@@ -234,16 +265,16 @@ def _slack(xp: Any, margin: Any, v: Any) -> Any:
 
 def _below(xp: Any, key: Any, margin: Any, table: Any) -> Any:
     """Keys θ(key) = lowest key with value >= g⁻¹(f(v) − margin), v the key's value: whatever may reach v."""
-    v = _value(xp, key, table)
-    a = v - U_BF16 * xp.abs(v) - _slack(xp, margin, v)
-    return _lowest_key(xp, xp.where(a >= 0, a / (1.0 + U_BF16), a / (1.0 - U_BF16)), False)
+    v, u = _value(xp, key, table), table.u
+    a = v - u * xp.abs(v) - _slack(xp, margin, v)
+    return _lowest_key(xp, xp.where(a >= 0, a / (1.0 + u), a / (1.0 - u)), False)
 
 
 def _above(xp: Any, key: Any, margin: Any, table: Any) -> Any:
     """Keys: lowest key with value > f⁻¹(g(v) + margin): entries surely above v."""
-    v = _value(xp, key, table)
-    a = v + U_BF16 * xp.abs(v) + _slack(xp, margin, v)
-    return _lowest_key(xp, xp.where(a >= 0, a / (1.0 - U_BF16), a / (1.0 + U_BF16)), True)
+    v, u = _value(xp, key, table), table.u
+    a = v + u * xp.abs(v) + _slack(xp, margin, v)
+    return _lowest_key(xp, xp.where(a >= 0, a / (1.0 - u), a / (1.0 + u)), True)
 
 
 def _thresholds(xp: Any, kth: Any, margin: Any, table: Any) -> Any:
@@ -531,8 +562,9 @@ def _pad(xp: Any, vals: Any, idx: Any, k: int, n: int) -> tuple[Any, Any]:
 # --------------------------------------------------------------------------------------
 # the search
 # --------------------------------------------------------------------------------------
-def _prepare(xp: Any, x: Any, scale: Any, torch: Any) -> tuple[Any, Any, Any, Any, int]:
-    """``(y, z, n, rho, e)``: rows y (xp), the bf16 copy z of w = 2^-e y (torch), n_i ≥ ‖w_i‖, ρ_i ≥ ‖w̃_i − w_i‖.
+def _prepare(xp: Any, x: Any, scale: Any, torch: Any, width: str = "bf16") -> tuple[Any, Any, Any, Any, int]:
+    """``(y, z, n, rho, e)``: rows y (xp), the copy z = w̃ of w = 2^-e y in the screen's width (torch: bf16, or
+    float32, then w itself where w is float32), n_i ≥ ‖w_i‖, ρ_i ≥ ‖w̃_i − w_i‖.
 
     y = x, or the unit rows (x_i / m_i) / r_i (IEEE division: the values :func:`._knn_ties.unit_rows`
     forms). A few large torch operations (its thread pool costs per call, much more on a busy machine).
@@ -554,15 +586,19 @@ def _prepare(xp: Any, x: Any, scale: Any, torch: Any) -> tuple[Any, Any, Any, An
         torch.div(xt, m, out=yt)
         yt.div_(r)
         e = 0  # unit rows: |y| <= 1 + 2^-20
-    z = torch.empty((n, d), dtype=torch.bfloat16, device=yt.device)
+    copy = width == "bf16" or yt.dtype != torch.float32 or e != 0
+    z = torch.empty((n, d), dtype=torch.bfloat16 if width == "bf16" else torch.float32, device=yt.device) \
+        if copy else yt
     norm, err = [], []
     for r0, r1 in chunks:
         w = yt[r0:r1]
         w = w * 2.0**-e if e else w  # exact
-        z[r0:r1].copy_(w if w.dtype == torch.float32 else w.to(torch.float32))  # to nearest even (twice for f64)
+        if copy:  # to nearest even (twice for f64 to bf16)
+            z[r0:r1].copy_(w if w.dtype == torch.float32 or width == "float32" else w.to(torch.float32))
         if scale is None:
             norm.append(torch.linalg.vector_norm(w, dim=1))
-        err.append(torch.linalg.vector_norm(z[r0:r1].to(w.dtype) - w, dim=1))  # the difference is exact
+        err.append(torch.linalg.vector_norm(z[r0:r1].to(w.dtype) - w, dim=1) if copy  # the difference is exact
+                   else torch.zeros(r1 - r0, dtype=w.dtype, device=w.device))
     u = 2.0**-24 if yt.dtype == torch.float32 else 2.0**-53
     grow = 1.0 + _gamma(d + 2, u)  # rounding of a norm: the sum of squares and the square root
 
@@ -581,6 +617,21 @@ def _prepare(xp: Any, x: Any, scale: Any, torch: Any) -> tuple[Any, Any, Any, An
 def bf16_products(zi: Any, zj: Any) -> Any:
     """ŝ = zi zjᵀ for bf16 torch tensors: float32 accumulation, the result rounded to bf16 (steps (b), (c))."""
     return zi @ zj.T
+
+
+#: Index of a float32's high 16 bits among its two int16 halves (the byte order of this machine).
+_HIGH = 1 if sys.byteorder == "little" else 0
+
+
+def truncated_products(zi: Any, zj: Any) -> Any:
+    """The bf16 bit patterns (int16) of zi zjᵀ for float32 rows (numpy or torch): each float32 product truncated to
+    its high 16 bits, a bf16 value rounded toward zero (|ŝ − s̃| <= 2^-7|ŝ|: step (c) of the float32 width)."""
+    s = zi @ zj.T
+    if is_numpy_array(s):
+        return np.ascontiguousarray(s.view(np.int16)[:, _HIGH::2])
+    import torch
+
+    return s.view(torch.int16)[:, _HIGH::2].contiguous()
 
 
 def _products(product: Any, jobs: list[tuple[int, int]], ahead: bool) -> Any:
@@ -635,7 +686,8 @@ def screened_knn(x: Any, k: int, block: int | None = None, scale: Any = None,
     idt = xp.arange(1, device=array_device(xw)).dtype
     side = -(-n // -(-n // SCREEN_BLOCK)) if block is None else min(block, n)  # equal blocks by default
     cap = 4 * k + POOL_SLACK
-    ensure_fits((0 if scale is None else n * d * bits / 8) + 2.0 * n * d + 16.0 * side * side
+    ensure_fits((0 if scale is None else n * d * bits / 8) + (4.0 if width(xw) == "float32" else 2.0) * n * d
+                + 16.0 * side * side
                 + 24.0 * n * min(n, cap), f"the bf16 screen for k-nearest neighbours (N = {n}, d = {d}, "
                 f"tiles of {side})", "lower block")
     vals, idx, retired = _screen(xp, torch, xw, scale, k, side, cap, bits, idt, ordered)
@@ -650,31 +702,38 @@ def _screen(xp: Any, torch: Any, x: Any, scale: Any, k: int, side: int, cap: int
     """The tiles and the re-rank (see :func:`screened_knn`)."""
     n, d = x.shape
     dev = array_device(x)
-    y, z, norms, rho, e = _prepare(xp, x, scale, torch)
+    wide = width(x) == "float32"
+    y, z, norms, rho, e = _prepare(xp, x, scale, torch, "float32" if wide else "bf16")
     if not -60 <= e <= 60:  # outside the bound's range (τ): every row to the exact search
         return (xp.full((n, k), -math.inf, dtype=x.dtype, device=dev) if ordered else None,
                 xp.full((n, k), n, dtype=idt, device=dev), xp.arange(n, dtype=idt, device=dev))
     margin = 2.0 * screen_error(xp, d, bits, norms, rho, e)
     del norms, rho
-    table = _bf16_values() if is_numpy_array(y) else torch.as_tensor(_bf16_values(), device=y.device)
+    table = _Table(_bf16_values() if is_numpy_array(y) else torch.as_tensor(_bf16_values(), device=y.device),
+                   U_TRUNCATE if wide else U_BF16)
+    on_cpu = z.device.type == "cpu"
+    if wide and is_numpy_array(y):
+        z = z.numpy()  # numpy's float32 product (as fast as torch's or faster on CPUs)
 
     starts = list(range(0, n, side))
     jobs = [(i0, i0) for i0 in starts] + [(i0, j0) for a, i0 in enumerate(starts) for j0 in starts[a + 1:]]
 
     def product(job: tuple[int, int]) -> Any:
+        """The job's tile as int16 bf16 bit patterns, in the work library."""
         i0, j0 = job
-        return bf16_products(z[i0:i0 + side], z[j0:j0 + side])
+        if wide:
+            return truncated_products(z[i0:i0 + side], z[j0:j0 + side])
+        raw = bf16_products(z[i0:i0 + side], z[j0:j0 + side]).view(torch.int16)
+        return raw.numpy() if is_numpy_array(y) else raw
 
     restore = None
-    if z.device.type == "cuda":  # keep cuBLAS from reducing partial sums in bf16
+    if not on_cpu:  # keep cuBLAS from reducing partial sums in bf16
         restore = torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     pool_of = {i0: b for b, i0 in enumerate(starts)}
     pools: list[_Pool] = []
     try:
-        for (i0, j0), s in _products(product, jobs, z.device.type == "cpu"):
-            raw = s.view(torch.int16)
-            raw = raw.numpy() if is_numpy_array(y) else raw
+        for (i0, j0), raw in _products(product, jobs, on_cpu):
             if i0 == j0:  # a diagonal tile: the row's own entry is -inf; first thresholds from column groups
                 if is_numpy_array(raw):
                     np.fill_diagonal(raw, RAW_NEG_INF)
@@ -689,7 +748,7 @@ def _screen(xp: Any, torch: Any, x: Any, scale: Any, k: int, side: int, cap: int
                 pi, pj = pools[pool_of[i0]], pools[pool_of[j0]]
                 keys = raw if min(int(xp.min(pi.thr)), int(xp.min(pj.thr))) >= 0 else _keys(xp, raw)
                 by_row, by_col = _offers(xp, keys, pi.thr, pj.thr, i0, j0)
-                del raw, keys, s
+                del raw, keys
                 _merge(xp, pi, by_row, k, cap, table)
                 _merge(xp, pj, by_col, k, cap, table)
     finally:

@@ -30,11 +30,11 @@ default B keeps one tile near 64 MB. Rows are normalised block by block as the
 tiles need them (no normalised copy of the inputs).
 
 Screen. For numpy arrays and torch tensors, ``screen`` (None: where it pays,
-:func:`prhsim.metrics._knn_screen.wanted`) forms the tiles in bfloat16 instead,
-keeps per row the candidates a proven error bound cannot rule out, and
+:func:`prhsim.metrics._knn_screen.wanted`) screens the tiles at bf16 precision instead
+(bf16 products on CPUs with bf16 matrix units, float32 products truncated to bf16 on
+other CPUs), keeps per row the candidates a proven error bound cannot rule out, and
 recomputes those in the compute dtype (:mod:`prhsim.metrics._knn_screen`,
-docs/theory.md §10): the same neighbours, several times faster on CPUs with
-bf16 matrix units. Rows whose screen pools overflow take the exact tiles
+docs/theory.md §10): the same neighbours, about twice as fast as these tiles on CPUs. Rows whose screen pools overflow take the exact tiles
 (:func:`_exact_rows`).
 
 The argument checks the k-NN metrics share (:func:`as_compute`,
@@ -496,10 +496,9 @@ def knn_search(xp: Any, x: Any, k: int, block: int | None, scale: Any = None,
 
     With ``scale`` (``(m, r)`` from :func:`row_scale`) the rows are L2-normalised
     block by block as the tiles need them (:func:`unit_rows`), so no normalised
-    N x d copy is held. ``screen``: True runs the bf16 screen of
+    N x d copy is held. ``screen``: True runs the screen of
     :mod:`._knn_screen` (same neighbours, see there), False these exact tiles,
-    None chooses (:func:`._knn_screen.wanted`: N >= 2048, k ≪ N, fast bf16
-    products). ``ordered=False`` allows the screen to return each row's set in
+    None chooses (:func:`._knn_screen.wanted`: N >= 2048, k ≪ N, CPU data). ``ordered=False`` allows the screen to return each row's set in
     any order, and values None. Rows with copies are searched once, as one point
     (:mod:`._knn_ties`: copies tie exactly, whatever the tiling or the BLAS).
     """

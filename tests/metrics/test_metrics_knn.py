@@ -407,8 +407,19 @@ def test_knn_chance():
 
 
 # --------------------------------------------------------------------------------------
-# the bf16 screen: the same neighbours as the exact search (docs/theory.md §10)
+# the screen: the same neighbours as the exact search (docs/theory.md §10)
 # --------------------------------------------------------------------------------------
+#: The screen's widths: bf16 rows and products; float32 products truncated to bf16 keys.
+WIDTHS = ["bf16", "float32"]
+
+
+@pytest.fixture(params=WIDTHS)
+def screen_width(request, monkeypatch):
+    """A screen test at each width, whatever this CPU would choose."""
+    monkeypatch.setattr(_knn_screen, "WIDTH", request.param)
+    return request.param
+
+
 def unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
@@ -431,7 +442,7 @@ def screen_data(kind: str, n: int, d: int, rng) -> np.ndarray:
 
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
 @pytest.mark.parametrize("kind", ["gaussian", "integer", "duplicates", "near ties"])
-def test_screen_matches_the_exact_search_and_the_twin(lib, kind):
+def test_screen_matches_the_exact_search_and_the_twin(lib, kind, screen_width):
     """k = 1, 10, N − 1; one tile and tiles of 16 rows: screened indices = exact indices = the twin's."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(20)
@@ -467,7 +478,7 @@ def test_screen_near_ties_lie_within_its_error_bound():
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "tied", "near ties"])
-def test_screened_metrics_match_the_twins(kind):
+def test_screened_metrics_match_the_twins(kind, screen_width):
     pytest.importorskip("torch")
     rng = np.random.default_rng(21)
     for n, k in [(12, 3), (70, 2), (130, 10), (130, 129)]:
@@ -483,7 +494,7 @@ def test_screened_metrics_match_the_twins(kind):
             assert cycle_knn(a, b, k, block=block, screen=True) == twin_cycle(a, b, k), what
 
 
-def test_screen_sends_rows_with_masses_of_ties_to_the_exact_search():
+def test_screen_sends_rows_with_masses_of_ties_to_the_exact_search(screen_width):
     """200 near-copies of one row: each has 199 neighbours closer together than the screen's error bound,
     more than a pool holds (4k + 128 at k = 5), yet apart far above float64 rounding (cosines too)."""
     pytest.importorskip("torch")
@@ -500,7 +511,7 @@ def test_screen_sends_rows_with_masses_of_ties_to_the_exact_search():
             assert [set(r) for r in sets.tolist()] == [set(r) for r in twin_knn(unit(x), k).tolist()]
 
 
-def test_screen_fallback_with_tiny_pools(monkeypatch):
+def test_screen_fallback_with_tiny_pools(monkeypatch, screen_width):
     """Pools of at most k entries: nearly every row overflows and takes the exact search, same answer."""
     pytest.importorskip("torch")
     monkeypatch.setattr(_knn_screen, "POOL_SLACK", -3 * 4)
@@ -511,25 +522,31 @@ def test_screen_fallback_with_tiny_pools(monkeypatch):
         np.testing.assert_array_equal(idx, twin_knn(x, 4))
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 @given(data=st.data(), n=st.integers(2, 40), d=st.integers(1, 5))
-def test_screen_on_arbitrary_integer_rows(data, n, d):
+def test_screen_on_arbitrary_integer_rows(width, data, n, d):
     """Any integer matrix (exact inner products, ties everywhere), any k, any tile side: the twin's indices."""
     pytest.importorskip("torch")
     x = np.array(data.draw(st.lists(st.lists(st.integers(-3, 3), min_size=d, max_size=d), min_size=n,
                                     max_size=n)), dtype=float)
     k = data.draw(st.integers(1, n - 1))
     block = data.draw(st.one_of(st.none(), st.integers(1, n + 2)))
-    np.testing.assert_array_equal(knn_indices(x, k, block=block, screen=True), twin_knn(x, k))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_knn_screen, "WIDTH", width)
+        np.testing.assert_array_equal(knn_indices(x, k, block=block, screen=True), twin_knn(x, k))
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(3, 40), d=st.sampled_from([4, 16]), data=st.data())
-def test_screened_metrics_on_random_sign_rows(seed, n, d, data):
+def test_screened_metrics_on_random_sign_rows(width, seed, n, d, data):
     pytest.importorskip("torch")
     a, b = tied_pair(n, d, np.random.default_rng(seed))
     k = data.draw(st.integers(1, n - 1))
     block = data.draw(st.one_of(st.none(), st.integers(1, n)))
-    assert mutual_knn(a, b, k, block=block, screen=True) == twin_mutual(a, b, k)
-    assert cycle_knn(a, b, k, block=block, screen=True) == twin_cycle(a, b, k)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_knn_screen, "WIDTH", width)
+        assert mutual_knn(a, b, k, block=block, screen=True) == twin_mutual(a, b, k)
+        assert cycle_knn(a, b, k, block=block, screen=True) == twin_cycle(a, b, k)
 
 
 def assert_equal_up_to_float32_rounding(got: np.ndarray, expected: np.ndarray, x: np.ndarray) -> int:
@@ -548,7 +565,7 @@ def assert_equal_up_to_float32_rounding(got: np.ndarray, expected: np.ndarray, x
     return len(rows)
 
 
-def test_screen_at_a_larger_size():
+def test_screen_at_a_larger_size(screen_width):
     """N = 3000, d = 96, tiles of 512: the screen and the exact search agree, in float32 up to its rounding."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(24)
@@ -565,7 +582,7 @@ def test_screen_at_a_larger_size():
         assert mutual_knn(a, b, k, block=512, screen=True) == mutual_knn(a, b, k, block=512, screen=False)
 
 
-def test_screen_scale_and_range():
+def test_screen_scale_and_range(screen_width):
     """Powers of two change no neighbour; far outside the bound's range (|e| > 60) every row takes the exact search."""
     pytest.importorskip("torch")
     x = np.random.default_rng(25).normal(size=(80, 5))
@@ -625,6 +642,32 @@ def test_screen_error_bound_at_a_realistic_size():
     assert (np.abs(s_hat - v) - (2.0**-8 * np.abs(s_hat) + bound[:, None])).max() <= 0
 
 
+@pytest.mark.parametrize("d", [1, 7, 64, 768])
+def test_truncated_products_error_bound_holds(d):
+    """The float32 width: |ŝ_ij − v_ij| <= 2^-7|ŝ_ij| + E_i with ŝ the float32 products truncated to bf16 (their
+    keys' values), v in float64; float32 unit rows are screened as they are (ρ = 0), float64 ones rounded once
+    to float32 (ρ_i <= 2^-24·‖w_i‖)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(32)
+    rows = [rng.normal(size=(300, d)), np.full((2, d), 1.0), np.full((2, d), 1.0 / 3.0),
+            np.where(rng.random((40, d)) < 0.05, rng.normal(size=(40, d)) * 30, rng.normal(size=(40, d)))]
+    for dtype in (np.float32, np.float64):
+        x = np.concatenate(rows).astype(dtype)
+        y, z, norms, rho, e = _knn_screen._prepare(np, x, _knn_search.row_scale(np, x, "x"), torch, "float32")
+        assert e == 0 and z.dtype == torch.float32
+        if dtype == np.float32:
+            assert np.all(rho <= d * 2.0**-59) and np.shares_memory(z.numpy(), y)  # the rows themselves: ρ = 0 (+ the bound's d·2^-60)
+        assert np.all(rho <= 2.0**-24 * norms)
+        bound = _knn_screen.screen_error(np, d, np.finfo(dtype).bits, norms, rho)
+        keys = _knn_screen._keys(np, _knn_screen.truncated_products(z.numpy(), z.numpy())).astype(np.int64)
+        s_hat = _knn_screen._bf16_values()[keys - _knn_screen.KEY_NEG_INF]
+        v = y.astype(np.float64) @ y.astype(np.float64).T
+        excess = np.abs(s_hat - v) - (_knn_screen.U_TRUNCATE * np.abs(s_hat) + bound[:, None])
+        assert excess.max() <= 0, excess.max()
+        assert np.all(np.abs(s_hat) <= np.abs(z.numpy().astype(np.float64) @ z.numpy().astype(np.float64).T)
+                      + 1e-6)  # truncation: toward zero
+
+
 def test_screen_keys_are_monotone():
     """int16 keys of all bf16 bit patterns order like the values; the table inverts them."""
     raw = np.arange(-32768, 32768, dtype=np.int32).astype(np.int16)
@@ -639,7 +682,7 @@ def test_screen_keys_are_monotone():
     np.testing.assert_array_equal(table[keys - _knn_screen.KEY_NEG_INF], values)
 
 
-def test_screen_in_torch_code(monkeypatch):
+def test_screen_in_torch_code(monkeypatch, screen_width):
     """The code path of GPU tensors (pools kept in torch), run on CPU tensors."""
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(_knn_screen, "WORK_IN_TORCH", True)
@@ -678,7 +721,8 @@ def test_screen_on_cuda():
 
 
 def test_screen_is_chosen_only_where_it_pays(monkeypatch):
-    """Automatic: large N and k ≪ N on numpy/CPU torch data with fast bf16; never JAX or CUDA; screen=False always exact."""
+    """Automatic: large N and k ≪ N on numpy/CPU torch data (bf16 width with bf16 matrix units, float32 without);
+    never JAX or CUDA; screen=False always exact."""
     pytest.importorskip("torch")
     x = np.random.default_rng(31).normal(size=(300, 8))
     assert not _knn_screen.wanted(x, 3)  # too small
@@ -689,9 +733,14 @@ def test_screen_is_chosen_only_where_it_pays(monkeypatch):
     monkeypatch.setattr(_knn_screen, "MIN_RATIO", 8)
     expected = twin_knn(x, 3)
     np.testing.assert_array_equal(knn_indices(x, 3), expected)
-    assert len(calls) == int(_knn_screen._cpu_bf16_fast())
+    assert len(calls) == 1
     np.testing.assert_array_equal(knn_indices(x, 3, screen=False), expected)
-    assert len(calls) == int(_knn_screen._cpu_bf16_fast())
+    assert len(calls) == 1
+    for fast, width in ((True, "bf16"), (False, "float32")):
+        monkeypatch.setattr(_knn_screen, "_cpu_bf16_fast", lambda fast=fast: fast)
+        assert _knn_screen.wanted(x, 3) and _knn_screen.width(x) == width
+    monkeypatch.setattr(_knn_screen, "WIDTH", "bf16")
+    assert _knn_screen.width(x) == "bf16"
     assert not _knn_screen.wanted(x, 100)  # k > N / MIN_RATIO
     import torch
 
