@@ -1,5 +1,5 @@
 """``python -m prhsim``: the command line."""
 
-from prhsim.cli import main
+from prhsim.cli import entry
 
-main(prog_name="prhsim")
+entry()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import subprocess
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -23,8 +25,15 @@ def memory_limit_option(fn):
             return fn(*args, **kwargs)
 
     return click.option("--memory-limit", "memory_gb", type=click.FloatRange(min=0, min_open=True), default=None,
-                        metavar="GB", help="Refuse work whose estimated peak memory exceeds GB (default: half of "
+                        callback=_finite_gigabytes, metavar="GB", help="Refuse work whose estimated peak memory exceeds GB (default: half of "
                                            "this machine's).")(wrapper)
+
+
+def _finite_gigabytes(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A memory limit is a finite number of GB (FloatRange lets inf and nan through)."""
+    if value is not None and not math.isfinite(value * 1e9):
+        raise click.BadParameter(f"must be a finite number of GB, got {value}")
+    return value
 
 
 @contextlib.contextmanager
@@ -37,6 +46,16 @@ def memory_limit_of(memory_gb: float | None) -> Iterator[None]:
 
     with memory_limit(memory_gb * 1e9):
         yield
+
+
+def new_run_folder(name: str) -> Path:
+    """The default output folder ``runs/YYYYmmdd-HHMMSS-NAME``, with ``-2``, ``-3``, ... where one of that name
+    exists (two commands in one second would otherwise share it, and the second be refused)."""
+    stem = f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{name}"
+    out, i = Path(stem), 2
+    while out.exists():
+        out, i = Path(f"{stem}-{i}"), i + 1
+    return out
 
 
 def git_revision() -> str | None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -30,7 +30,7 @@ from prhsim.io import OutputError, check_out_file, check_out_folder, json_text, 
 from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.io import SUFFIXES, FeatureFileError, load_features
 from prhsim.cli._driver import drive, print_notes
-from prhsim.cli._options import git_revision, memory_limit_option, parse_out
+from prhsim.cli._options import git_revision, memory_limit_option, new_run_folder, parse_out
 from prhsim.metrics import CONVENTIONS, PRH_METRICS, entry_seconds, prh_table, protocol_entry, rejection_note
 
 
@@ -51,6 +51,10 @@ class RegistryChoice(click.Choice):
 
 
 METRIC_CHOICE = RegistryChoice()
+
+
+#: The most permutations --calibrate takes.
+MOST_PERMUTATIONS = 1_000_000
 
 
 def _neighbours(metric: str) -> bool:
@@ -138,14 +142,14 @@ def _calibration(fn):
     fn = click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
                       show_default=True, help="Level of the calibration's critical value (and of the table's "
                                               "Holm correction).")(fn)
-    return click.option("--calibrate", "permutations", type=click.IntRange(1, 1_000_000), default=None, metavar="K",
+    return click.option("--calibrate", "permutations", type=click.IntRange(1, MOST_PERMUTATIONS), default=None, metavar="K",
                         help="Also score the best layer pair against K row permutations of B (a permutation null "
                              "of the max over every layer pair): p-value, critical value and calibrated score.")(fn)
 
 
 @prh.command()
-@click.argument("a", type=click.Path(path_type=Path, dir_okay=False))
-@click.argument("b", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("a", type=click.Path(path_type=Path))  # a folder is refused by the reader, in one line
+@click.argument("b", type=click.Path(path_type=Path))
 @_metric
 @_k
 @_clip
@@ -167,17 +171,27 @@ def score(a: Path, b: Path, metric: str, knn_k: int, clip: float, no_clip: bool,
     result = _score(fa, fb, str(a), str(b), metric, knn_k, None if no_clip else clip, clip_scope, permutations, alpha,
                     convention)
     cal = result.calibration
+    table = np.asarray(result.table, dtype=float)
+    constant = {"a": [int(i) for i in np.flatnonzero(np.isnan(table).all(axis=1))],
+                "b": [int(j) for j in np.flatnonzero(np.isnan(table).all(axis=0))]}
+    left = [f"layer{'s' if len(v) > 1 else ''} {', '.join(map(str, v))} of {side.upper()}"
+            for side, v in constant.items() if v]
+    notes = [f"left out {' and '.join(left)}: zero variance (all rows equal), so no metric of it is defined"
+             ] if left else []
+    if cal is not None:
+        notes += [note for note in [rejection_note(cal.permutations, cal.alpha, most=MOST_PERMUTATIONS)] if note]
     doc = {"a": str(a), "b": str(b), "metric": metric, "convention": convention, "clip": None if no_clip else clip,
            "clip_scope": clip_scope, "knn_k": knn_k if _neighbours(metric) else None,
            "n": _samples(fa), "layers_a": _depth(fa), "layers_b": _depth(fb),
            "orientation": "table[i][j] = metric(layer i of a, layer j of b)",
            "best": float(result.best), "layer_pair": None if result.layers is None else [int(i) for i in result.layers],
            "chance": None if result.chance is None else float(result.chance),
-           "table": np.asarray(result.table, dtype=float).tolist(),
+           "table": [[None if math.isnan(v) else v for v in row] for row in np.asarray(result.table, float).tolist()],
+           "constant_layers": constant,
            "calibration": None if cal is None else {
                "permutations": cal.permutations, "alpha": cal.alpha, "p_value": cal.p_value, "tau": cal.tau,
                "calibrated": cal.calibrated, "null_median": cal.quantile(0.5), "null_q95": cal.quantile(0.95),
-               "aggregate": "max", "note": rejection_note(cal.permutations, cal.alpha)}}
+               "aggregate": "max", "note": rejection_note(cal.permutations, cal.alpha, most=MOST_PERMUTATIONS)}}
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
@@ -191,8 +205,12 @@ def score(a: Path, b: Path, metric: str, knn_k: int, clip: float, no_clip: bool,
     if cal is not None:
         out.print(f"calibrated {cal.calibrated:.4f} (raw {cal.raw:.4f}, critical value tau {cal.tau:.4f} at alpha "
                   f"{cal.alpha:g}, p = {cal.p_value:.3g} over {cal.permutations:,} permutations of B's rows; the null "
-                  f"is the max over all {_depth(fa) * _depth(fb)} layer pairs)", highlight=False)
-        print_notes([note for note in [rejection_note(cal.permutations, cal.alpha)] if note], quiet=False)
+                  f"is the max over {_pairs(int(np.count_nonzero(~np.isnan(table))))})", highlight=False)
+    print_notes(notes, quiet=False)
+
+
+def _pairs(count: int) -> str:
+    return "the one scored layer pair" if count == 1 else f"all {count} scored layer pairs"
 
 
 def _is_model(path: Path) -> bool:
@@ -285,7 +303,7 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
     models = [p for p in dict.fromkeys([*row_files, *col_files]) if _is_model(p)]
     if models and data is None:
         raise UsageProblem(f"{models[0]} is a model folder (config.json): pass --data DATA to extract its features")
-    out_dir = out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-prh-table")
+    out_dir = out or new_run_folder("prh-table")
     try:
         check_out_folder(out_dir, overwrite=overwrite)
     except OutputError as exc:
@@ -364,7 +382,7 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
                               f"of the max over every layer pair); n.s.: the p-value does not reach alpha "
                               f"{cal.alpha:g} under Holm's correction for the {m} cells of the table",
                               highlight=False)
-            note = rejection_note(cal.permutations, cal.alpha, m)
+            note = rejection_note(cal.permutations, cal.alpha, m, most=MOST_PERMUTATIONS)
             if note:
                 out_console.print(f"[yellow]note[/]: {escape(note)} (--calibrate)", highlight=False)
 
@@ -385,7 +403,7 @@ def table(folder: Path, rows: str | None, cols: str | None, data: Path | None, c
               help="auto: mean over the non-padding tokens for language models, the class token for vision models.")
 @click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True, help="Inputs per forward pass.")
 @click.option("--max-length", type=click.IntRange(2), default=None,
-              help="Truncate texts to this many tokens (default: the model's maximum).")
+              help="Truncate texts to this many tokens (default and most: the model's maximum).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--shard-size", type=click.IntRange(1), default=None, metavar="S",
               help="Keep every S rows as a shard in OUT.shards/ so an interrupted run resumes from the shards done.")

@@ -304,7 +304,8 @@ PATH_SETTINGS = ("data", "features", "tokenizer", "weights")
 
 
 def _saved_config(path: Path) -> dict:
-    """A run folder's config.json, or a one-line ConfigError naming it when it cannot be read."""
+    """A run folder's config.json, or a one-line ConfigError naming it when it cannot be read or holds settings that
+    are not valid (the first key that is wrong, with pydantic's message)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -312,6 +313,14 @@ def _saved_config(path: Path) -> dict:
                           "damaged") from None
     if not isinstance(data, dict):
         raise ConfigError(f"--resume: {path} does not hold the run's settings")
+    from prhsim.real import RealTrainSettings
+    from prhsim.config import format_validation_error
+
+    try:
+        RealTrainSettings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"--resume: {path} cannot be read ({format_validation_error(exc)}); the run folder is "
+                          "damaged") from None
     return data
 
 
@@ -413,14 +422,15 @@ def smoke_command(out, images, captions, model, learner, views, batch_size, epoc
 @click.option("--labels-a", default=None, metavar="FILE", help="For evaluation only: .npy integer label per row of A.")
 @click.option("--labels-b", default=None, metavar="FILE", help="For evaluation only: .npy integer label per row of B.")
 @click.option("--starts", type=click.IntRange(min=1), default=16, show_default=True, help="Starts of the iterative method.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random starts.")
 @click.option("--out", default=None, metavar="FILE.npz", help="Write the map (and each file's PCA whitening) here.")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --out file.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print the report as JSON.")
 def align_command(unpaired, dim, method, pairs_a, pairs_b, paired, labels_a, labels_b, starts, seed, out,
                   overwrite, as_json) -> None:
     """The map between two encoders' features found without any pair (docs/theory.md §9); pairs or labels,
-    when given, only score it."""
+    when given, only score it. The iterative search says each start on stderr, after a note when it may take
+    minutes; the map is written whole or not at all."""
     from prhsim.real import DataError
     from prhsim.real import align_unpaired
 
@@ -433,9 +443,11 @@ def align_command(unpaired, dim, method, pairs_a, pairs_b, paired, labels_a, lab
         except OutputError as exc:
             raise UsageProblem(str(exc)) from None
     try:
-        report = align_unpaired(unpaired[0], unpaired[1], dim=dim, method=method, pairs_a=pairs_a, pairs_b=pairs_b,
-                                paired=paired, labels_a=labels_a, labels_b=labels_b, starts=starts, out=out,
-                                seed=seed)
+        with bar_reporter("prhsim real align", quiet=as_json) as say:
+            report = align_unpaired(unpaired[0], unpaired[1], dim=dim, method=method, pairs_a=pairs_a,
+                                    pairs_b=pairs_b, paired=paired, labels_a=labels_a, labels_b=labels_b,
+                                    starts=starts, out=out, seed=seed, progress=say,
+                                    notes=lambda line: print_notes([line], quiet=as_json))
     except (DataError, ValueError) as exc:
         raise UsageProblem(str(exc).splitlines()[0]) from None
     if as_json:

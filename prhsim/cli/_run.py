@@ -9,7 +9,6 @@ construction. What fails after that is a bug and surfaces as one.
 from __future__ import annotations
 
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -19,18 +18,14 @@ from prhsim._budget import LONG_CLASSES, ResourceError, beyond_horizon
 from prhsim._extras import JAX_MODULES, require
 from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
-from prhsim.cli._options import git_revision, parse_out, read_own_config
+from prhsim.cli._options import git_revision, new_run_folder, parse_out, read_own_config
 from prhsim.cli._run_flags import RUN_FLAGS, flag_of, run_flag_options, run_flag_values
 from prhsim.config import LEARNER_CHOICES, ConfigError, RunConfig, resolve_run_config
 from prhsim.io import OutputError, check_out_folder
 
 def _default_out(config: RunConfig) -> Path:
     views = "mixed" if config.modality_views else config.views
-    stem = f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{config.world.kind}-{views}"
-    out, i = Path(stem), 2
-    while out.exists():
-        out, i = Path(f"{stem}-{i}"), i + 1
-    return out
+    return new_run_folder(f"{config.world.kind}-{views}")
 
 
 def _resolve(config_file: Path | None, flags: dict, sets: tuple[str, ...], notes: list[str],
@@ -116,6 +111,7 @@ def run(uncentred, learner, sets, config_file, out, overwrite, no_figures, table
     long = plan.time_class in LONG_CLASSES
     if long:
         notes.append(f"this run may take {plan.time_class}: {plan.summary()}")
+
     print_notes(notes, quiet=quiet)
     revision = git_revision()
     caught: list[str] = []

@@ -16,7 +16,6 @@ folder renamed whole into place, and its summary printed (or the results documen
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from rich.markup import escape
 from prhsim._extras import missing, require
 from prhsim.cli._console import UsageProblem
 from prhsim.cli._driver import drive, print_notes
-from prhsim.cli._options import git_revision, memory_limit_option, parse_out, read_own_config
+from prhsim.cli._options import git_revision, memory_limit_option, new_run_folder, parse_out, read_own_config
 from prhsim.cli._run_flags import run_flag_options, run_flag_values
 from prhsim.config import ConfigError, format_validation_error, resolve_settings
 from prhsim.io import OutputError, check_out_folder, json_text, save_png
@@ -139,7 +138,7 @@ def _command(sweep: Any) -> click.Command:
                 require("prhsim sweep --executor ray", ("ray",), "ray")
             if resume is not None and out is not None and Path(out).resolve() != resume.resolve():
                 raise ValueError(f"--resume {resume} finishes the sweep of that folder; drop --out {out}")
-            out_dir = resume or out or Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{sweep.name}")
+            out_dir = resume or out or new_run_folder(sweep.name)
             file_data = read_own_config(config_file, None, notes)
             if resume is not None:  # the stopped sweep's settings, under --config and --set
                 file_data = {**resumed_settings(resume, sweep.name), **(file_data or {})}

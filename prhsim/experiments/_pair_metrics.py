@@ -30,6 +30,8 @@ Rows = Callable[[np.ndarray], np.ndarray]
 SAMPLES = 2000
 #: The k of mutual k-NN (lowered to N/4 on small worlds).
 KNN_K = 10
+#: The level of the calibrated scores' critical value.
+CALIBRATION_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,8 @@ def pair_metrics(rows_a: Rows | np.ndarray, q_a: np.ndarray, rows_b: Rows | np.n
     calibrations = {}
     if permutations:  # drawn after every draw above, so the raw metrics do not depend on K
         seed = int(rng.integers(2**31))
-        calibrations = {m.name: calibrate(m.name, A, B, permutations=permutations, knn_k=k, rng=seed)
+        calibrations = {m.name: calibrate(m.name, A, B, permutations=permutations, alpha=CALIBRATION_ALPHA, knn_k=k,
+                                          rng=seed)
                         for m in records if not m.fitted}
     return PairMetrics(samples=n, knn_k=k, scores={m.name: float(m(A, B, knn_k=k, fit=fit)) for m in records},
                        chance={m.name: m.chance_level(n, k, fit=fit) for m in records if m.chance is not None},

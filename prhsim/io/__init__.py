@@ -9,6 +9,7 @@ reads the PRH benchmark's feature files (npy, safetensors, PRH ``.pt``) as N x L
 from prhsim.io._feature_files import (
     SUFFIXES as SUFFIXES,
     FeatureFileError as FeatureFileError,
+    file_problem as file_problem,
     load_features as load_features,
 )
 from prhsim.io._files import (
@@ -37,6 +38,7 @@ __all__ = [
     "check_free_space",
     "check_out_file",
     "check_out_folder",
+    "file_problem",
     "full_disk_error",
     "json_text",
     "load_features",

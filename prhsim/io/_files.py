@@ -145,6 +145,9 @@ def check_out_folder(out: Path, *, overwrite: bool = False) -> None:
             if not (out / RUN_MARKER).is_file():
                 raise OutputError(f"--out {given} is not a prhsim run folder (no {RUN_MARKER}); --overwrite "
                                   "replaces only run folders")
+            if not os.access(out, os.W_OK | os.X_OK):
+                raise OutputError(f"--out {given} is read-only: --overwrite cannot replace it (moving a folder "
+                                  "needs write permission on it)")
         _probe(out.parent, given, "--out")
     else:
         _probe(_creatable_parent(out, given, "--out"), given, "--out")
@@ -221,7 +224,14 @@ def staged_folder(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
             if not overwrite:
                 raise OutputError(f"--out {out} was filled while the run was computing; nothing was written")
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / out.name)
+            try:
+                os.replace(out, old / out.name)
+            except OSError as exc:  # e.g. a read-only out: moving a folder rewrites its '..'
+                old.rmdir()
+                kept = Path(tempfile.mkdtemp(prefix=f"{out.name}.new-", dir=out.parent))
+                os.replace(stage, kept / out.name)
+                raise OutputError(f"cannot replace --out {out} ({exc.strerror or exc}); it is left as it was, and "
+                                  f"the new results are in {kept / out.name}") from None
             os.replace(stage, out)
             shutil.rmtree(old, ignore_errors=True)
         else:

@@ -4,7 +4,9 @@ wording: the argument's name, the allowed range as docs/prh.md states it, and th
 * ``knn_k`` (neighbours): an integer with ``1 <= knn_k < N``, N the number of rows;
 * ``alpha`` (a level): a number in (0, 1);
 * ``permutations`` (K, the null's re-pairings): an integer of at least 1 (0 where it means "off");
-* rows: at least 2 (a score of one row compares nothing).
+* rows: at least 2 (a score of one row compares nothing);
+* a representation: not constant (every row equal has zero variance; its kernels and neighbour lists are ties
+  only, so every metric of it is undefined).
 """
 
 from __future__ import annotations
@@ -42,3 +44,15 @@ def check_rows(n: int, what: str, minimum: int = 2) -> None:
     """At least ``minimum`` rows for ``what`` (a metric's or function's name); else a one-line ValueError."""
     if n < minimum:
         raise ValueError(f"{what} needs at least {minimum} rows, got N = {n}")
+
+
+def constant_rows(xp: Any, x: Any) -> bool:
+    """Whether every row of x equals the first (a representation with zero variance)."""
+    return bool(xp.all(x == x[0:1, :]))
+
+
+def require_variance(xp: Any, name: str, x: Any, what: str = "CKA") -> None:
+    """Raise ``ValueError("a has zero variance: CKA is undefined")`` for a constant representation (``what``: the
+    metric's name in the message)."""
+    if constant_rows(xp, x):
+        raise ValueError(f"{name} has zero variance: {what} is undefined")

@@ -68,7 +68,7 @@ from prhsim.metrics._cka_permuted import kernel_scorer
 from prhsim.metrics._calibrate_knn import knn_scorer
 from prhsim.metrics._cka import to_host
 from prhsim.metrics._convention import Convention, check_convention
-from prhsim.metrics._protocol import ProtocolScore, prepared_pair, prh_protocol
+from prhsim.metrics._protocol import ProtocolScore, prepared_pair, prh_protocol, scored_layers
 from prhsim.metrics._registry import METRICS, Metric, metric_record
 
 #: A layer table's statistic: "max" or "mean" over all layer pairs, or a callable of the (L_a, L_b) table of scores
@@ -195,7 +195,7 @@ def null_verdict(raw: float, null: np.ndarray, alpha: float, s_max: float = 1.0)
 def calibrated_protocol(feats_a: Any, feats_b: Any, *, permutations: int | np.ndarray = 1000, alpha: float = 0.05,
                         rng: RngLike = None, **protocol: Any) -> ProtocolScore:
     """:func:`prhsim.metrics.prh_protocol` (``protocol``: metric, knn_k, clip_quantile, clip_scope, convention) with
-    its best score calibrated (``score.calibration``): the null statistic is the max over every layer pair of the
+    its best score calibrated (``score.calibration``): the null statistic is the max over every scored layer pair of the
     clipped, normalised stacks with B's rows permuted, one permutation for every pair, so the search over layers is
     part of the null."""
     check_alpha(alpha)
@@ -203,8 +203,10 @@ def calibrated_protocol(feats_a: Any, feats_b: Any, *, permutations: int | np.nd
         check_permutations(permutations)
     score = prh_protocol(feats_a, feats_b, **protocol)
     convention = protocol.get("convention", "prhsim")
-    _, A, B = prepared_pair(feats_a, feats_b, protocol.get("clip_quantile", 0.95),
-                            protocol.get("clip_scope", "tensor"), convention)
+    xp, A, B = prepared_pair(feats_a, feats_b, protocol.get("clip_quantile", 0.95),
+                             protocol.get("clip_scope", "tensor"), convention)
+    rows, cols = scored_layers(xp, A, B)  # the protocol's best is the max over these layers' pairs
+    A, B = [A[i] for i in rows], [B[j] for j in cols]
     calibration = calibrate(protocol.get("metric", "mutual_knn"), A, B, permutations=permutations, alpha=alpha,
                             rng=rng, aggregate="max", knn_k=protocol.get("knn_k", 10), convention=convention)
     return score._replace(calibration=calibration)
@@ -219,16 +221,19 @@ def permutations_needed(alpha: float, tests: int = 1) -> int:
     return max(1, math.ceil(int(tests) / alpha - 1e-9) - 1)
 
 
-def rejection_note(permutations: int, alpha: float, tests: int = 1) -> str | None:
+def rejection_note(permutations: int, alpha: float, tests: int = 1, *, most: int | None = None) -> str | None:
     """The note every calibrated report prints when K permutations cannot reject at all: its smallest p-value
     ``1/(K + 1)`` is above ``alpha`` (or Holm's first threshold ``alpha/tests``), so a calibrated score of 0 says
-    nothing about the pair; None when K suffices."""
+    nothing about the pair; None when K suffices. ``most``: the largest K the caller takes; where the K needed is
+    above it, the note says to raise alpha instead."""
     needed = permutations_needed(alpha, tests)
     if permutations >= needed:
         return None
     level = f"alpha {alpha:g}" if tests == 1 else f"Holm's first threshold alpha/{tests} = {alpha / tests:.3g}"
+    advice = (f"use K >= {needed:,}" if most is None or needed <= most else
+              f"it needs K >= {needed:,}, above the most allowed ({most:,}): raise alpha")
     return (f"K = {permutations:,} permutations cannot reject at {level}: the smallest p-value is 1/(K + 1) = "
-            f"{1 / (permutations + 1):.3g}; use K >= {needed:,}")
+            f"{1 / (permutations + 1):.3g}; {advice}")
 
 
 def holm(p_values: Any, alpha: float = 0.05) -> np.ndarray:

@@ -29,7 +29,7 @@ import numpy as np
 
 from prhsim.metrics import _knn_screen
 from prhsim.metrics._convention import Convention
-from prhsim.metrics._arguments import check_knn_k
+from prhsim.metrics._arguments import check_knn_k, require_variance
 from prhsim.metrics._knn_search import as_compute, guard_lists, knn_search, row_scale
 
 #: A's k-NN relation is an N x N boolean mask up to this many entries, sorted pair codes above.
@@ -165,6 +165,8 @@ def _knn_counts(cycle: bool, rel: _Relation, lists: _Lists, inv: np.ndarray) -> 
 
 def knn_scorer(name: str, layers_a: Layers, layers_b: Layers, knn_k: int, convention: Convention) -> Scorer:
     """Mutual or cycle k-NN of every layer pair from lists searched once per layer."""
+    for layer, x in [*layers_a, *layers_b]:  # the registered metric's refusal
+        require_variance(np, layer, x, name)
     relations = [_relation(la, x, knn_k, convention) for la, x in layers_a]
     lists = [_open_lists(lb, x, knn_k, convention) for lb, x in layers_b]
     cycle = name == "cycle_knn"

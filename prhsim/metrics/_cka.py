@@ -45,7 +45,8 @@ import numpy as np
 from array_api_compat import array_namespace, device as array_device, is_numpy_array, is_torch_array
 
 from prhsim._budget import ensure_fits
-from prhsim.metrics._cka_parts import centre, gram_route, hsic_u, rbf_gram, require_variance
+from prhsim.metrics._arguments import require_variance
+from prhsim.metrics._cka_parts import centre, gram_route, hsic_u, rbf_gram
 from prhsim.metrics._cka_permuted import identity_cka
 from prhsim.metrics._convention import PRH_EPS, PRH_RBF_SIGMA, Convention, check_convention
 

@@ -1,7 +1,7 @@
 """CKA's building blocks in any array library (docs/theory.md §10): centring, the RBF Gram, the unbiased HSIC.
 
 Shared by the registered scores (:mod:`prhsim.metrics._cka`), the permuted-pair route under them and their null
-(:mod:`prhsim.metrics._cka_permuted`), and the metrics that centre or need variance (SVCCA, CKNNA's variants).
+(:mod:`prhsim.metrics._cka_permuted`), and SVCCA, which centres too.
 Every function takes the array namespace ``xp`` and computes in the input's library, device and dtype.
 """
 
@@ -10,17 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from array_api_compat import device as array_device
-
-
-def constant_rows(xp: Any, x: Any) -> bool:
-    """Whether every row of x equals the first (a representation with zero variance)."""
-    return bool(xp.all(x == x[0:1, :]))
-
-
-def require_variance(xp: Any, name: str, x: Any, what: str = "CKA") -> None:
-    """Raise ``ValueError("a has zero variance: CKA is undefined")`` for a constant representation."""
-    if constant_rows(xp, x):
-        raise ValueError(f"{name} has zero variance: {what} is undefined")
 
 
 def centre(xp: Any, x: Any) -> Any:

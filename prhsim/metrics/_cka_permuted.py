@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from prhsim._budget import current_memory_limit, ensure_fits
-from prhsim.metrics._cka_parts import centre, gram_route, hsic_u, rbf_gram, require_variance
+from prhsim.metrics._arguments import require_variance
+from prhsim.metrics._cka_parts import centre, gram_route, hsic_u, rbf_gram
 from prhsim.metrics._convention import PRH_EPS, PRH_RBF_SIGMA, Convention
 
 #: The CKA kinds this route scores.

@@ -56,7 +56,7 @@ from array_api_compat import device as array_device
 
 from prhsim.metrics._cka import to_host
 from prhsim.metrics._convention import PRH_EPS, Convention, check_convention
-from prhsim.metrics._arguments import check_knn_k
+from prhsim.metrics._arguments import check_knn_k, require_variance
 from prhsim.metrics._knn_search import (
     TILE_BYTES,
     as_compute_pair,
@@ -179,6 +179,8 @@ def cknna(a: Any, b: Any, knn_k: int | None = 10, *, block: int | None = None,
     n = a.shape[0]
     k = n - 1 if k is None else k
     k = check_knn_k(k, n)
+    require_variance(xp, "a", a, "cknna")  # every row equal: lists of ties only
+    require_variance(xp, "b", b, "cknna")
     if convention == "prh" and (k < 2 or n < 4):
         raise ValueError(f"cknna (convention 'prh') needs knn_k >= 2 and N >= 4, got knn_k = {k} and N = {n}")
     block = check_block(block)

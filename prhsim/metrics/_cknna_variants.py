@@ -34,9 +34,8 @@ from typing import Any
 import numpy as np
 
 from prhsim._budget import ensure_fits
-from prhsim.metrics._arguments import check_knn_k, check_rows
+from prhsim.metrics._arguments import check_knn_k, check_rows, require_variance
 from prhsim.metrics._cka import to_host
-from prhsim.metrics._cka_parts import require_variance
 from prhsim.metrics._convention import PRH_EPS, Convention, check_convention
 
 #: N x N float64 arrays held at once by either variant (the two kernels, a mask, a centred product).

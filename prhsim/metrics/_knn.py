@@ -43,7 +43,7 @@ from array_api_compat import array_namespace, device as array_device
 
 from prhsim.metrics import _knn_screen
 from prhsim.metrics._convention import Convention, check_convention
-from prhsim.metrics._arguments import check_knn_k
+from prhsim.metrics._arguments import check_knn_k, require_variance
 from prhsim.metrics._knn_search import (
     as_compute,
     as_compute_pair,
@@ -161,6 +161,8 @@ def _both_lists(a: Any, b: Any, k: Any, block: Any, screen: Any, what: str,
     xp, a, b = as_compute_pair(a, b)
     n = a.shape[0]
     k = check_knn_k(k, n)
+    require_variance(xp, "a", a, what)  # every row equal: lists of ties only
+    require_variance(xp, "b", b, what)
     block = check_block(block)
     screen = check_screen(screen, a)
     guard_lists(n, k, 2, f"for {what}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
@@ -115,7 +115,7 @@ def chamfer_distance(ya: Any, yb: Any, *, weights_a: Any = None, weights_b: Any 
 def iterative_match(xa: Any, xb: Any, *, weights_a: Any = None, weights_b: Any = None,
                     starts: int | Sequence[np.ndarray] = 16, iterations: int = 50,
                     matching: Literal["nearest", "assignment"] = "nearest", moments: bool = True,
-                    rng: RngLike = None) -> IterativeMap:
+                    rng: RngLike = None, progress: Callable[[int, int, float], None] | None = None) -> IterativeMap:
     """The map a → b from features alone: matching ↔ Procrustes from several starts (docs/theory.md §9).
 
     Args:
@@ -128,6 +128,8 @@ def iterative_match(xa: Any, xb: Any, *, weights_a: Any = None, weights_b: Any =
         moments: also start from the fourth-moment alignment ``V_a V_bᵀ`` and its k single sign flips
             (placed after ``starts``).
         rng: seed or Generator for the random starts.
+        progress: called after each start as ``progress(done, total, criterion)`` (starts done, starts in all,
+            that start's chamfer distance).
 
     Returns:
         :class:`IterativeMap`: the start of lowest :func:`chamfer_distance` and every start's record.
@@ -176,6 +178,8 @@ def iterative_match(xa: Any, xb: Any, *, weights_a: Any = None, weights_b: Any =
         criteria.append(0.5 * float(wa @ tree_b.query(ya @ Q)[0] + wb @ tree_a.query(yb @ Q.T)[0]))
         counts.append(count)
         done.append(converged)
+        if progress is not None:
+            progress(len(maps), len(initial), criteria[-1])
     best = int(np.argmin(criteria))
     return IterativeMap(maps[best], f"iterative {matching}", criteria[best], np.array(criteria), np.array(counts),
                         np.array(done), best, whiten_a, whiten_b)

@@ -15,8 +15,10 @@ the PRH code:
    ``clip_quantile=None`` or 1 skips the clip;
 2. L2-normalise every row of every layer (a zero row stays zero; each row is scaled by its largest
    entry first, so that features near the top of float32 do not overflow);
-3. score every layer pair (i, j) with the metric: ``table[i, j] = metric(A[:, i], B[:, j])``;
-4. report the best score ``max_ij table[i, j]`` and its layer pair (the first in
+3. score every layer pair (i, j) with the metric: ``table[i, j] = metric(A[:, i], B[:, j])``; a layer whose
+   rows are all equal after steps 1-2 (zero variance, e.g. a class token before the first block: every metric
+   of it is undefined) is left out, its cells NaN, and a model with no other layer is refused;
+4. report the best score ``max_ij table[i, j]`` over the scored cells and its layer pair (the first in
    row-major order on ties), the whole table and the metric's chance level
    (``knn_chance(N, k)`` for mutual_knn, None for the others). Under ``convention="prh"``
    a table with no score above 0 reports 0 and no layer pair, as the PRH code does.
@@ -42,7 +44,7 @@ import numpy as np
 
 from prhsim.metrics._cka import as_array, check_finite
 from prhsim.metrics._convention import Convention, check_convention
-from prhsim.metrics._arguments import check_knn_k
+from prhsim.metrics._arguments import check_knn_k, constant_rows
 from prhsim.metrics._registry import metric_record
 
 
@@ -56,7 +58,8 @@ class ProtocolScore(NamedTuple):
         best: the largest score over all layer pairs.
         layers: its layer pair ``(i, j)`` (layer i of a, layer j of b); None under ``convention="prh"``
             when no pair scores above 0 (the PRH code's best starts at 0: ``best`` is then 0).
-        table: every score, a float64 numpy array (L_a x L_b).
+        table: every score, a float64 numpy array (L_a x L_b); NaN in the rows and columns of constant layers
+            (:func:`scored_layers`), left out of the best.
         chance: the metric's chance level (mutual_knn: ``knn_chance(N, knn_k)``), else None.
         calibration: the best score against its permutation null (:func:`prhsim.metrics.calibrated_protocol`),
             or None.
@@ -157,6 +160,19 @@ def prepared_pair(feats_a: Any, feats_b: Any, quantile: float | None, scope: Cli
     return xp, A, B
 
 
+def scored_layers(xp: Any, layers_a: list[Any], layers_b: list[Any]) -> tuple[list[int], list[int]]:
+    """The indices of the layers of each model the protocol scores: those whose rows are not all equal (a constant
+    layer has zero variance: every metric of it is undefined); a one-line ValueError when a model has none."""
+    kept = []
+    for name, layers in (("feats_a", layers_a), ("feats_b", layers_b)):
+        live = [i for i, x in enumerate(layers) if not constant_rows(xp, x)]
+        if not live:
+            raise ValueError(f"{name}: every layer has zero variance (all rows equal): no alignment metric of it "
+                             f"is defined")
+        kept.append(live)
+    return kept[0], kept[1]
+
+
 def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_k: int = 10,
                  clip_quantile: float | None = 0.95, clip_scope: ClipScope = "tensor",
                  convention: Convention = "prhsim") -> ProtocolScore:
@@ -178,22 +194,24 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_
     Raises:
         ValueError: an unknown metric (the message lists the names), stacks that are not
             3-D (or lists of layers that are not 2-D), different N, NaN/inf, an unknown
-            convention, or a metric's error (prefixed with its layer pair).
+            convention, a model whose every layer is constant, or a metric's error (prefixed with its
+            layer pair).
     """
     score = metric_record(metric)
     convention = check_convention(convention)
     xp, A, B = prepared_pair(feats_a, feats_b, clip_quantile, clip_scope, convention)
     if score.neighbours:
         check_knn_k(knn_k, A[0].shape[0])
-    table = np.empty((len(A), len(B)))
-    for i, a in enumerate(A):
-        for j, b in enumerate(B):
+    rows, cols = scored_layers(xp, A, B)
+    table = np.full((len(A), len(B)), np.nan)
+    for i in rows:
+        for j in cols:
             try:
-                table[i, j] = score(a, b, knn_k=knn_k, convention=convention)
+                table[i, j] = score(A[i], B[j], knn_k=knn_k, convention=convention)
             except ValueError as err:
                 raise ValueError(f"layer pair ({i}, {j}): {err}") from None
     chance = score.chance_level(A[0].shape[0], knn_k)
     if convention == "prh" and not np.any(table > 0.0):  # the PRH code's running best starts at 0
         return ProtocolScore(0.0, None, table, chance)
-    i, j = np.unravel_index(int(np.argmax(table)), table.shape)
+    i, j = np.unravel_index(int(np.nanargmax(table)), table.shape)
     return ProtocolScore(float(table[i, j]), (int(i), int(j)), table, chance)

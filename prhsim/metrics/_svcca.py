@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from prhsim.metrics._arguments import require_variance
 from prhsim.metrics._cka import sample_pair, to_host
-from prhsim.metrics._cka_parts import centre, require_variance
+from prhsim.metrics._cka_parts import centre
 from prhsim.metrics._convention import PRH_CCA_DIM, PRH_STD_EPS, Convention, check_convention
 
 

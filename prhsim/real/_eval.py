@@ -21,34 +21,20 @@ value τ at ``alpha``, calibrated score).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from prhsim.io import FeatureFileError, json_text, load_features, write_text_atomic
+from prhsim.io import json_text, write_text_atomic
 from prhsim.real._tokenizer import encode, load_tokenizer
 from prhsim.real._export import FEATURES_NAME
-from prhsim.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, model_label
+from prhsim.real._feature_checks import check_spread, image_features
+from prhsim.real._train import CONFIG_NAME, MODEL_CONFIG_NAME, TOKENIZER_NAME, model_label, one_line, read_run_json
 from prhsim.real._weights import run_record
 from prhsim.real.data import DataError, dataset_json, parquet_shards, read_captions
 
 EVAL_NAME = "eval.json"
-
-
-def image_features(path: Path | str, images: int | None = None) -> np.ndarray:
-    """The features in ``path`` (their last layer), (N, D) float64, checked against the dataset's ``images`` rows
-    when given; a file that cannot be read is a one-line DataError."""
-
-    try:
-        feats = load_features(path)
-    except FeatureFileError as exc:
-        raise DataError(str(exc)) from None
-    if images is not None and feats.shape[0] != images:
-        raise DataError(f"{path}: {feats.shape[0]} rows of image features, but the dataset has {images} images "
-                        "(expected one row per image, in the dataset JSON's order)")
-    return np.asarray(feats[:, -1], dtype=np.float64)
 
 
 def embed_texts(model, tokenizer, texts: list[str], max_length: int, *, batch: int = 256) -> np.ndarray:
@@ -89,8 +75,8 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     with seed 0; ``alpha``: the level of its critical value.
 
     Raises:
-        DataError: a missing run file, a features file whose rows do not match the dataset, splits
-            without validation or test images.
+        DataError: a missing or damaged run file, a features file whose rows do not match the dataset,
+            features the metrics are undefined on (:func:`check_spread`), splits without validation or test images.
     """
     import torch
 
@@ -102,11 +88,8 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     run = Path(run)
     if not (run / CONFIG_NAME).is_file():
         raise DataError(f"{run}: not a prhsim real run folder (no {CONFIG_NAME})")
-    try:
-        settings = RealTrainSettings.model_validate(json.loads((run / CONFIG_NAME).read_text()))
-        model_config = json.loads((run / MODEL_CONFIG_NAME).read_text())
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{run}: its {CONFIG_NAME} or {MODEL_CONFIG_NAME} cannot be read ({str(exc).splitlines()[0]})") from None
+    settings = read_run_json(run, CONFIG_NAME, RealTrainSettings)
+    model_config = read_run_json(run, MODEL_CONFIG_NAME)
     if data is None and parquet_shards(settings.data):
         raise DataError(f"{run}: trained on parquet shards ({settings.data}), which have no val or test split; "
                         "pass the caption dataset to evaluate on (--data, a Karpathy JSON with its image features)")
@@ -114,11 +97,17 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     dataset = read_captions(json_path)
     feats_path = Path(features or (settings.features if data is None else None) or json_path.parent / FEATURES_NAME)
     images = image_features(feats_path, len(dataset.records))
+    check_spread(images, f"image features {feats_path}")
     tokenizer = load_tokenizer(run / TOKENIZER_NAME)
     record = run_record(run)
-    model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
-                        causal=settings.learner == "ntp", proj_dim=settings.proj_dim, config=model_config,
-                        normalize=bool(record and record.get("normalize")))
+    try:  # the run's own model_config.json builds; any error of transformers on another is the file's problem
+        model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
+                            causal=settings.learner == "ntp", proj_dim=settings.proj_dim, config=model_config,
+                            normalize=bool(record and record.get("normalize")))
+    except DataError:
+        raise
+    except Exception as exc:
+        raise DataError(f"{run}: its {MODEL_CONFIG_NAME} does not build the run's model ({one_line(exc)})") from None
     optimizer = torch.optim.AdamW(model.parameters())
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
     state = load_checkpoint(run, model=model, optimizer=optimizer, scheduler=scheduler)
@@ -138,6 +127,8 @@ def evaluate_run(run: Path | str, *, features: Path | str | None = None, data: P
     recall = retrieval(text, image, fit=fit, ks=(1, 5))
     t_test, i_test = text[~fit], image[~fit]
     n = len(test)
+    check_spread(i_test, f"image features {feats_path} (its {n} test rows)")
+    check_spread(t_test, f"text features of {run} (its {n} test captions)")
     k = min(knn_k, n - 1)
     records = [metric_record(name) for name in reported_metrics()]
     shuffled = i_test[np.random.default_rng(0).permutation(n)]

@@ -115,7 +115,8 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
     """Pool every hidden state of the checkpoint in ``model`` over the inputs of ``data``; write ``out`` (module docstring).
 
     ``progress(message, done, total)`` is called after every batch (and every shard read back); ``notes(line)``
-    once before the model loads where the extraction may take minutes or hours (module docstring). ``shard_size``:
+    once before the model loads where the extraction may take minutes or hours (module docstring), and once where
+    ``max_length`` is above the model's maximum length (texts are truncated at the model's). ``shard_size``:
     keep every that many rows as a shard in :func:`shard_folder` of ``out`` so an interrupted run resumes where
     it stopped (module docstring). A decoder with an LM head also gets its next-token ``loss`` and ``bpb``.
 
@@ -155,6 +156,9 @@ def extract_features(model: Path | str, data: Path | str, out: Path | str, *, la
     if kind == "text":
         check_known_tokens(reader, inputs, model)
         limit = _max_length(reader, config, max_length)
+        if notes is not None and max_length is not None and limit < max_length:
+            notes(f"--max-length {max_length} is above the model's maximum length ({limit} tokens): texts are "
+                  f"truncated at {limit} tokens")
         pad_left = getattr(reader, "padding_side", "right") == "left"
         tokens, every_token = token_counts(reader, inputs, limit)
     else:
@@ -379,7 +383,9 @@ def check_known_tokens(reader, texts: Sequence[str], model: Path) -> None:
     unknown = getattr(reader, "unk_token_id", None)
     if unknown is None or not texts:
         return
-    ids = reader(list(texts[:UNKNOWN_SAMPLE]), add_special_tokens=False)["input_ids"]
+    # every token of the sample, untruncated: verbose=False keeps transformers from warning that a text is longer
+    # than the model reads (the extraction itself truncates)
+    ids = reader(list(texts[:UNKNOWN_SAMPLE]), add_special_tokens=False, verbose=False)["input_ids"]
     total = sum(len(row) for row in ids)
     share = sum(row.count(unknown) for row in ids) / total if total else 0.0
     if share > UNKNOWN_SHARE:

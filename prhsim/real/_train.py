@@ -101,6 +101,16 @@ def training_data(settings) -> CaptionDataset | list[Path]:
     return dataset
 
 
+def check_features(settings, data: CaptionDataset | list[Path]) -> None:
+    """Refuse ``settings.features`` before any training, read as evaluation reads it (:func:`._feature_checks.image_features`):
+    a file that cannot be read, not one row per image of an in-memory dataset, not finite, every row equal, or values
+    whose products overflow (:func:`._feature_checks.check_spread`); one line naming the file."""
+    from prhsim.real._feature_checks import check_spread, image_features
+
+    feats = image_features(settings.features, len(data.records) if isinstance(data, CaptionDataset) else None)
+    check_spread(feats, f"image features {settings.features}")
+
+
 def _training_texts(settings, data: CaptionDataset | list[Path]):
     """The texts a new tokenizer is built from: every training caption, or the first ``tokenizer_records`` streamed records'."""
     import itertools
@@ -112,11 +122,12 @@ def _training_texts(settings, data: CaptionDataset | list[Path]):
 
 
 def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_config: dict | None = None,
-          device=None, record: dict | None = None):
+          device=None, record: dict | None = None, run: Path | None = None):
     """The tokenizer (given, read from ``settings.tokenizer``, the checkpoint's own (``weights/tokenizer.json``)
     or built from the training texts), the model (on ``device``, compiled when ``settings.compile`` asks), the
     optimiser (AdamW, fused on CUDA) and the scheduler. ``model_config`` and ``record`` (:mod:`._weights`): a saved
-    run's model configuration and checkpoint record, which rebuild its model without the checkpoint directory."""
+    run's model configuration and checkpoint record, which rebuild its model without the checkpoint directory; a
+    configuration that does not build it is a DataError naming ``run``'s model_config.json."""
     import torch
 
     from prhsim.real._text_models import TextEncoder
@@ -130,10 +141,17 @@ def build(settings, data: CaptionDataset | list[Path], *, tokenizer=None, model_
         else:
             tokenizer = train_wordpiece(_training_texts(settings, data), settings.vocab_size)
     torch.manual_seed(settings.seed)
-    model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
-                        causal=settings.learner == "ntp", proj_dim=settings.proj_dim, weights=checkpoint,
-                        config=model_config, dropout=settings.dropout,
-                        normalize=bool(record and record.get("normalize")))
+    try:
+        model = TextEncoder(settings.model, tokenizer.get_vocab_size(), settings.max_length,
+                            causal=settings.learner == "ntp", proj_dim=settings.proj_dim, weights=checkpoint,
+                            config=model_config, dropout=settings.dropout,
+                            normalize=bool(record and record.get("normalize")))
+    except DataError:
+        raise
+    except Exception as exc:  # a saved configuration that transformers refuses (any of its errors) is the file's
+        if model_config is None:
+            raise
+        raise DataError(f"{run}: its {MODEL_CONFIG_NAME} does not build the run's model ({one_line(exc)})") from None
     model.checkpoint = checkpoint
     device = torch.device("cpu") if device is None else device
     model.to(device)
@@ -182,7 +200,7 @@ def train_real(settings, out: Path | str, *, resume: bool = False, stop_after: i
         progress: called as ``progress(message, step, steps)`` at the start and at every logged step.
 
     Raises:
-        DataError: a dataset, tokenizer or weights problem (one line, naming the path).
+        DataError: a dataset, features, tokenizer or weights problem (one line, naming the path).
         TrainingDiverged: the loss or the gradient stopped being finite.
     """
     import torch
@@ -296,11 +314,13 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
     start_time = time.perf_counter()
     say = progress if progress is not None and place.main else (lambda message, done=None, total=None: None)
     data = training_data(settings)
+    if settings.features:
+        check_features(settings, data)
     tokenizer = load_tokenizer(out / TOKENIZER_NAME) if resume else None
-    model_config = json.loads((out / MODEL_CONFIG_NAME).read_text()) if resume else None
+    model_config = read_run_json(out, MODEL_CONFIG_NAME) if resume else None
     record = run_record(out) if resume else None
     tokenizer, model, optimizer, scheduler = build(settings, data, tokenizer=tokenizer, model_config=model_config,
-                                                   device=device, record=record)
+                                                   device=device, record=record, run=out)
     if model.checkpoint is not None:
         record = model.checkpoint.record()
     label = model_label(settings, record)
@@ -422,6 +442,33 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
         write_text_atomic(out / SUMMARY_NAME, json_text({"steps": step, "loss": loss_value, "learner": settings.learner, "views": settings.views_used,
                                                      "model": label}))
     return summary
+
+
+def read_run_json(run: Path, name: str, model=None):
+    """The JSON object in ``run/name`` (as the pydantic ``model`` when given), or a one-line DataError naming the
+    file (and the first key that is wrong, with pydantic's message)."""
+    from pydantic import ValidationError
+
+    from prhsim.config import format_validation_error
+
+    try:
+        data = json.loads((run / name).read_text())
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{run}: its {name} cannot be read ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise DataError(f"{run}: its {name} cannot be read (a JSON object was expected, got {type(data).__name__})")
+    if model is None:
+        return data
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise DataError(f"{run}: its {name} cannot be read ({format_validation_error(exc)})") from None
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an exception's message, with the next one when the first only introduces it (ends in ':')."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    return " ".join(lines[:2]) if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
 def _specials(tokenizer) -> list[list[int]]:

@@ -125,3 +125,42 @@ def test_a_long_check_says_so_before_it_starts_and_every_check_counts_its_claims
     short = CliRunner().invoke(main, ["check", "--examples", "2"])
     assert short.exit_code == 0 and "may take" not in short.output
     assert f"{len(testing.CLAIMS)} claims checked" in short.output and "checking §1.1" in short.output
+
+
+def test_a_world_file_that_is_not_an_npz_says_what_it_is(tmp_path):
+    """A .npy array (numpy.load gives an array, not an archive), an empty or other file, a folder, a device and a
+    symlink loop: one line each, exit 2, naming the file and what it is."""
+    import os
+
+    np.save(tmp_path / "x.npy", np.eye(4))
+    (tmp_path / "empty.npz").write_bytes(b"")
+    (tmp_path / "text.npz").write_text("p and Pi\n")
+    (tmp_path / "dir.npz").mkdir()
+    os.symlink(tmp_path / "loop2.npz", tmp_path / "loop1.npz")
+    os.symlink(tmp_path / "loop1.npz", tmp_path / "loop2.npz")
+    saving = "an .npz archive holding arrays 'p' and 'Pi' (numpy.savez(file, p=p, Pi=Pi) writes one)"
+    cases = [("x.npy", f"a .npy array, not {saving}"), ("empty.npz", f"an empty file, not {saving}"),
+             ("text.npz", f"not {saving}"), ("dir.npz", "is a directory"),
+             ("loop1.npz", "cannot be resolved (symlink loop)")]
+    for name, message in cases:
+        res = CliRunner().invoke(main, ["check", "--world-file", str(tmp_path / name)])
+        assert res.exit_code == 2 and res.output.strip().splitlines() == [f"Error: {tmp_path / name}: {message}"], \
+            res.output
+    if os.path.exists(os.devnull) and not os.path.isfile(os.devnull):
+        res = CliRunner().invoke(main, ["check", "--world-file", os.devnull])
+        assert res.exit_code == 2
+        assert res.output.strip() == f"Error: {os.devnull}: is not a regular file (a character device)"
+
+
+def test_a_world_function_or_module_that_calls_sys_exit_is_one_line_naming_it(tmp_path, monkeypatch):
+    """sys.exit() inside the user's code would end the check silently, with its own status (0 for none)."""
+    (tmp_path / "exiting_worlds.py").write_text("import sys\n\ndef quit():\n    sys.exit()\n\n"
+                                                "def fail():\n    sys.exit(3)\n")
+    (tmp_path / "exit_on_import.py").write_text("import sys\n\nsys.exit('not here')\n\ndef office():\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for spec, message in (("exiting_worlds:quit", "exiting_worlds:quit: quit() called sys.exit()"),
+                          ("exiting_worlds:fail", "exiting_worlds:fail: fail() called sys.exit(3)"),
+                          ("exit_on_import:office", "exit_on_import:office: importing 'exit_on_import' called "
+                                                    "sys.exit('not here')")):
+        res = CliRunner().invoke(main, ["check", "--world-file", spec])
+        assert res.exit_code == 2 and res.output.strip().splitlines() == [f"Error: {message}"], (spec, res.output)

@@ -331,3 +331,34 @@ def test_features_near_the_top_of_float32_score_without_an_overflow(tmp_path):
                                         "--metric", metric, "--no-clip", "--json"])
         assert res.exit_code == 0 and "Warning" not in res.output, res.output
         assert json.loads(res.stdout)["best"] == pytest.approx(1.0, abs=1e-6)  # the same rows, scaled
+
+
+def test_score_leaves_a_constant_layer_out_with_a_note_and_null_in_the_json(tmp_path):
+    """A class token before the first block is the same for every input: its layer is left out (it ended the command
+    with the metric's refusal, and two constant files scored mutual k-NN 1.0)."""
+    a, b = _stacks(3)
+    a[:, 0, :] = 1.0
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    result = CliRunner().invoke(main, ["prh", "score", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")])
+    assert result.exit_code == 0, result.output
+    assert "note: left out layer 0 of A: zero variance (all rows equal), so no metric of it is defined" in result.output
+    doc = json.loads(CliRunner().invoke(main, ["prh", "score", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"),
+                                               "--json"]).output)
+    assert doc["constant_layers"] == {"a": [0], "b": []}
+    assert doc["table"][0] == [None] * b.shape[1] and None not in doc["table"][1]
+    np.save(tmp_path / "c.npy", np.ones((a.shape[0], 5), dtype=np.float32))
+    refused = CliRunner().invoke(main, ["prh", "score", str(tmp_path / "c.npy"), str(tmp_path / "c.npy")])
+    assert refused.exit_code == 2
+    assert "every layer has zero variance (all rows equal)" in refused.output.strip().splitlines()[-1]
+
+
+def test_a_calibration_that_no_allowed_k_can_reject_says_to_raise_alpha(tmp_path):
+    a, b = _stacks(4)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    result = CliRunner().invoke(main, ["prh", "score", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"),
+                                       "--calibrate", "10", "--alpha", "1e-9"])
+    assert result.exit_code == 0, result.output
+    assert ("it needs K >= 999,999,999, above the most allowed (1,000,000): raise alpha"
+            in result.output.replace("\n", " "))

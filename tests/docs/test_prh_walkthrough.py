@@ -101,7 +101,7 @@ def _run(args: list[str]):
 
 
 def _new_run_folder(before: set[Path]) -> Path:
-    made = set(Path("runs").glob("*-prh-table")) - before
+    made = set(Path("runs").glob("*-prh-table*")) - before
     assert len(made) == 1, f"expected one new runs/*-prh-table folder, found {sorted(made)}"
     return made.pop()
 
@@ -126,7 +126,7 @@ def test_the_offline_walkthrough_runs_as_written(tmp_path, monkeypatch):
         command = " ".join(args[:2])
         if command == "real export-synthetic" and IMAGES is not None:
             args += ["--images", str(IMAGES)]
-        before = set(Path("runs").glob("*-prh-table"))
+        before = set(Path("runs").glob("*-prh-table*"))
         result = _run(args)
         if command == "real export-synthetic":
             out = Path(args[args.index("--out") + 1])
@@ -157,7 +157,7 @@ def test_the_offline_walkthrough_runs_as_written(tmp_path, monkeypatch):
     folder = Path(args[2])
     cache = folder / ".prhsim-features"
     assert not cache.exists()
-    before = set(Path("runs").glob("*-prh-table"))
+    before = set(Path("runs").glob("*-prh-table*"))
     result = _run(args)
     runs["ckpt"] = _new_run_folder(before)
     assert "bert: features extracted" in result.output and "dinov2: features extracted" in result.output

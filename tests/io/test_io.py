@@ -149,3 +149,38 @@ def test_the_atomic_writer_never_raises_from_its_own_clean_up(tmp_path, monkeypa
             tmp.write_text("half")
             monkeypatch.setattr(type(tmp), "unlink", refuse)
             raise ValueError("the real error")
+
+
+def test_an_old_folder_that_cannot_be_moved_aside_keeps_the_new_results_beside_it(tmp_path, monkeypatch):
+    """A read-only run folder cannot be moved (its '..' is rewritten): the old folder stays, no hidden folder is left
+    behind, and the new results are kept in a visible sibling named in the one-line error (they were lost)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text("old")
+    real = os.replace
+
+    def refuse(src, dst):
+        if os.fspath(src) == os.fspath(out):
+            raise PermissionError(13, "Permission denied")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OutputError, match=r"^cannot replace --out .*run \(Permission denied\); it is left as it "
+                                          r"was, and the new results are in .*run\.new-\w+/run$") as caught:
+        with staged_folder(out, overwrite=True) as stage:
+            (stage / "results.json").write_text("new")
+    kept = caught.value.args[0].rsplit(" ", 1)[-1]
+    assert (out / "results.json").read_text() == "old"
+    assert (tmp_path / kept).joinpath("results.json").read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_overwrite_of_a_read_only_run_folder_is_refused_before_any_work(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text("old")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if os.fspath(path) == os.fspath(out)
+                        else real(path, mode))  # as a user other than root sees a mode-555 folder
+    with pytest.raises(OutputError, match=r"is read-only: --overwrite cannot replace it"):
+        check_out_folder(out, overwrite=True)

@@ -22,6 +22,7 @@ from prhsim.metrics import (
     rbf_cka,
     unbiased_cka,
 )
+from prhsim.metrics._registry import METRICS
 
 RNG = np.random.default_rng(0)
 A, B = RNG.normal(size=(20, 4)), RNG.normal(size=(20, 3))
@@ -71,3 +72,25 @@ def test_a_refused_input_names_the_argument_and_its_range_in_one_line(where, cal
 def test_a_non_integer_knn_k_is_refused_in_the_same_words():
     with pytest.raises(ValueError, match=r"^knn_k must be an integer with 1 <= knn_k < N = 20, got 2\.5$"):
         mutual_knn(A, B, knn_k=2.5)
+
+
+@pytest.mark.parametrize("name, convention", [(name, convention) for name, record in METRICS.items()
+                                              for convention in record.conventions])
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_a_constant_side_is_refused_by_every_metric_and_its_null(name, convention, side):
+    """Every row equal: its kernels and neighbour lists are ties only. The k-NN metrics and CKNNA scored such a
+    side by the index tie rule (mutual k-NN 1.0 for two constant sides); now they refuse it as CKA does, and so
+    does the null. R@1 alone has a value: every query ties, and its tie rule (the expected rank under random
+    tie-breaks) gives exactly the chance level."""
+    x, constant = RNG.normal(size=(30, 12)), np.ones((30, 12))
+    a, b = (constant, x) if side == "a" else (x, constant)
+    if name == "retrieval_r1":
+        fit = np.arange(15)
+        assert METRICS[name](a, b, knn_k=3, fit=fit) == METRICS[name].chance_level(30, 3, fit=fit) == 1 / 15
+        return
+    refusal = rf"^{side} has zero variance: .+ is undefined$"
+    with pytest.raises(ValueError, match=refusal):
+        METRICS[name](a, b, knn_k=3, convention=convention, fit=np.arange(15))
+    if not METRICS[name].fitted:
+        with pytest.raises(ValueError, match=refusal):
+            calibrate(name, a, b, permutations=5, knn_k=3, convention=convention)

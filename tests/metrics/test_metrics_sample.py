@@ -6,6 +6,7 @@ import scipy.linalg as sla
 from hypothesis import given, settings, strategies as st
 
 from support import assert_close
+from prhsim.metrics import calibrated_protocol
 from prhsim.metrics._cka import linear_cka, rbf_cka, unbiased_cka
 from prhsim.metrics._protocol import clip_stack, prh_protocol
 from prhsim.metrics._registry import METRICS
@@ -375,10 +376,9 @@ def test_other_argument_errors():
     _one_line_error(lambda: retrieval(a, b, fit=np.ones(5, dtype=bool)), "mask must have shape")
     _one_line_error(lambda: retrieval(a, b, fit=[0, 1], ks=(0,)), "ks must be positive")
     _one_line_error(lambda: prh_protocol(a, b, metric="linear_cka"), "must be a 3-D stack")
-    A = rng.normal(size=(10, 2, 3))
-    A[:, 1, :] = 1.0  # a constant layer: rows are equal after normalisation
+    A = np.ones((10, 2, 3))  # every layer constant (one constant layer is left out: test_protocol_leaves_...)
     _one_line_error(lambda: prh_protocol(A, rng.normal(size=(10, 2, 3)), metric="linear_cka"),
-                    r"^layer pair \(1, 0\): a has zero variance")
+                    r"^feats_a: every layer has zero variance")
 
 
 def test_the_protocol_takes_neighbours_as_knn_k():
@@ -387,3 +387,24 @@ def test_the_protocol_takes_neighbours_as_knn_k():
     assert prh_protocol(A, B, metric="mutual_knn", knn_k=4).chance == 4 / 29
     with pytest.raises(TypeError, match="'k'"):
         prh_protocol(A, B, metric="mutual_knn", k=4)
+
+
+@pytest.mark.parametrize("metric", ["mutual_knn", "linear_cka"])
+def test_protocol_leaves_constant_layers_out(metric):
+    """A layer whose rows are all equal (a class token before the first block) has no metric: its cells are NaN,
+    the best is over the other pairs, and the calibration's null maxes over the same pairs. A model with no other
+    layer is refused in one line. (Such a layer ended the whole protocol with the metric's refusal.)"""
+    rng = np.random.default_rng(40)
+    A, B = _stacks(rng)
+    A[:, 0, :] = 1.0  # constant
+    B[:, 2, :] = 3.0 * rng.normal(size=5)  # every row the same vector: constant
+    score = prh_protocol(A, B, metric=metric, knn_k=5)
+    assert np.isnan(score.table[0]).all() and np.isnan(score.table[:, 2]).all()
+    assert not np.isnan(np.delete(np.delete(score.table, 0, axis=0), 2, axis=1)).any()
+    assert score.layers == (2, 1)
+    unclipped = prh_protocol(A, B, metric=metric, knn_k=5, clip_quantile=None)  # the clip sees every layer
+    assert unclipped.best == prh_protocol(A[:, 1:], B[:, :2], metric=metric, knn_k=5, clip_quantile=None).best
+    calibrated = calibrated_protocol(A, B, metric=metric, knn_k=5, permutations=19)
+    assert calibrated.calibration.raw == score.best
+    with pytest.raises(ValueError, match=r"^feats_b: every layer has zero variance \(all rows equal\)"):
+        prh_protocol(A, np.ones((40, 2, 5)), metric=metric, knn_k=5)

@@ -86,7 +86,7 @@ def test_the_command_prints_the_scores_and_every_problem_is_one_line(files, tmp_
     labelled = ["real", "align", "--unpaired", str(files / "a.npy"), str(files / "b.npy"), "--dim", "3",
                 "--labels-a", str(files / "la.npy"), "--labels-b"]
     same = runner.invoke(main, [*labelled, str(tmp_path / "float_classes.npy")])
-    assert same.exit_code == 0 and same.output == table.output
+    assert same.exit_code == 0 and same.stdout == table.stdout  # the report; stderr has the progress, with its times
     bad = runner.invoke(main, [*labelled, str(tmp_path / "fractions.npy")])
     assert bad.exit_code == 2 and "labels must be integer classes, got float64 values such as" in bad.output
     replaced = runner.invoke(main, ["real", "align", "--unpaired", str(files / "a.npy"), str(files / "b.npy"), "--dim",
@@ -103,3 +103,80 @@ def test_the_spectral_method_reads_each_encoders_own_pairs(files):
     with pytest.raises(Exception, match=r"must hold \(P, 2, 6\) features of positive pairs"):
         align_unpaired(files / "a.npy", files / "b.npy", dim=3, method="spectral", pairs_a=files / "pairs_b.npy",
                        pairs_b=files / "pairs_b.npy")
+
+
+def test_the_search_says_each_of_iterative_match_s_starts():
+    """Each start is said as iterative_match ends it (progress callback): the same map as without, every random and
+    moment start counted, repeated rows (merged by it) included."""
+    from prhsim.metrics import iterative_match
+    from prhsim.real._align import _iterative_match
+
+    gen = np.random.default_rng(3)
+    z = np.minimum(gen.exponential(size=(120, 4)), 4.0)
+    a = np.vstack([z, z[:10]]) + 0.01 * gen.standard_normal((130, 4))
+    a[120:] = a[:10]
+    b = z @ np.linalg.qr(gen.standard_normal((4, 4)))[0]
+    said = []
+    mine = _iterative_match(a, b, 5, np.random.default_rng(7), lambda message, done=None, total=None:
+                            said.append((done, total)))
+    theirs = iterative_match(a, b, starts=5, rng=np.random.default_rng(7))
+    for field in ("map", "criteria", "iterations", "converged"):
+        assert np.array_equal(getattr(mine, field), getattr(theirs, field)), field
+    assert (mine.chosen, mine.criterion, mine.method) == (theirs.chosen, theirs.criterion, theirs.method)
+    assert said == [(done, 5 + 4 + 1) for done in range(11)]  # 5 starts and the k + 1 moment starts, each said
+
+
+def test_the_search_says_each_start_after_a_note_when_it_may_take_minutes(files, monkeypatch):
+    """It printed nothing until it finished (33 s at 1,000 random rows a side, minutes at 2,000)."""
+    import prhsim.real._align as align
+
+    args = ["real", "align", "--unpaired", str(files / "a.npy"), str(files / "b.npy"), "--dim", "3", "--starts", "4"]
+    short = CliRunner().invoke(main, args)
+    assert short.exit_code == 0 and "may take" not in short.stderr, short.output
+    assert [line.split("] ")[1].split(":")[0] for line in short.stderr.splitlines()] == \
+        ["iterative search"] + [f"start {i}/8" for i in range(1, 9)]
+    distances = 8 * 51 * 2 * 300 ** 2 * 3  # 4 + 3 + 1 starts of 50 rounds and the criterion, both ways, 3 coordinates
+    assert align.iterative_seconds(300, 300, 3, 4) == pytest.approx(align.SECONDS_PER_DISTANCE * distances)
+    monkeypatch.setattr(align, "SECONDS_PER_DISTANCE", 1e-5)  # as slow as 2,000 rows a side of --dim 16: the note
+    long = CliRunner().invoke(main, args)
+    assert long.exit_code == 0, long.output
+    seconds = align.iterative_seconds(300, 300, 3, 4)
+    assert long.stderr.splitlines()[0] == ("note: this search may take minutes: 8 starts of the iterative method on "
+                                           f"300 x 300 rows in 3 dimensions (about {seconds:,.0f} s estimated; a "
+                                           "rough class)")
+    assert long.stdout == short.stdout
+    quiet = CliRunner().invoke(main, [*args, "--json"])
+    assert quiet.exit_code == 0 and quiet.stderr == "" and json.loads(quiet.stdout)["chosen_start"] >= 0
+
+
+def test_an_interrupted_align_leaves_no_map_and_no_partial_file(files, tmp_path, monkeypatch):
+    """Ctrl-C during the search or while the map is written: --out is written whole or not at all."""
+    import prhsim.metrics
+
+    out = tmp_path / "map.npz"
+    calls = []
+    search = prhsim.metrics.iterative_match
+
+    def interrupted(*args, progress, **kwargs):
+        def stop(done, total, criterion):  # at the third start
+            progress(done, total, criterion)
+            calls.append(done)
+            if done == 3:
+                raise KeyboardInterrupt
+
+        return search(*args, progress=stop, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(prhsim.metrics, "iterative_match", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            align_unpaired(files / "a.npy", files / "b.npy", dim=3, starts=4, out=out)
+    assert calls == [1, 2, 3] and list(tmp_path.iterdir()) == []
+
+    def half_written(handle, **arrays):
+        handle.write(b"PK\x03\x04 half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", half_written)
+    with pytest.raises(KeyboardInterrupt):
+        align_unpaired(files / "a.npy", files / "b.npy", dim=3, starts=4, out=out)
+    assert list(tmp_path.iterdir()) == []

@@ -767,3 +767,39 @@ def test_an_output_that_cannot_be_written_is_refused_before_loading(models, data
     (tmp_path / "plain").write_text("a file")
     under = _cli("--model", models["bert"], "--data", data / "dataset_tiny.json", "--out", tmp_path / "plain" / "f.pt")
     assert under.exit_code == 2 and "plain" in under.output and len(under.output.strip().splitlines()) == 1
+
+
+def test_long_texts_are_truncated_without_a_transformers_warning_and_a_max_length_above_the_models_is_noted(
+        models, tmp_path):
+    """A text of 300 tokens through the tiny BERT (64 positions): no transformers warning that it is too long (it is
+    truncated), and --max-length 1000 is said once to be above the model's 64 and reads as 64, under -q silently."""
+    import json as _json
+    import logging
+
+    data = tmp_path / "long.jsonl"
+    data.write_text("".join(_json.dumps({"text": t}) + "\n" for t in (" ".join(["a"] * 300), "b c d")))
+    warned = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            warned.append(record.getMessage())
+
+    keep = Keep(level=logging.WARNING)
+    logging.getLogger("transformers").addHandler(keep)
+    try:
+        quiet = _cli("--model", models["bert"], "--data", data, "--out", tmp_path / "quiet.npy", "-q")
+        above = _cli("--model", models["bert"], "--data", data, "--out", tmp_path / "above.npy", "--max-length", 1000)
+        above_q = _cli("--model", models["bert"], "--data", data, "--out", tmp_path / "above-q.npy", "--max-length",
+                       1000, "-q")
+        within = _cli("--model", models["bert"], "--data", data, "--out", tmp_path / "within.npy", "--max-length", 64)
+    finally:
+        logging.getLogger("transformers").removeHandler(keep)
+    assert [r.exit_code for r in (quiet, above, above_q, within)] == [0] * 4, above.output
+    assert not [w for w in warned if "sequence length" in w], warned
+    assert quiet.output == "" and above_q.output == ""
+    note = "note: --max-length 1000 is above the model's maximum length (64 tokens): texts are truncated at 64 tokens"
+    assert above.output.replace("\n", " ").count(note) == 1 and "--max-length" not in within.output
+    np.testing.assert_array_equal(load_features(tmp_path / "above.npy"), load_features(tmp_path / "within.npy"))
+    notes = []
+    extract_features(models["bert"], data, tmp_path / "lib.npy", max_length=1000, notes=notes.append)
+    assert notes == [note.removeprefix("note: ")]

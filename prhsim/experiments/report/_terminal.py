@@ -7,9 +7,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from prhsim.experiments._pair_metrics import CALIBRATION_ALPHA
 from prhsim.experiments._results import RunResult
 from prhsim.learners import LEARNERS
-from prhsim.metrics import PRH_METRICS
+from prhsim.metrics import PRH_METRICS, rejection_note
 
 _VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "N/A": "yellow", "UNCONVERGED": "bold magenta"}
 
@@ -159,6 +160,9 @@ def render_report(result: RunResult, console: Console) -> None:
             if permutations:
                 console.print(f"raw / calibrated against {min(permutations):,} row permutations (p: the add-one "
                               "permutation p-value)", highlight=False)
+                note = rejection_note(min(permutations), CALIBRATION_ALPHA)
+                if note:
+                    console.print(f"note: {note}", style="yellow", highlight=False)
 
     if result.learned:
         render_learned(result, console)

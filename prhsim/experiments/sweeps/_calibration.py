@@ -77,6 +77,9 @@ DEFAULT_DEPTHS = (1, 2, 4, 8)
 ViewName = Literal["good", "bad"]
 Kind = Literal["null", "signal"]
 
+#: The most permutations the sweep takes (its settings' upper bound).
+MOST_PERMUTATIONS = 100_000
+
 
 def critical_rank(alpha: float, permutations: int) -> int:
     """m = ⌈(1 − α)(K + 1)⌉, the 1-based rank of τ among the K + 1 scores (as :func:`prhsim.metrics.calibrate`)."""
@@ -489,7 +492,7 @@ class CalibrationSettings(Settings):
     grids = ('widths', 'depths', 'metrics')
 
     samples: int = Field(256, ge=8, le=20_000)
-    permutations: int = Field(199, ge=1, le=100_000)
+    permutations: int = Field(199, ge=1, le=MOST_PERMUTATIONS)
     alpha: float = Field(0.05, gt=0, lt=1)
     knn_k: int = Field(10, ge=1)
     metrics: list[str] = Field(list(DEFAULT_METRICS), min_length=1)
@@ -513,8 +516,9 @@ class CalibrationSettings(Settings):
             raise ValueError(f"unknown metric {unknown[0]!r}; the metrics are {', '.join(PRH_METRICS)}")
         if len(set(self.metrics)) != len(self.metrics):
             raise ValueError(f"metrics must be distinct, got {self.metrics}")
-        if rejection_note(self.permutations, self.alpha) is not None:
-            raise ValueError(rejection_note(self.permutations, self.alpha))
+        note = rejection_note(self.permutations, self.alpha, most=MOST_PERMUTATIONS)
+        if note is not None:
+            raise ValueError(note)
         return self
 
 
