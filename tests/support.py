@@ -100,3 +100,18 @@ def assert_cells_reduce_to_run(module, settings, *, seed: int = 1) -> dict:
         if key != "seconds":
             assert untimed(reduced[key]) == untimed(run[key]), key
     return run
+
+
+def interrupt_once_ready(proc, ready, what: str = "the command") -> tuple[int, str]:
+    """Send SIGINT to the subprocess ``proc`` once it has written the file ``ready``; its exit code and stderr."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + 300
+    while not ready.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"{what} never got ready"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    return proc.returncode, stderr

@@ -305,7 +305,7 @@ PATH_SETTINGS = ("data", "features", "tokenizer", "weights")
 
 def _saved_config(path: Path) -> dict:
     """A run folder's config.json, or a one-line ConfigError naming it when it cannot be read or holds settings that
-    are not valid (the first key that is wrong, with pydantic's message)."""
+    are not valid (each key that is wrong, with pydantic's message)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:

@@ -15,7 +15,7 @@ scored by top-1/top-5 retrieval through the map (:func:`prhsim.metrics.mapped_re
 labels (one integer per row of each file, e.g. ImageNet classes for images and for their class
 names' text), a row of A is right at top-k when one of its k nearest rows of B has its label.
 
-The iterative search runs one start at a time, saying each (``progress``), after a note when its estimate
+The iterative search says each start as it ends (``progress``), after a note when its estimate
 (:func:`iterative_seconds`) is minutes or more (``notes``). Pair and label files are plain numeric .npy
 arrays (nothing pickled); a file that is not, or features whose products overflow float64, is a one-line
 DataError naming the option and the file.

@@ -102,9 +102,10 @@ def training_data(settings) -> CaptionDataset | list[Path]:
 
 
 def check_features(settings, data: CaptionDataset | list[Path]) -> None:
-    """Refuse ``settings.features`` before any training, read as evaluation reads it (:func:`._feature_checks.image_features`):
-    a file that cannot be read, not one row per image of an in-memory dataset, not finite, every row equal, or values
-    whose products overflow (:func:`._feature_checks.check_spread`); one line naming the file."""
+    """Refuse ``settings.features`` before any training, read as evaluation reads it
+    (:func:`._feature_checks.image_features`): a file that cannot be read, not one row per image of an in-memory
+    dataset, not finite, every row equal, or values whose products overflow (:func:`._feature_checks.check_spread`);
+    one line naming the file."""
     from prhsim.real._feature_checks import check_spread, image_features
 
     feats = image_features(settings.features, len(data.records) if isinstance(data, CaptionDataset) else None)
@@ -446,7 +447,7 @@ def _train(settings, out: Path, device, place, *, resume: bool, stop_after: int 
 
 def read_run_json(run: Path, name: str, model=None):
     """The JSON object in ``run/name`` (as the pydantic ``model`` when given), or a one-line DataError naming the
-    file (and the first key that is wrong, with pydantic's message)."""
+    file (and each key that is wrong, with pydantic's message)."""
     from pydantic import ValidationError
 
     from prhsim.config import format_validation_error

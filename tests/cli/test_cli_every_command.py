@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from support import interrupt_once_ready
 from prhsim.cli import main
 
 
@@ -28,14 +29,7 @@ def _interrupted(tmp_path: Path, patch: str, args: list[str]) -> tuple[int, str]
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=tmp_path)
-    deadline = time.monotonic() + 300
-    while not ready.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the command never got ready"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
-    return proc.returncode, stderr
+    return interrupt_once_ready(proc, ready)
 
 
 #: Make prh score's computation announce itself and wait.

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 import tracemalloc
 from importlib.util import find_spec
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from support import interrupt_once_ready
 from prhsim.cli import main
 from prhsim.config import WORLD_KINDS
 from prhsim.cli._worlds import world_catalogue
@@ -337,15 +336,8 @@ def test_ctrl_c_while_writing_leaves_no_run_folder(tmp_path):
         from prhsim.cli import main
         main(["run", *{SMALL!r}, "--out", {str(out)!r}], prog_name="prhsim")
     """)
-    proc = _python("-c", script)
-    deadline = time.monotonic() + 300
-    while not ready.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never reached the write"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    code, stderr = interrupt_once_ready(_python("-c", script), ready, "the run")
+    assert code == 130
     assert stderr.strip().splitlines()[-1] == "prhsim run: interrupted; nothing was written"
     assert "Traceback" not in stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ready"]

@@ -610,6 +610,14 @@ def test_screen_unit_rows_are_the_exact_paths():
         np.testing.assert_array_equal(y, _knn_ties.unit_rows(x, scale))
 
 
+def bound_rows(d: int, rng) -> np.ndarray:
+    """Rows for the screen's bound: random, constant (every entry rounds the same way: the a-priori worst case of
+    the input rounding) and a few large entries among small ones."""
+    return np.concatenate([rng.normal(size=(300, d)), np.full((2, d), 1.0), np.full((2, d), 1.0 / 3.0),
+                           np.where(rng.random((40, d)) < 0.05, rng.normal(size=(40, d)) * 30,
+                                    rng.normal(size=(40, d)))])
+
+
 @pytest.mark.parametrize("d", [1, 7, 64, 768])
 def test_screen_error_bound_holds(d):
     """|ŝ_ij − v_ij| <= u_b|ŝ_ij| + E_i on unit rows, on the actual bf16 products (v in float64).
@@ -619,11 +627,9 @@ def test_screen_error_bound_holds(d):
     exceeds the a-priori bound (2^-8 + 2^-23)·‖w_i‖.
     """
     torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(27)
-    rows = [rng.normal(size=(300, d)), np.full((2, d), 1.0), np.full((2, d), 1.0 / 3.0),
-            np.where(rng.random((40, d)) < 0.05, rng.normal(size=(40, d)) * 30, rng.normal(size=(40, d)))]
+    rows = bound_rows(d, np.random.default_rng(27))
     for dtype in (np.float32, np.float64):
-        x = np.concatenate(rows).astype(dtype)
+        x = rows.astype(dtype)
         y, z, norms, rho, e = _knn_screen._prepare(np, x, _knn_search.row_scale(np, x, "x"), torch)
         assert e == 0
         assert np.all(rho <= (2.0**-8 + 2.0**-23) * norms)
@@ -653,11 +659,9 @@ def test_truncated_products_error_bound_holds(d):
     keys' values), v in float64; float32 unit rows are screened as they are (ρ = 0), float64 ones rounded once
     to float32 (ρ_i <= 2^-24·‖w_i‖)."""
     torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(32)
-    rows = [rng.normal(size=(300, d)), np.full((2, d), 1.0), np.full((2, d), 1.0 / 3.0),
-            np.where(rng.random((40, d)) < 0.05, rng.normal(size=(40, d)) * 30, rng.normal(size=(40, d)))]
+    rows = bound_rows(d, np.random.default_rng(32))
     for dtype in (np.float32, np.float64):
-        x = np.concatenate(rows).astype(dtype)
+        x = rows.astype(dtype)
         y, z, norms, rho, e = _knn_screen._prepare(np, x, _knn_search.row_scale(np, x, "x"), torch, "float32")
         assert e == 0 and z.dtype == torch.float32
         if dtype == np.float32:
