@@ -9,7 +9,6 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import click
 from rich.markup import escape
@@ -18,35 +17,10 @@ from rich.table import Table
 from prhsim.cli._console import UsageProblem, bar_reporter, console
 from prhsim.cli._driver import print_notes
 
+
 #: Seconds per example and claim, measured on a shared 2-core CPU (7 claims x 100 examples: 7.5 s); the time note
 #: before the check counts examples x claims at this rate.
 EXAMPLE_SECONDS = 0.011
-#: How a .npy array begins, and the zip archives an .npz is (numpy.load tells them apart by these bytes).
-NPY_MAGIC = b"\x93NUMPY"
-ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
-
-
-def _world_file_problem(spec: str) -> str | None:
-    """What keeps a --world-file that names a file from being read as an .npz (a folder, a device, a symlink loop,
-    a .npy array, an empty or other file), in one line naming it; None where :func:`prhsim.testing.load_world` reads
-    it (an .npz, or module:function)."""
-    from prhsim.io import file_problem
-
-    path = Path(spec)
-    if path.suffix.lower() != ".npz" and not os.path.lexists(path):
-        return None  # module:function, or neither: load_world says which
-    problem = file_problem(path)
-    if problem is not None:
-        return f"{spec}: {problem}"
-    try:
-        with open(path, "rb") as stream:
-            head = stream.read(len(NPY_MAGIC))
-    except OSError:
-        return None  # unreadable: load_world says why
-    if head.startswith(ZIP_MAGICS):
-        return None
-    what = "a .npy array, not" if head.startswith(NPY_MAGIC) else "an empty file, not" if not head else "not"
-    return f"{spec}: {what} an .npz archive holding arrays 'p' and 'Pi' (numpy.savez(file, p=p, Pi=Pi) writes one)"
 
 
 @contextlib.contextmanager
@@ -99,18 +73,10 @@ def check(examples: int, seed: int, world_file: str | None, as_json: bool) -> No
     if world_file is not None:
         if "" not in sys.path:  # module:function of the current folder, as python -m would find it
             sys.path.insert(0, "")
-        problem = _world_file_problem(world_file)
-        if problem is not None:
-            raise UsageProblem(problem)
         try:
             world = load_world(world_file)
         except ValueError as exc:
             raise UsageProblem(str(exc)) from None
-        except SystemExit as exc:  # the user's module or function would end the command silently: say so
-            module, _, name = world_file.partition(":")
-            who = f"{name}()" if module in sys.modules else f"importing {module!r}"
-            code = "" if exc.code is None else repr(exc.code)
-            raise UsageProblem(f"{world_file}: {who} called sys.exit({code})") from None
     from prhsim._budget import time_notes
     from prhsim.testing import CLAIMS
 

@@ -198,16 +198,47 @@ def _run(claim: Claim, examples: int, seed: int, world: World | None) -> ClaimOu
                         time.perf_counter() - start)
 
 
+#: How a .npy array begins, and the zip archives an .npz is (numpy.load tells them apart by these bytes).
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def _world_file_problem(text: str, path: Path) -> str | None:
+    """What keeps a world file from being read as an .npz (a folder, a device, a symlink loop, a .npy array, an
+    empty or other file), in one line naming it; None where it may be one."""
+    from prhsim.io import file_problem
+
+    problem = file_problem(path)
+    if problem is not None:
+        return f"{text}: {problem}"
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(len(NPY_MAGIC))
+    except OSError:
+        return None  # unreadable: numpy says why
+    if head.startswith(ZIP_MAGICS):
+        return None
+    what = "a .npy array, not" if head.startswith(NPY_MAGIC) else "an empty file, not" if not head else "not"
+    return f"{text}: {what} an .npz archive holding arrays 'p' and 'Pi' (numpy.savez(file, p=p, Pi=Pi) writes one)"
+
+
+def _exit_code(exc: SystemExit) -> str:
+    """``sys.exit``'s argument as the call was written ("" for none)."""
+    return "" if exc.code is None else repr(exc.code)
+
+
 def load_world(spec: str | Path) -> World:
     """A user's world over Z: an ``.npz`` file holding ``p`` (n,) and ``Pi`` (n, n), or ``module:function``
     (a function of no arguments returning a :class:`prhsim.worlds.World`). Every problem is a one-line
-    ValueError: a missing file or key, a Π that is not symmetric, non-negative and with both marginals p,
-    or a world above :data:`WORLD_LIMIT` states."""
+    ValueError: a missing file or key, a file that is not an .npz (a folder, a .npy array, ...), a Π that is not
+    symmetric, non-negative and with both marginals p, a module or function that calls ``sys.exit``, or a world
+    above :data:`WORLD_LIMIT` states."""
     text = str(spec)
     path = Path(text)
-    if path.suffix.lower() == ".npz" or path.exists():
-        if not path.is_file():
-            raise ValueError(f"{text}: no such file")
+    if path.suffix.lower() == ".npz" or path.exists() or path.is_symlink():
+        problem = _world_file_problem(text, path)
+        if problem is not None:
+            raise ValueError(problem)
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {name: data[name] for name in data.files}
@@ -233,10 +264,14 @@ def load_world(spec: str | Path) -> World:
         except Exception as exc:  # the module raised while it was imported
             raise ValueError(f"{text}: importing {module!r} failed ({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+        except SystemExit as exc:  # it would end the caller silently: say so
+            raise ValueError(f"{text}: importing {module!r} called sys.exit({_exit_code(exc)})") from None
         try:
             world = factory()
         except Exception as exc:
             raise ValueError(f"{text}: calling it failed ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+        except SystemExit as exc:
+            raise ValueError(f"{text}: {name}() called sys.exit({_exit_code(exc)})") from None
         if not isinstance(world, World):
             raise ValueError(f"{text}: returned {type(world).__name__}, not a prhsim World")
     else:
