@@ -528,6 +528,7 @@ def test_screen_fallback_with_tiny_pools(monkeypatch, screen_width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
+@settings(max_examples=max(1, settings().max_examples // 2))  # per width: the profile's count in all
 @given(data=st.data(), n=st.integers(2, 40), d=st.integers(1, 5))
 def test_screen_on_arbitrary_integer_rows(width, data, n, d):
     """Any integer matrix (exact inner products, ties everywhere), any k, any tile side: the twin's indices."""
@@ -542,6 +543,7 @@ def test_screen_on_arbitrary_integer_rows(width, data, n, d):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
+@settings(max_examples=max(1, settings().max_examples // 2))  # per width: the profile's count in all
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(3, 40), d=st.sampled_from([4, 16]), data=st.data())
 def test_screened_metrics_on_random_sign_rows(width, seed, n, d, data):
     pytest.importorskip("torch")
