@@ -68,7 +68,7 @@ from prhsim.metrics._cka_permuted import kernel_scorer
 from prhsim.metrics._calibrate_knn import knn_scorer
 from prhsim.metrics._cka import to_host
 from prhsim.metrics._convention import Convention, check_convention
-from prhsim.metrics._protocol import ProtocolScore, prepared_pair, prh_protocol, scored_layers
+from prhsim.metrics._protocol import ClipScope, ProtocolScore, layer_protocol, prepared_pair
 from prhsim.metrics._registry import METRICS, Metric, metric_record
 
 #: A layer table's statistic: "max" or "mean" over all layer pairs, or a callable of the (L_a, L_b) table of scores
@@ -193,22 +193,24 @@ def null_verdict(raw: float, null: np.ndarray, alpha: float, s_max: float = 1.0)
 # arguments
 # --------------------------------------------------------------------------------------
 def calibrated_protocol(feats_a: Any, feats_b: Any, *, permutations: int | np.ndarray = 1000, alpha: float = 0.05,
-                        rng: RngLike = None, **protocol: Any) -> ProtocolScore:
-    """:func:`prhsim.metrics.prh_protocol` (``protocol``: metric, knn_k, clip_quantile, clip_scope, convention) with
+                        rng: RngLike = None, metric: str = "mutual_knn", knn_k: int = 10,
+                        clip_quantile: float | None = 0.95, clip_scope: ClipScope = "tensor",
+                        convention: Convention = "prhsim") -> ProtocolScore:
+    """:func:`prhsim.metrics.prh_protocol` (metric, knn_k, clip_quantile, clip_scope, convention as there) with
     its best score calibrated (``score.calibration``): the null statistic is the max over every scored layer pair of the
     clipped, normalised stacks with B's rows permuted, one permutation for every pair, so the search over layers is
     part of the null."""
     check_alpha(alpha)
     if isinstance(permutations, Integral):
         check_permutations(permutations)
-    score = prh_protocol(feats_a, feats_b, **protocol)
-    convention = protocol.get("convention", "prhsim")
-    xp, A, B = prepared_pair(feats_a, feats_b, protocol.get("clip_quantile", 0.95),
-                             protocol.get("clip_scope", "tensor"), convention)
-    rows, cols = scored_layers(xp, A, B)  # the protocol's best is the max over these layers' pairs
-    A, B = [A[i] for i in rows], [B[j] for j in cols]
-    calibration = calibrate(protocol.get("metric", "mutual_knn"), A, B, permutations=permutations, alpha=alpha,
-                            rng=rng, aggregate="max", knn_k=protocol.get("knn_k", 10), convention=convention)
+    convention = check_convention(convention)
+    xp, A, B = prepared_pair(feats_a, feats_b, clip_quantile, clip_scope, convention)
+    score = layer_protocol(xp, A, B, metric=metric, knn_k=knn_k, convention=convention)
+    scored = ~np.isnan(score.table)  # the best is the max over the scored layers' pairs (constant layers are not)
+    A = [x for x, live in zip(A, scored.any(axis=1)) if live]
+    B = [x for x, live in zip(B, scored.any(axis=0)) if live]
+    calibration = calibrate(metric, A, B, permutations=permutations, alpha=alpha, rng=rng, aggregate="max",
+                            knn_k=knn_k, convention=convention)
     return score._replace(calibration=calibration)
 
 

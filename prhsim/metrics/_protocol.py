@@ -197,9 +197,15 @@ def prh_protocol(feats_a: Any, feats_b: Any, *, metric: str = "mutual_knn", knn_
             convention, a model whose every layer is constant, or a metric's error (prefixed with its
             layer pair).
     """
-    score = metric_record(metric)
     convention = check_convention(convention)
     xp, A, B = prepared_pair(feats_a, feats_b, clip_quantile, clip_scope, convention)
+    return layer_protocol(xp, A, B, metric=metric, knn_k=knn_k, convention=convention)
+
+
+def layer_protocol(xp: Any, A: list[Any], B: list[Any], *, metric: str, knn_k: int,
+                   convention: Convention) -> ProtocolScore:
+    """Steps 3-4 of the protocol on layers already clipped and normalised (:func:`prepared_pair`)."""
+    score = metric_record(metric)
     if score.neighbours:
         check_knn_k(knn_k, A[0].shape[0])
     rows, cols = scored_layers(xp, A, B)
