@@ -686,11 +686,12 @@ def screened_knn(x: Any, k: int, block: int | None = None, scale: Any = None,
     idt = xp.arange(1, device=array_device(xw)).dtype
     side = -(-n // -(-n // SCREEN_BLOCK)) if block is None else min(block, n)  # equal blocks by default
     cap = 4 * k + POOL_SLACK
-    ensure_fits((0 if scale is None else n * d * bits / 8) + (4.0 if width(xw) == "float32" else 2.0) * n * d
+    wide = width(xw) == "float32"
+    ensure_fits((0 if scale is None else n * d * bits / 8) + (4.0 if wide else 2.0) * n * d
                 + 16.0 * side * side
                 + 24.0 * n * min(n, cap), f"the bf16 screen for k-nearest neighbours (N = {n}, d = {d}, "
                 f"tiles of {side})", "lower block")
-    vals, idx, retired = _screen(xp, torch, xw, scale, k, side, cap, bits, idt, ordered)
+    vals, idx, retired = _screen(xp, torch, xw, scale, k, side, cap, bits, idt, ordered, wide)
     if back:
         vals = None if vals is None else torch.from_numpy(vals)
         idx, retired = torch.from_numpy(idx), torch.from_numpy(retired)
@@ -698,11 +699,10 @@ def screened_knn(x: Any, k: int, block: int | None = None, scale: Any = None,
 
 
 def _screen(xp: Any, torch: Any, x: Any, scale: Any, k: int, side: int, cap: int, bits: int, idt: Any,
-            ordered: bool) -> tuple[Any, Any, Any]:
-    """The tiles and the re-rank (see :func:`screened_knn`)."""
+            ordered: bool, wide: bool) -> tuple[Any, Any, Any]:
+    """The tiles and the re-rank (see :func:`screened_knn`); ``wide``: at the float32 width (:func:`width`)."""
     n, d = x.shape
     dev = array_device(x)
-    wide = width(x) == "float32"
     y, z, norms, rho, e = _prepare(xp, x, scale, torch, "float32" if wide else "bf16")
     if not -60 <= e <= 60:  # outside the bound's range (τ): every row to the exact search
         return (xp.full((n, k), -math.inf, dtype=x.dtype, device=dev) if ordered else None,
